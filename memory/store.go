@@ -1,0 +1,197 @@
+// Package memory holds everything conclave keeps between events: thread
+// messages, conversation state, memory sessions, channel registrations,
+// pairings, wallet links, dedup marks, per-conversation locks and one-time
+// nonces.
+//
+// One Store interface has two implementations that pass one conformance
+// suite: Redis (shared by every replica, persistent) and in-process (the
+// embedded default: one replica, lost on exit).
+//
+// The store knows nothing of conversation semantics: the conversation's
+// engine state is an opaque blob owned by package agents. What the store
+// guarantees is atomicity where the engine needs it (dedup marks with the
+// message they guard, state writes guarded by the lock token) and bounded
+// retention.
+package memory
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Errors callers branch on.
+var (
+	// ErrNotFound: the conversation, message, nonce or record does not exist.
+	ErrNotFound = errors.New("memory: not found")
+	// ErrLocked: another holder has the conversation's lock.
+	ErrLocked = errors.New("memory: conversation is locked")
+	// ErrLockLost: the lock expired or was taken over; the holder must stop
+	// without writing or posting.
+	ErrLockLost = errors.New("memory: lock lost")
+)
+
+// DedupTTL is how long event and message dedup marks are kept.
+const DedupTTL = 24 * time.Hour
+
+// Message is one message of a Slack thread as the store keeps it. The TS
+// (Slack's message timestamp) is unique within a conversation and orders the
+// thread.
+type Message struct {
+	TS      string `json:"ts"`
+	UserID  string `json:"user,omitempty"`   // Slack user who wrote it; empty for conclave's own posts
+	BotID   string `json:"bot,omitempty"`    // set for other apps' bot messages
+	Agent   string `json:"agent,omitempty"`  // ENS name of the authoring agent (conclave posts, paired human agents)
+	Kind    string `json:"kind"`             // engine-defined: person, agent, human, bot, note, …
+	Subtype string `json:"subtype,omitempty"`
+	Raw     string `json:"raw,omitempty"`  // text as Slack carries it
+	Text    string `json:"text"`           // normalised text used for prompts and matching
+	Name    string `json:"name,omitempty"` // author's display name at the time of writing
+	TurnID  string `json:"turn,omitempty"` // the turn that posted it (agent posts)
+	// Meta carries engine-defined extras (threading outcome, …).
+	Meta map[string]string `json:"meta,omitempty"`
+	At   time.Time         `json:"at"`
+}
+
+// Conversation is the stored record of one thread. State is owned by the
+// engine (package agents) and stored verbatim.
+type Conversation struct {
+	ID       string `json:"id"`
+	Team     string `json:"team,omitempty"`
+	Channel  string `json:"channel"`
+	ThreadTS string `json:"thread_ts"`
+	State    []byte `json:"state,omitempty"`
+}
+
+// Snapshot is a conversation's record and its messages, oldest first, read
+// in one round trip.
+type Snapshot struct {
+	// Exists is false when nothing has been stored for the conversation yet
+	// (Conversation then holds only the ID).
+	Exists       bool
+	Conversation Conversation
+	Messages     []Message
+}
+
+// Lock is a held per-conversation lock. Token identifies the holder.
+type Lock struct {
+	ConversationID string
+	Token          string
+}
+
+// SessionEntry is one message of a memory session.
+type SessionEntry struct {
+	Role           string    `json:"role"`              // user, assistant or system
+	Content        string    `json:"content"`           // the text, without any author prefix
+	Author         string    `json:"author,omitempty"`  // "<Name> (<ENS or person>)" for user entries from a conversation
+	ConversationID string    `json:"conv,omitempty"`    // empty for hydrated entries
+	TS             string    `json:"ts,omitempty"`      // Slack ts of the message it came from
+	At             time.Time `json:"at"`
+}
+
+// SessionAppend appends entries to one session of one namespace.
+type SessionAppend struct {
+	Namespace string // whose memory: an agent's ENS name, or ENS name + scope (see package agents)
+	Key       string // the session key (business key or group id)
+	Entries   []SessionEntry
+}
+
+// Commit is everything one turn writes, applied only while the lock is held.
+type Commit struct {
+	// Conversation is stored as given (its State replaces the old one).
+	Conversation Conversation
+	// Messages are upserted by TS.
+	Messages []Message
+	// Sessions are appended, each trimmed to the store's session bound.
+	Sessions []SessionAppend
+	// Deadline is when the conversation next needs attention without a new
+	// message (inactivity, a call timing out); zero clears it.
+	Deadline time.Time
+}
+
+// Store is conclave's persistence. All methods are safe for concurrent use.
+type Store interface {
+	// RecordMessage stores an inbound message of conversation (team,
+	// channel, threadTS) and marks the conversation pending, atomically with
+	// setting dedup marks for eventID (when not empty) and channel+m.TS, kept
+	// DedupTTL. It reports false, and changes nothing else, when either mark
+	// already exists; the conversation is then still marked pending, so a
+	// retry of a message recorded but not yet handled is handled.
+	RecordMessage(ctx context.Context, conv Conversation, m Message, eventID string) (recorded bool, err error)
+	// UpdateMessage replaces the text of a stored message (an edit).
+	// ErrNotFound when the message is unknown.
+	UpdateMessage(ctx context.Context, convID, ts, raw, text string) error
+	// DeleteMessage removes a stored message. Deleting an unknown message is
+	// not an error.
+	DeleteMessage(ctx context.Context, convID, ts string) error
+	// Snapshot reads a conversation without a lock (for inspection).
+	Snapshot(ctx context.Context, convID string) (Snapshot, error)
+
+	// MarkPending records that the conversation has work to look at.
+	MarkPending(ctx context.Context, convID string) error
+	// Due lists up to limit conversations that are pending, or whose
+	// deadline is at or before now.
+	Due(ctx context.Context, now time.Time, limit int) ([]string, error)
+
+	// AcquireLock takes the conversation's lock for ttl. ErrLocked when
+	// someone else holds it.
+	AcquireLock(ctx context.Context, convID string, ttl time.Duration) (Lock, error)
+	// RenewLock extends a held lock. ErrLockLost when it is no longer held.
+	RenewLock(ctx context.Context, l Lock, ttl time.Duration) error
+	// CheckLock reports ErrLockLost when l is no longer held.
+	CheckLock(ctx context.Context, l Lock) error
+	// Load clears the conversation's pending mark and reads its snapshot,
+	// under the lock. ErrLockLost when l is no longer held.
+	Load(ctx context.Context, l Lock) (Snapshot, error)
+	// Commit applies c if l is still held (ErrLockLost otherwise).
+	Commit(ctx context.Context, l Lock, c Commit) error
+	// ReleaseLock releases l (a lock no longer held is not an error) and
+	// reports whether the conversation was marked pending meanwhile.
+	ReleaseLock(ctx context.Context, l Lock) (pending bool, err error)
+
+	// AppendSession appends entries to a memory session, creating it.
+	AppendSession(ctx context.Context, a SessionAppend) error
+	// ReadSession returns the newest n entries of a session (all when n <=
+	// 0), oldest first. An unknown session reads as empty.
+	ReadSession(ctx context.Context, namespace, key string, n int) ([]SessionEntry, error)
+	// Sessions lists the session keys of a namespace, sorted.
+	Sessions(ctx context.Context, namespace string) ([]string, error)
+
+	// ChannelAgents lists the ENS names registered in a channel at run
+	// time, in the order they were added.
+	ChannelAgents(ctx context.Context, channel string) ([]string, error)
+	// AddChannelAgent registers an agent; false when it was already there.
+	AddChannelAgent(ctx context.Context, channel, ens string) (added bool, err error)
+	// RemoveChannelAgent unregisters an agent; false when it was absent.
+	RemoveChannelAgent(ctx context.Context, channel, ens string) (removed bool, err error)
+
+	// PairHuman pairs a Slack user with a human agent, one to one: an
+	// earlier pairing of either side is replaced. It returns the ENS name
+	// the user was paired with before and the user the agent was paired
+	// with before (empty when none).
+	PairHuman(ctx context.Context, userID, ens string) (prevAgent, prevUser string, err error)
+	// HumanAgent returns the human agent paired with a Slack user
+	// (ErrNotFound when none).
+	HumanAgent(ctx context.Context, userID string) (string, error)
+	// HumanUser returns the Slack user paired with a human agent
+	// (ErrNotFound when none).
+	HumanUser(ctx context.Context, ens string) (string, error)
+	// LinkWallet links a verified address to a Slack user (idempotent).
+	LinkWallet(ctx context.Context, userID, address string) error
+	// Wallets lists the addresses linked to a Slack user.
+	Wallets(ctx context.Context, userID string) ([]string, error)
+
+	// PutNonce stores a one-time value for ttl.
+	PutNonce(ctx context.Context, nonce string, value []byte, ttl time.Duration) error
+	// PeekNonce reads a nonce without spending it (ErrNotFound when unknown,
+	// spent or expired).
+	PeekNonce(ctx context.Context, nonce string) ([]byte, error)
+	// SpendNonce reads and deletes a nonce atomically (ErrNotFound when
+	// unknown, spent or expired).
+	SpendNonce(ctx context.Context, nonce string) ([]byte, error)
+
+	// Ping reports whether the store is reachable.
+	Ping(ctx context.Context) error
+	// Close releases the store's connections.
+	Close() error
+}
