@@ -1,0 +1,643 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/pelletier/go-toml/v2"
+)
+
+// Duration is a time.Duration written as a string in TOML ("10m").
+type Duration struct{ time.Duration }
+
+// UnmarshalText parses a Go duration string.
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	if err != nil {
+		return fmt.Errorf("invalid duration %q (use a value such as \"90s\" or \"10m\")", string(b))
+	}
+	d.Duration = v
+	return nil
+}
+
+// MarshalText writes the duration as a Go duration string.
+func (d Duration) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
+
+// Config is the whole TOML configuration. Field tags are the key names
+// operators write; config.example.toml documents each one.
+type Config struct {
+	ShutdownGrace Duration `toml:"shutdown_grace"`
+
+	Slack        SlackConfig                    `toml:"slack"`
+	LLM          LLMConfig                      `toml:"llm"`
+	Memory       MemoryConfig                   `toml:"memory"`
+	Templates    TemplatesConfig                `toml:"templates"`
+	ENS          ENSConfig                      `toml:"ens"`
+	Agents       []AgentConfig                  `toml:"agents"`
+	AgentSetting map[string]AgentSettingsConfig `toml:"agent_settings"`
+	Channels     []ChannelConfig                `toml:"channels"`
+	Conversation ConversationConfig             `toml:"conversation"`
+	Expert       ExpertConfig                   `toml:"expert"`
+	Errors       ErrorsConfig                   `toml:"errors"`
+	HTTP         HTTPConfig                     `toml:"http"`
+	Log          LogConfig                      `toml:"log"`
+}
+
+// SlackConfig is [slack].
+type SlackConfig struct {
+	AppToken        string   `toml:"app_token"`
+	BotToken        string   `toml:"bot_token"`
+	APIURL          string   `toml:"api_url"`
+	Admins          []string `toml:"admins"`
+	WorkingReaction string   `toml:"working_reaction"`
+	IPFSGateway     string   `toml:"ipfs_gateway"`
+}
+
+// LLMProfileConfig holds the keys of [llm] that a named profile may set.
+// Pointers tell "not set" from zero so a profile inherits from [llm].
+type LLMProfileConfig struct {
+	BaseURL          *string           `toml:"base_url"`
+	APIKey           *string           `toml:"api_key"`
+	APIKeyEnv        *string           `toml:"api_key_env"`
+	Model            *string           `toml:"model"`
+	Temperature      *float64          `toml:"temperature"`
+	MaxTokens        *int              `toml:"max_tokens"`
+	MaxInputTokens   *int              `toml:"max_input_tokens"`
+	Timeout          *Duration         `toml:"timeout"`
+	TotalTimeout     *Duration         `toml:"total_timeout"`
+	MaxRetries       *int              `toml:"max_retries"`
+	Headers          map[string]string `toml:"headers"`
+	JSONMode         *bool             `toml:"json_mode"`
+	MergeConsecutive *bool             `toml:"merge_consecutive"`
+}
+
+// LLMConfig is [llm]: the default profile plus named profiles.
+type LLMConfig struct {
+	LLMProfileConfig
+	Profiles map[string]LLMProfileConfig `toml:"profiles"`
+}
+
+// MemoryConfig is [memory].
+type MemoryConfig struct {
+	RedisURL           string   `toml:"redis_url"`
+	KeyPrefix          string   `toml:"key_prefix"`
+	MaxSessionMessages int      `toml:"max_session_messages"`
+	ConversationTTL    Duration `toml:"conversation_ttl"`
+}
+
+// TemplatesConfig is [templates].
+type TemplatesConfig struct {
+	Dir string `toml:"dir"`
+}
+
+// ENSConfig is [ens].
+type ENSConfig struct {
+	BaseDomains   []string           `toml:"base_domains"`
+	CacheTTL      Duration           `toml:"cache_ttl"`
+	NegativeTTL   Duration           `toml:"negative_ttl"`
+	StaleMax      Duration           `toml:"stale_max"`
+	RPCTimeout    Duration           `toml:"rpc_timeout"`
+	MainnetRPCURL string             `toml:"mainnet_rpc_url"`
+	TextKeys      []string           `toml:"text_keys"`
+	Chains        []ChainConfig      `toml:"chains"`
+	Collections   []CollectionConfig `toml:"collections"`
+}
+
+// ChainConfig is one [[ens.chains]].
+type ChainConfig struct {
+	ChainID  uint64 `toml:"chain_id"`
+	RPCURL   string `toml:"rpc_url"`
+	Registry string `toml:"registry"`
+}
+
+// CollectionConfig is one [[ens.collections]].
+type CollectionConfig struct {
+	ChainID uint64 `toml:"chain_id"`
+	Address string `toml:"address"`
+	Label   string `toml:"label"`
+}
+
+// AgentConfig is one [[agents]]: an agent of the static directory.
+type AgentConfig struct {
+	ENS            string            `toml:"ens"`
+	Name           string            `toml:"name"`
+	Role           string            `toml:"role"`
+	Owner          string            `toml:"owner"`
+	Addresses      map[string]string `toml:"addresses"`
+	Attributes     map[string]string `toml:"attributes"`
+	Avatar         string            `toml:"avatar"`
+	URL            string            `toml:"url"`
+	LLMProfile     string            `toml:"llm_profile"`
+	CloneOf        string            `toml:"clone_of"`
+	SessionPolicy  string            `toml:"session_policy"`
+	SessionPattern string            `toml:"session_pattern"`
+}
+
+// AgentSettingsConfig is [agent_settings."<ens>"]: settings for agents that
+// exist only on-chain.
+type AgentSettingsConfig struct {
+	LLMProfile     string `toml:"llm_profile"`
+	SessionPolicy  string `toml:"session_policy"`
+	SessionPattern string `toml:"session_pattern"`
+}
+
+// ChannelConfig is one [[channels]].
+type ChannelConfig struct {
+	ID     string   `toml:"id"`
+	Agents []string `toml:"agents"`
+	Start  string   `toml:"start"`
+}
+
+// ConversationConfig is [conversation].
+type ConversationConfig struct {
+	Timeout          Duration `toml:"timeout"`
+	CallTimeout      Duration `toml:"call_timeout"`
+	MaxTurns         int      `toml:"max_turns"`
+	MaxTurnsPerAgent int      `toml:"max_turns_per_agent"`
+	MaxParallel      int      `toml:"max_parallel"`
+	MaxMessageChars  int      `toml:"max_message_chars"`
+}
+
+// ExpertConfig is [expert].
+type ExpertConfig struct {
+	MatchThreshold float64 `toml:"match_threshold"`
+	SessionScope   string  `toml:"session_scope"`
+}
+
+// ErrorsConfig is [errors].
+type ErrorsConfig struct {
+	Notify string `toml:"notify"`
+}
+
+// HTTPConfig is [http].
+type HTTPConfig struct {
+	Addr      string `toml:"addr"`
+	PublicURL string `toml:"public_url"`
+}
+
+// LogConfig is [log].
+type LogConfig struct {
+	Level  string `toml:"level"`
+	Format string `toml:"format"`
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// defaultConfig is the configuration with every default filled in: what
+// conclave runs with when no file is given.
+func defaultConfig() Config {
+	return Config{
+		ShutdownGrace: Duration{15 * time.Second},
+		Slack: SlackConfig{
+			APIURL:          "https://slack.com/api/",
+			WorkingReaction: "hourglass_flowing_sand",
+			IPFSGateway:     "https://ipfs.io/ipfs/",
+		},
+		LLM: LLMConfig{LLMProfileConfig: LLMProfileConfig{
+			BaseURL:          ptr("https://api.openai.com/v1"),
+			APIKey:           ptr(""),
+			Model:            ptr("gpt-4o-mini"),
+			MaxInputTokens:   ptr(16000),
+			Timeout:          &Duration{60 * time.Second},
+			TotalTimeout:     &Duration{150 * time.Second},
+			MaxRetries:       ptr(3),
+			JSONMode:         ptr(true),
+			MergeConsecutive: ptr(false),
+		}},
+		Memory: MemoryConfig{
+			KeyPrefix:          "conclave:",
+			MaxSessionMessages: 1000,
+			ConversationTTL:    Duration{720 * time.Hour},
+		},
+		Templates: TemplatesConfig{Dir: "templates"},
+		ENS: ENSConfig{
+			BaseDomains: []string{"protocol6022.eth", "6022.eth"},
+			CacheTTL:    Duration{10 * time.Minute},
+			NegativeTTL: Duration{time.Minute},
+			StaleMax:    Duration{24 * time.Hour},
+			RPCTimeout:  Duration{5 * time.Second},
+			TextKeys:    []string{"role", "mission", "expertise", "description", "avatar", "url"},
+			Chains: []ChainConfig{
+				{ChainID: 137, Registry: "0x23dbc335f966d9869940FB55f61E919118AAD236"},
+				{ChainID: 80002, Registry: "0x37c5879529E5b0241663ed40feeebb2326BBEE0d"},
+			},
+		},
+		Conversation: ConversationConfig{
+			Timeout:          Duration{10 * time.Minute},
+			CallTimeout:      Duration{3 * time.Minute},
+			MaxTurns:         40,
+			MaxTurnsPerAgent: 10,
+			MaxParallel:      8,
+			MaxMessageChars:  12000,
+		},
+		Expert: ExpertConfig{MatchThreshold: 0.75, SessionScope: "agent"},
+		Errors: ErrorsConfig{Notify: "thread"},
+		HTTP:   HTTPConfig{Addr: ":8080"},
+		Log:    LogConfig{Level: "info", Format: "json"},
+	}
+}
+
+// loadConfig reads the config file at path into the defaults. A missing
+// file is an error only when explicit is true (an operator named it).
+func loadConfig(path string, explicit bool) (Config, error) {
+	cfg := defaultConfig()
+	data, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist) && !explicit:
+		return cfg, nil
+	case err != nil:
+		return cfg, fmt.Errorf("config: %w", err)
+	}
+	if err := decodeConfig(path, data, &cfg); err != nil {
+		return cfg, err
+	}
+	return cfg, nil
+}
+
+// decodeConfig decodes TOML strictly: unknown keys and type errors are
+// reported with their line.
+func decodeConfig(name string, data []byte, cfg *Config) error {
+	dec := toml.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(cfg)
+	var strict *toml.StrictMissingError
+	var decErr *toml.DecodeError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &strict):
+		var lines []string
+		for _, e := range strict.Errors {
+			row, _ := e.Position()
+			lines = append(lines, fmt.Sprintf("%s:%d: unknown key %q", name, row, strings.Join(e.Key(), ".")))
+		}
+		return fmt.Errorf("config: %s", strings.Join(lines, "; "))
+	case errors.As(err, &decErr):
+		row, _ := decErr.Position()
+		key := strings.Join(decErr.Key(), ".")
+		msg := redactSecretsIn(decErr.Error())
+		if key != "" {
+			return fmt.Errorf("config: %s:%d: %s: %s", name, row, key, msg)
+		}
+		return fmt.Errorf("config: %s:%d: %s", name, row, msg)
+	default:
+		return fmt.Errorf("config: %s: %s", name, redactSecretsIn(err.Error()))
+	}
+}
+
+// redactSecretsIn hides anything that looks like a token in a decoder
+// message, which may quote the offending value.
+func redactSecretsIn(msg string) string { return secretLike.ReplaceAllString(msg, "[redacted]") }
+
+var secretLike = regexp.MustCompile(`(xapp-|xoxb-|xoxp-|sk-)[A-Za-z0-9_\-]+`)
+
+// secret is one secret-bearing key and its environment override.
+type secret struct {
+	key string
+	env string
+	dst *string
+}
+
+// secrets lists the keys whose value may come from the environment; the
+// environment wins when it is not empty.
+func (c *Config) secrets() []secret {
+	s := []secret{
+		{"slack.app_token", "SLACK_APP_TOKEN", &c.Slack.AppToken},
+		{"slack.bot_token", "SLACK_BOT_TOKEN", &c.Slack.BotToken},
+		{"llm.api_key", "OPENAI_API_KEY", c.LLM.APIKey},
+		{"llm.base_url", "OPENAI_BASE_URL", c.LLM.BaseURL},
+		{"memory.redis_url", "REDIS_URL", &c.Memory.RedisURL},
+		{"ens.mainnet_rpc_url", "ETH_RPC_URL_1", &c.ENS.MainnetRPCURL},
+	}
+	for i := range c.ENS.Chains {
+		ch := &c.ENS.Chains[i]
+		s = append(s, secret{fmt.Sprintf("ens.chains[%d].rpc_url", i), "ETH_RPC_URL_" + strconv.FormatUint(ch.ChainID, 10), &ch.RPCURL})
+	}
+	return s
+}
+
+// applyEnv overrides secrets from the environment and returns the keys
+// whose secret value was found in the file (operators are warned: files
+// end up in repositories).
+func (c *Config) applyEnv(getenv func(string) string) (inFile []string) {
+	if c.LLM.APIKey == nil {
+		c.LLM.APIKey = ptr("")
+	}
+	if c.LLM.BaseURL == nil {
+		c.LLM.BaseURL = ptr("")
+	}
+	for _, s := range c.secrets() {
+		if v := getenv(s.env); v != "" {
+			*s.dst = v
+			continue
+		}
+		if *s.dst != "" && isSecretValue(s.key, *s.dst) {
+			inFile = append(inFile, s.key)
+		}
+	}
+	if getenv("OPENAI_API_KEY") == "" && c.LLM.APIKeyEnv != nil && *c.LLM.APIKeyEnv != "" {
+		if v := getenv(*c.LLM.APIKeyEnv); v != "" {
+			*c.LLM.APIKey = v
+			inFile = slices.DeleteFunc(inFile, func(k string) bool { return k == "llm.api_key" })
+		}
+	}
+	for name, p := range c.LLM.Profiles {
+		if p.APIKeyEnv != nil && *p.APIKeyEnv != "" {
+			if v := getenv(*p.APIKeyEnv); v != "" {
+				p.APIKey = ptr(v)
+				c.LLM.Profiles[name] = p
+				continue
+			}
+		}
+		if p.APIKey != nil && *p.APIKey != "" {
+			inFile = append(inFile, "llm.profiles."+name+".api_key")
+		}
+	}
+	return inFile
+}
+
+// isSecretValue tells whether a value under a secret-bearing key is really
+// secret: a base URL is not, a Redis or RPC URL is only when it carries
+// credentials (or, for RPC URLs, a path or query that often holds a key).
+func isSecretValue(key, v string) bool {
+	switch {
+	case key == "llm.base_url":
+		return false
+	case strings.HasSuffix(key, "redis_url"), strings.HasSuffix(key, "rpc_url"):
+		u, err := url.Parse(v)
+		if err != nil {
+			return true
+		}
+		if u.User != nil {
+			return true
+		}
+		return strings.HasSuffix(key, "rpc_url") && (u.RawQuery != "" || strings.Trim(u.Path, "/") != "")
+	}
+	return true
+}
+
+// Validation ------------------------------------------------------------
+
+var (
+	slackUserID   = regexp.MustCompile(`^[UW][A-Z0-9]+$`)
+	slackChanID   = regexp.MustCompile(`^[CG][A-Z0-9]+$`)
+	evmAddress    = regexp.MustCompile(`^0x[0-9a-fA-F]{40}$`)
+	collLabel     = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+	knownRoles    = map[string]bool{"facilitator": true, "expert": true, "clone": true, "human": true}
+	knownPolicies = map[string]bool{"": true, "any": true, "pattern": true, "never": true}
+)
+
+// validate checks values the decoder cannot: every error names its key.
+func (c *Config) validate() error {
+	var errs []string
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, key+": "+fmt.Sprintf(format, args...))
+	}
+	positive := func(key string, d Duration) {
+		if d.Duration <= 0 {
+			bad(key, "must be a positive duration")
+		}
+	}
+	positive("shutdown_grace", c.ShutdownGrace)
+	if !strings.HasSuffix(c.Slack.APIURL, "/") {
+		bad("slack.api_url", "must end with \"/\" (got %q)", c.Slack.APIURL)
+	}
+	for i, a := range c.Slack.Admins {
+		if !slackUserID.MatchString(a) {
+			bad(fmt.Sprintf("slack.admins[%d]", i), "%q is not a Slack user id (U… or W…)", a)
+		}
+	}
+	if c.Slack.AppToken != "" && !strings.HasPrefix(c.Slack.AppToken, "xapp-") {
+		bad("slack.app_token", "must be an app-level token starting with xapp-")
+	}
+	if c.Slack.BotToken != "" && !strings.HasPrefix(c.Slack.BotToken, "xoxb-") {
+		bad("slack.bot_token", "must be a bot token starting with xoxb-")
+	}
+	c.validateProfile("llm", c.LLM.LLMProfileConfig, bad)
+	for name, p := range c.LLM.Profiles {
+		c.validateProfile("llm.profiles."+name, p, bad)
+	}
+	if c.Memory.MaxSessionMessages <= 0 {
+		bad("memory.max_session_messages", "must be > 0")
+	}
+	positive("memory.conversation_ttl", c.Memory.ConversationTTL)
+	if c.Memory.RedisURL != "" {
+		if u, err := url.Parse(c.Memory.RedisURL); err != nil || u.Scheme == "" {
+			bad("memory.redis_url", "not a URL (expected redis://host:port/db)")
+		}
+	}
+	if len(c.ENS.BaseDomains) == 0 {
+		bad("ens.base_domains", "needs at least one base domain")
+	}
+	for i, b := range c.ENS.BaseDomains {
+		if b != strings.ToLower(b) || !strings.HasSuffix(b, ".eth") {
+			bad(fmt.Sprintf("ens.base_domains[%d]", i), "%q must be a lowercase .eth name", b)
+		}
+	}
+	positive("ens.cache_ttl", c.ENS.CacheTTL)
+	positive("ens.negative_ttl", c.ENS.NegativeTTL)
+	positive("ens.rpc_timeout", c.ENS.RPCTimeout)
+	if c.ENS.StaleMax.Duration < 0 {
+		bad("ens.stale_max", "must not be negative")
+	}
+	seenChain := map[uint64]bool{}
+	for i, ch := range c.ENS.Chains {
+		key := fmt.Sprintf("ens.chains[%d]", i)
+		if ch.ChainID == 0 {
+			bad(key+".chain_id", "is required")
+		}
+		if seenChain[ch.ChainID] {
+			bad(key+".chain_id", "chain %d is listed twice", ch.ChainID)
+		}
+		seenChain[ch.ChainID] = true
+		if !evmAddress.MatchString(ch.Registry) {
+			bad(key+".registry", "%q is not an address", ch.Registry)
+		}
+	}
+	for i, col := range c.ENS.Collections {
+		key := fmt.Sprintf("ens.collections[%d]", i)
+		if col.ChainID == 0 {
+			bad(key+".chain_id", "is required")
+		}
+		if !evmAddress.MatchString(col.Address) {
+			bad(key+".address", "%q is not an address", col.Address)
+		}
+		if !collLabel.MatchString(col.Label) {
+			bad(key+".label", "%q is not a valid label (lowercase a-z 0-9 -)", col.Label)
+		}
+	}
+	static := map[string]AgentConfig{}
+	for i, a := range c.Agents {
+		key := fmt.Sprintf("agents[%d]", i)
+		name := strings.ToLower(strings.TrimSpace(a.ENS))
+		switch {
+		case name == "":
+			bad(key+".ens", "is required")
+		case !strings.HasSuffix(name, ".eth"):
+			bad(key+".ens", "%q is not an ENS name ending in .eth", a.ENS)
+		case static[name].ENS != "":
+			bad(key+".ens", "%q is declared twice", a.ENS)
+		}
+		c.Agents[i].ENS = name
+		static[name] = c.Agents[i]
+		if !knownRoles[strings.ToLower(a.Role)] {
+			bad(key+".role", "%q is not one of facilitator, expert, clone, human", a.Role)
+		}
+		if a.Owner != "" && !evmAddress.MatchString(a.Owner) {
+			bad(key+".owner", "%q is not an address", a.Owner)
+		}
+		if a.LLMProfile != "" && !c.hasProfile(a.LLMProfile) {
+			bad(key+".llm_profile", "unknown profile %q (define [llm.profiles.%s])", a.LLMProfile, a.LLMProfile)
+		}
+		if a.CloneOf != "" && strings.ToLower(a.Role) != "clone" {
+			bad(key+".clone_of", "only clones have clone_of")
+		}
+		validatePolicy(key, a.SessionPolicy, a.SessionPattern, bad)
+	}
+	for i, a := range c.Agents {
+		if a.CloneOf == "" {
+			continue
+		}
+		h, ok := static[strings.ToLower(a.CloneOf)]
+		if ok && strings.ToLower(h.Role) != "human" {
+			bad(fmt.Sprintf("agents[%d].clone_of", i), "%q is not a human agent", a.CloneOf)
+		}
+	}
+	for ens, s := range c.AgentSetting {
+		key := fmt.Sprintf("agent_settings.%q", ens)
+		if s.LLMProfile != "" && !c.hasProfile(s.LLMProfile) {
+			bad(key+".llm_profile", "unknown profile %q", s.LLMProfile)
+		}
+		validatePolicy(key, s.SessionPolicy, s.SessionPattern, bad)
+	}
+	seenChan := map[string]bool{}
+	for i, ch := range c.Channels {
+		key := fmt.Sprintf("channels[%d]", i)
+		if !slackChanID.MatchString(ch.ID) {
+			bad(key+".id", "%q is not a channel id (C… or G…)", ch.ID)
+		}
+		if seenChan[ch.ID] {
+			bad(key+".id", "channel %s is listed twice", ch.ID)
+		}
+		seenChan[ch.ID] = true
+		switch ch.Start {
+		case "", "all", "mention":
+		default:
+			bad(key+".start", "%q is not one of all, mention", ch.Start)
+		}
+		facilitators := 0
+		for j, a := range ch.Agents {
+			name := strings.ToLower(strings.TrimSpace(a))
+			c.Channels[i].Agents[j] = name
+			if !strings.HasSuffix(name, ".eth") {
+				bad(fmt.Sprintf("%s.agents[%d]", key, j), "%q is not an ENS name", a)
+			}
+			if s, ok := static[name]; ok && strings.ToLower(s.Role) == "facilitator" {
+				facilitators++
+			}
+		}
+		if facilitators > 1 {
+			bad(key+".agents", "at most one facilitator per channel (found %d)", facilitators)
+		}
+	}
+	if c.Conversation.Timeout.Duration < 0 {
+		bad("conversation.timeout", "must not be negative (\"0\" turns it off)")
+	}
+	positive("conversation.call_timeout", c.Conversation.CallTimeout)
+	for key, v := range map[string]int{
+		"conversation.max_turns":           c.Conversation.MaxTurns,
+		"conversation.max_turns_per_agent": c.Conversation.MaxTurnsPerAgent,
+		"conversation.max_parallel":        c.Conversation.MaxParallel,
+		"conversation.max_message_chars":   c.Conversation.MaxMessageChars,
+	} {
+		if v <= 0 {
+			bad(key, "must be > 0")
+		}
+	}
+	if t := c.Expert.MatchThreshold; t <= 0 || t > 1 {
+		bad("expert.match_threshold", "must be in (0, 1]")
+	}
+	switch c.Expert.SessionScope {
+	case "agent", "channel":
+	default:
+		bad("expert.session_scope", "%q is not one of agent, channel", c.Expert.SessionScope)
+	}
+	switch c.Errors.Notify {
+	case "thread", "log":
+	default:
+		bad("errors.notify", "%q is not one of thread, log", c.Errors.Notify)
+	}
+	if c.HTTP.PublicURL != "" {
+		if u, err := url.Parse(c.HTTP.PublicURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			bad("http.public_url", "%q is not an http(s) URL", c.HTTP.PublicURL)
+		}
+	}
+	switch c.Log.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		bad("log.level", "%q is not one of debug, info, warn, error", c.Log.Level)
+	}
+	switch c.Log.Format {
+	case "json", "text":
+	default:
+		bad("log.format", "%q is not one of json, text", c.Log.Format)
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("config: %s", strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+func (c *Config) hasProfile(name string) bool {
+	_, ok := c.LLM.Profiles[name]
+	return ok
+}
+
+func (c *Config) validateProfile(key string, p LLMProfileConfig, bad func(string, string, ...any)) {
+	if p.BaseURL != nil && *p.BaseURL != "" {
+		if u, err := url.Parse(*p.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			bad(key+".base_url", "%q is not an http(s) URL", *p.BaseURL)
+		}
+	}
+	if p.Temperature != nil && (*p.Temperature < 0 || *p.Temperature > 2) {
+		bad(key+".temperature", "must be between 0 and 2")
+	}
+	if p.MaxTokens != nil && *p.MaxTokens < 0 {
+		bad(key+".max_tokens", "must not be negative")
+	}
+	if p.MaxInputTokens != nil && *p.MaxInputTokens <= 0 {
+		bad(key+".max_input_tokens", "must be > 0")
+	}
+	if p.MaxRetries != nil && *p.MaxRetries < 0 {
+		bad(key+".max_retries", "must not be negative")
+	}
+	if p.Timeout != nil && p.Timeout.Duration <= 0 {
+		bad(key+".timeout", "must be a positive duration")
+	}
+	if p.TotalTimeout != nil && p.TotalTimeout.Duration <= 0 {
+		bad(key+".total_timeout", "must be a positive duration")
+	}
+}
+
+func validatePolicy(key, policy, pattern string, bad func(string, string, ...any)) {
+	if !knownPolicies[policy] {
+		bad(key+".session_policy", "%q is not one of any, pattern, never", policy)
+	}
+	if policy == "pattern" {
+		if pattern == "" {
+			bad(key+".session_pattern", "is required when session_policy = \"pattern\"")
+		} else if _, err := regexp.Compile(`^(?:` + pattern + `)$`); err != nil {
+			bad(key+".session_pattern", "invalid RE2 pattern: %v", err)
+		}
+	} else if pattern != "" {
+		bad(key+".session_pattern", "only used with session_policy = \"pattern\"")
+	}
+}
