@@ -39,10 +39,10 @@ const DedupTTL = 24 * time.Hour
 // thread.
 type Message struct {
 	TS      string `json:"ts"`
-	UserID  string `json:"user,omitempty"`   // Slack user who wrote it; empty for conclave's own posts
-	BotID   string `json:"bot,omitempty"`    // set for other apps' bot messages
-	Agent   string `json:"agent,omitempty"`  // ENS name of the authoring agent (conclave posts, paired human agents)
-	Kind    string `json:"kind"`             // engine-defined: person, agent, human, bot, note, …
+	UserID  string `json:"user,omitempty"`  // Slack user who wrote it; empty for conclave's own posts
+	BotID   string `json:"bot,omitempty"`   // set for other apps' bot messages
+	Agent   string `json:"agent,omitempty"` // ENS name of the authoring agent (conclave posts, paired human agents)
+	Kind    string `json:"kind"`            // engine-defined: person, agent, human, bot, note, …
 	Subtype string `json:"subtype,omitempty"`
 	Raw     string `json:"raw,omitempty"`  // text as Slack carries it
 	Text    string `json:"text"`           // normalised text used for prompts and matching
@@ -81,11 +81,11 @@ type Lock struct {
 
 // SessionEntry is one message of a memory session.
 type SessionEntry struct {
-	Role           string    `json:"role"`              // user, assistant or system
-	Content        string    `json:"content"`           // the text, without any author prefix
-	Author         string    `json:"author,omitempty"`  // "<Name> (<ENS or person>)" for user entries from a conversation
-	ConversationID string    `json:"conv,omitempty"`    // empty for hydrated entries
-	TS             string    `json:"ts,omitempty"`      // Slack ts of the message it came from
+	Role           string    `json:"role"`             // user, assistant or system
+	Content        string    `json:"content"`          // the text, without any author prefix
+	Author         string    `json:"author,omitempty"` // "<Name> (<ENS or person>)" for user entries from a conversation
+	ConversationID string    `json:"conv,omitempty"`   // empty for hydrated entries
+	TS             string    `json:"ts,omitempty"`     // Slack ts of the message it came from
 	At             time.Time `json:"at"`
 }
 
@@ -115,8 +115,12 @@ type Store interface {
 	// channel, threadTS) and marks the conversation pending, atomically with
 	// setting dedup marks for eventID (when not empty) and channel+m.TS, kept
 	// DedupTTL. It reports false, and changes nothing else, when either mark
-	// already exists; the conversation is then still marked pending, so a
-	// retry of a message recorded but not yet handled is handled.
+	// already exists, or when the conversation already holds a message with
+	// m.TS; the conversation is then still marked pending, so a retry of a
+	// message recorded but not yet handled is handled. A Slack message
+	// belongs to exactly one conversation, so the marks are kept per
+	// conversation. Every write to a conversation (this one, UpdateMessage,
+	// DeleteMessage, Commit) restarts its retention clock.
 	RecordMessage(ctx context.Context, conv Conversation, m Message, eventID string) (recorded bool, err error)
 	// UpdateMessage replaces the text of a stored message (an edit).
 	// ErrNotFound when the message is unknown.
@@ -129,12 +133,16 @@ type Store interface {
 
 	// MarkPending records that the conversation has work to look at.
 	MarkPending(ctx context.Context, convID string) error
-	// Due lists up to limit conversations that are pending, or whose
-	// deadline is at or before now.
+	// Due lists up to limit conversations (all when limit <= 0) that are
+	// pending, or whose deadline is at or before now: pending ones first,
+	// longest pending first, then by deadline, earliest first. A pending
+	// mark outlives the conversation's retention (Load then reads a
+	// snapshot that does not exist and clears it); a deadline does not.
 	Due(ctx context.Context, now time.Time, limit int) ([]string, error)
 
-	// AcquireLock takes the conversation's lock for ttl. ErrLocked when
-	// someone else holds it.
+	// AcquireLock takes the conversation's lock for ttl (at least a
+	// millisecond). ErrLocked when someone else holds it. Lock expiry is
+	// measured by the store (Redis' clock), not by the caller.
 	AcquireLock(ctx context.Context, convID string, ttl time.Duration) (Lock, error)
 	// RenewLock extends a held lock. ErrLockLost when it is no longer held.
 	RenewLock(ctx context.Context, l Lock, ttl time.Duration) error
@@ -143,13 +151,23 @@ type Store interface {
 	// Load clears the conversation's pending mark and reads its snapshot,
 	// under the lock. ErrLockLost when l is no longer held.
 	Load(ctx context.Context, l Lock) (Snapshot, error)
-	// Commit applies c if l is still held (ErrLockLost otherwise).
+	// Commit applies c if l is still held (ErrLockLost otherwise), all or
+	// nothing. The conversation's ID is l's (a different non-empty
+	// c.Conversation.ID is an error).
+	//
+	// On Redis Cluster the session appends of c land in their own hash
+	// slots just after the conversation is written; a crash in between
+	// leaves them in the conversation's outbox, applied exactly once by the
+	// next Load.
 	Commit(ctx context.Context, l Lock, c Commit) error
 	// ReleaseLock releases l (a lock no longer held is not an error) and
-	// reports whether the conversation was marked pending meanwhile.
+	// reports whether the conversation was marked pending meanwhile (that
+	// is: whether it is pending now; Load cleared the earlier mark).
 	ReleaseLock(ctx context.Context, l Lock) (pending bool, err error)
 
-	// AppendSession appends entries to a memory session, creating it.
+	// AppendSession appends entries to a memory session, creating it, all
+	// or nothing; the session then keeps only its newest entries up to the
+	// store's bound.
 	AppendSession(ctx context.Context, a SessionAppend) error
 	// ReadSession returns the newest n entries of a session (all when n <=
 	// 0), oldest first. An unknown session reads as empty.
@@ -168,7 +186,8 @@ type Store interface {
 	// PairHuman pairs a Slack user with a human agent, one to one: an
 	// earlier pairing of either side is replaced. It returns the ENS name
 	// the user was paired with before and the user the agent was paired
-	// with before (empty when none).
+	// with before (empty when none). Pairing the same two again changes
+	// nothing and returns them (prevAgent == ens, prevUser == userID).
 	PairHuman(ctx context.Context, userID, ens string) (prevAgent, prevUser string, err error)
 	// HumanAgent returns the human agent paired with a Slack user
 	// (ErrNotFound when none).

@@ -1,0 +1,537 @@
+package memory
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+)
+
+// sweepEvery is how often the in-process store drops expired records it has
+// not been asked about.
+const sweepEvery = time.Minute
+
+// InProcess is the embedded Store: one replica, nothing persisted. Every
+// expiry is measured with Options.Now.
+type InProcess struct {
+	opts Options
+
+	mu        sync.Mutex
+	convs     map[string]*inConv
+	marks     map[string]time.Time // dedup mark → expiry
+	pending   map[string]time.Time // conversation → pending since
+	locks     map[string]inLock
+	sessions  map[string]map[string][]SessionEntry // namespace → key → entries
+	channels  map[string][]string
+	userAgent map[string]string
+	agentUser map[string]string
+	wallets   map[string]map[string]bool
+	nonces    map[string]inNonce
+	nextSweep time.Time
+}
+
+type inConv struct {
+	conv     Conversation
+	msgs     map[string]Message
+	deadline time.Time
+	expires  time.Time
+}
+
+type inLock struct {
+	token   string
+	expires time.Time
+}
+
+type inNonce struct {
+	value   []byte
+	expires time.Time
+}
+
+var _ Store = (*InProcess)(nil)
+
+// NewInProcess returns an empty in-process store.
+func NewInProcess(opts Options) *InProcess {
+	return &InProcess{
+		opts:      opts.withDefaults(),
+		convs:     map[string]*inConv{},
+		marks:     map[string]time.Time{},
+		pending:   map[string]time.Time{},
+		locks:     map[string]inLock{},
+		sessions:  map[string]map[string][]SessionEntry{},
+		channels:  map[string][]string{},
+		userAgent: map[string]string{},
+		agentUser: map[string]string{},
+		wallets:   map[string]map[string]bool{},
+		nonces:    map[string]inNonce{},
+	}
+}
+
+// now reads the clock and drops what expired; callers hold s.mu.
+func (s *InProcess) now() time.Time {
+	now := s.opts.Now()
+	if now.Before(s.nextSweep) {
+		return now
+	}
+	s.nextSweep = now.Add(sweepEvery)
+	for id, c := range s.convs {
+		if !now.Before(c.expires) {
+			delete(s.convs, id)
+		}
+	}
+	for k, exp := range s.marks {
+		if !now.Before(exp) {
+			delete(s.marks, k)
+		}
+	}
+	for id, l := range s.locks {
+		if !now.Before(l.expires) {
+			delete(s.locks, id)
+		}
+	}
+	for k, n := range s.nonces {
+		if !now.Before(n.expires) {
+			delete(s.nonces, k)
+		}
+	}
+	return now
+}
+
+// conv returns a live conversation or nil.
+func (s *InProcess) conv(id string, now time.Time) *inConv {
+	c, ok := s.convs[id]
+	if !ok {
+		return nil
+	}
+	if !now.Before(c.expires) {
+		delete(s.convs, id)
+		return nil
+	}
+	return c
+}
+
+// writable returns the conversation to write to, creating it, and restarts
+// its retention clock.
+func (s *InProcess) writable(conv Conversation, now time.Time) *inConv {
+	c := s.conv(conv.ID, now)
+	if c == nil {
+		c = &inConv{
+			conv: Conversation{ID: conv.ID, Team: conv.Team, Channel: conv.Channel, ThreadTS: conv.ThreadTS},
+			msgs: map[string]Message{},
+		}
+		s.convs[conv.ID] = c
+	}
+	c.expires = now.Add(s.opts.ConversationTTL)
+	return c
+}
+
+func (s *InProcess) marked(key string, now time.Time) bool {
+	exp, ok := s.marks[key]
+	return ok && now.Before(exp)
+}
+
+func (s *InProcess) markPending(id string, now time.Time) {
+	if _, ok := s.pending[id]; !ok {
+		s.pending[id] = now
+	}
+}
+
+func (s *InProcess) held(l Lock, now time.Time) bool {
+	rec, ok := s.locks[l.ConversationID]
+	return ok && rec.token == l.Token && now.Before(rec.expires)
+}
+
+func (s *InProcess) snapshot(id string, now time.Time) Snapshot {
+	c := s.conv(id, now)
+	if c == nil {
+		return Snapshot{Conversation: Conversation{ID: id}}
+	}
+	snap := Snapshot{Exists: true, Conversation: cloneConversation(c.conv)}
+	for _, m := range c.msgs {
+		snap.Messages = append(snap.Messages, cloneMessage(m))
+	}
+	sortMessages(snap.Messages)
+	return snap
+}
+
+// RecordMessage implements Store.
+func (s *InProcess) RecordMessage(_ context.Context, conv Conversation, m Message, eventID string) (bool, error) {
+	if err := checkRecord(conv, m); err != nil {
+		return false, fmt.Errorf("memory: record message: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	tsKey := conv.ID + "\x00ts\x00" + m.TS
+	evKey := conv.ID + "\x00ev\x00" + eventID
+	s.markPending(conv.ID, now)
+	if s.marked(tsKey, now) || (eventID != "" && s.marked(evKey, now)) {
+		return false, nil
+	}
+	if c := s.conv(conv.ID, now); c != nil {
+		if _, ok := c.msgs[m.TS]; ok {
+			return false, nil
+		}
+	}
+	s.marks[tsKey] = now.Add(DedupTTL)
+	if eventID != "" {
+		s.marks[evKey] = now.Add(DedupTTL)
+	}
+	s.writable(conv, now).msgs[m.TS] = cloneMessage(m)
+	return true, nil
+}
+
+// UpdateMessage implements Store.
+func (s *InProcess) UpdateMessage(_ context.Context, convID, ts, raw, text string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	c := s.conv(convID, now)
+	if c == nil {
+		return fmt.Errorf("memory: update message %s: %w", ts, ErrNotFound)
+	}
+	m, ok := c.msgs[ts]
+	if !ok {
+		return fmt.Errorf("memory: update message %s: %w", ts, ErrNotFound)
+	}
+	m.Raw, m.Text = raw, text
+	c.msgs[ts] = m
+	c.expires = now.Add(s.opts.ConversationTTL)
+	return nil
+}
+
+// DeleteMessage implements Store.
+func (s *InProcess) DeleteMessage(_ context.Context, convID, ts string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	if c := s.conv(convID, now); c != nil {
+		delete(c.msgs, ts)
+		c.expires = now.Add(s.opts.ConversationTTL)
+	}
+	return nil
+}
+
+// Snapshot implements Store.
+func (s *InProcess) Snapshot(_ context.Context, convID string) (Snapshot, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.snapshot(convID, s.now()), nil
+}
+
+// MarkPending implements Store.
+func (s *InProcess) MarkPending(_ context.Context, convID string) error {
+	if convID == "" {
+		return fmt.Errorf("memory: mark pending: %w", errNoConversation)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.markPending(convID, s.now())
+	return nil
+}
+
+// Due implements Store.
+func (s *InProcess) Due(_ context.Context, now time.Time, limit int) ([]string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	clock := s.now()
+	var items []dueItem
+	for id, since := range s.pending {
+		items = append(items, dueItem{id: id, pending: true, at: since})
+	}
+	for id := range s.convs {
+		c := s.conv(id, clock)
+		if c == nil || c.deadline.IsZero() || c.deadline.After(now) {
+			continue
+		}
+		if _, ok := s.pending[id]; !ok {
+			items = append(items, dueItem{id: id, at: c.deadline})
+		}
+	}
+	return orderDue(items, limit), nil
+}
+
+// AcquireLock implements Store.
+func (s *InProcess) AcquireLock(_ context.Context, convID string, ttl time.Duration) (Lock, error) {
+	if convID == "" {
+		return Lock{}, fmt.Errorf("memory: acquire lock: %w", errNoConversation)
+	}
+	if err := checkTTL(ttl); err != nil {
+		return Lock{}, fmt.Errorf("memory: acquire lock %s: %w", convID, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	if rec, ok := s.locks[convID]; ok && now.Before(rec.expires) {
+		return Lock{}, fmt.Errorf("memory: acquire lock %s: %w", convID, ErrLocked)
+	}
+	l := Lock{ConversationID: convID, Token: newToken()}
+	s.locks[convID] = inLock{token: l.Token, expires: now.Add(ttl)}
+	return l, nil
+}
+
+// RenewLock implements Store.
+func (s *InProcess) RenewLock(_ context.Context, l Lock, ttl time.Duration) error {
+	if err := checkTTL(ttl); err != nil {
+		return fmt.Errorf("memory: renew lock %s: %w", l.ConversationID, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	if !s.held(l, now) {
+		return fmt.Errorf("memory: renew lock %s: %w", l.ConversationID, ErrLockLost)
+	}
+	s.locks[l.ConversationID] = inLock{token: l.Token, expires: now.Add(ttl)}
+	return nil
+}
+
+// CheckLock implements Store.
+func (s *InProcess) CheckLock(_ context.Context, l Lock) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.held(l, s.now()) {
+		return fmt.Errorf("memory: check lock %s: %w", l.ConversationID, ErrLockLost)
+	}
+	return nil
+}
+
+// Load implements Store.
+func (s *InProcess) Load(_ context.Context, l Lock) (Snapshot, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	if !s.held(l, now) {
+		return Snapshot{}, fmt.Errorf("memory: load %s: %w", l.ConversationID, ErrLockLost)
+	}
+	delete(s.pending, l.ConversationID)
+	return s.snapshot(l.ConversationID, now), nil
+}
+
+// Commit implements Store.
+func (s *InProcess) Commit(_ context.Context, l Lock, c Commit) error {
+	conv, err := checkCommit(l, c)
+	if err == nil {
+		err = checkSessionAppends(c.Sessions)
+	}
+	if err != nil {
+		return fmt.Errorf("memory: commit %s: %w", l.ConversationID, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	if !s.held(l, now) {
+		return fmt.Errorf("memory: commit %s: %w", l.ConversationID, ErrLockLost)
+	}
+	rec := s.writable(conv, now)
+	rec.conv = cloneConversation(conv)
+	rec.deadline = c.Deadline
+	for _, m := range c.Messages {
+		rec.msgs[m.TS] = cloneMessage(m)
+	}
+	for _, a := range c.Sessions {
+		s.appendSession(a)
+	}
+	return nil
+}
+
+// ReleaseLock implements Store.
+func (s *InProcess) ReleaseLock(_ context.Context, l Lock) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if rec, ok := s.locks[l.ConversationID]; ok && rec.token == l.Token {
+		delete(s.locks, l.ConversationID)
+	}
+	_, pending := s.pending[l.ConversationID]
+	return pending, nil
+}
+
+func checkSessionAppends(as []SessionAppend) error {
+	for _, a := range as {
+		if a.Namespace == "" || a.Key == "" {
+			return fmt.Errorf("session %q of namespace %q: namespace and key are required", a.Key, a.Namespace)
+		}
+	}
+	return nil
+}
+
+func (s *InProcess) appendSession(a SessionAppend) {
+	if len(a.Entries) == 0 {
+		return
+	}
+	ns := s.sessions[a.Namespace]
+	if ns == nil {
+		ns = map[string][]SessionEntry{}
+		s.sessions[a.Namespace] = ns
+	}
+	entries := append(ns[a.Key], a.Entries...)
+	if over := len(entries) - s.opts.MaxSessionMessages; over > 0 {
+		entries = slices.Clone(entries[over:])
+	}
+	ns[a.Key] = entries
+}
+
+// AppendSession implements Store.
+func (s *InProcess) AppendSession(_ context.Context, a SessionAppend) error {
+	if err := checkSessionAppends([]SessionAppend{a}); err != nil {
+		return fmt.Errorf("memory: append session: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.appendSession(a)
+	return nil
+}
+
+// ReadSession implements Store.
+func (s *InProcess) ReadSession(_ context.Context, namespace, key string, n int) ([]SessionEntry, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	entries := s.sessions[namespace][key]
+	if n > 0 && len(entries) > n {
+		entries = entries[len(entries)-n:]
+	}
+	return slices.Clone(entries), nil
+}
+
+// Sessions implements Store.
+func (s *InProcess) Sessions(_ context.Context, namespace string) ([]string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Sorted(maps.Keys(s.sessions[namespace])), nil
+}
+
+// ChannelAgents implements Store.
+func (s *InProcess) ChannelAgents(_ context.Context, channel string) ([]string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.channels[channel]), nil
+}
+
+// AddChannelAgent implements Store.
+func (s *InProcess) AddChannelAgent(_ context.Context, channel, ens string) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if slices.Contains(s.channels[channel], ens) {
+		return false, nil
+	}
+	s.channels[channel] = append(s.channels[channel], ens)
+	return true, nil
+}
+
+// RemoveChannelAgent implements Store.
+func (s *InProcess) RemoveChannelAgent(_ context.Context, channel, ens string) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	agents := s.channels[channel]
+	i := slices.Index(agents, ens)
+	if i < 0 {
+		return false, nil
+	}
+	agents = slices.Delete(slices.Clone(agents), i, i+1)
+	if len(agents) == 0 {
+		delete(s.channels, channel)
+	} else {
+		s.channels[channel] = agents
+	}
+	return true, nil
+}
+
+// PairHuman implements Store.
+func (s *InProcess) PairHuman(_ context.Context, userID, ens string) (string, string, error) {
+	if userID == "" || ens == "" {
+		return "", "", errors.New("memory: pair human: user and agent are required")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	prevAgent, prevUser := s.userAgent[userID], s.agentUser[ens]
+	delete(s.agentUser, prevAgent)
+	delete(s.userAgent, prevUser)
+	s.userAgent[userID] = ens
+	s.agentUser[ens] = userID
+	return prevAgent, prevUser, nil
+}
+
+// HumanAgent implements Store.
+func (s *InProcess) HumanAgent(_ context.Context, userID string) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ens, ok := s.userAgent[userID]
+	if !ok {
+		return "", fmt.Errorf("memory: human agent of %s: %w", userID, ErrNotFound)
+	}
+	return ens, nil
+}
+
+// HumanUser implements Store.
+func (s *InProcess) HumanUser(_ context.Context, ens string) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	user, ok := s.agentUser[ens]
+	if !ok {
+		return "", fmt.Errorf("memory: user of human agent %s: %w", ens, ErrNotFound)
+	}
+	return user, nil
+}
+
+// LinkWallet implements Store.
+func (s *InProcess) LinkWallet(_ context.Context, userID, address string) error {
+	if userID == "" || address == "" {
+		return errors.New("memory: link wallet: user and address are required")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.wallets[userID] == nil {
+		s.wallets[userID] = map[string]bool{}
+	}
+	s.wallets[userID][address] = true
+	return nil
+}
+
+// Wallets implements Store.
+func (s *InProcess) Wallets(_ context.Context, userID string) ([]string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Sorted(maps.Keys(s.wallets[userID])), nil
+}
+
+// PutNonce implements Store.
+func (s *InProcess) PutNonce(_ context.Context, nonce string, value []byte, ttl time.Duration) error {
+	if err := checkTTL(ttl); err != nil {
+		return fmt.Errorf("memory: put nonce: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.nonces[nonce] = inNonce{value: slices.Clone(value), expires: s.now().Add(ttl)}
+	return nil
+}
+
+func (s *InProcess) nonce(nonce string, spend bool) ([]byte, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n, ok := s.nonces[nonce]
+	if !ok || !s.now().Before(n.expires) {
+		delete(s.nonces, nonce)
+		return nil, fmt.Errorf("memory: nonce: %w", ErrNotFound)
+	}
+	if spend {
+		delete(s.nonces, nonce)
+	}
+	return slices.Clone(n.value), nil
+}
+
+// PeekNonce implements Store.
+func (s *InProcess) PeekNonce(_ context.Context, nonce string) ([]byte, error) {
+	return s.nonce(nonce, false)
+}
+
+// SpendNonce implements Store.
+func (s *InProcess) SpendNonce(_ context.Context, nonce string) ([]byte, error) {
+	return s.nonce(nonce, true)
+}
+
+// Ping implements Store; the in-process store is always reachable.
+func (s *InProcess) Ping(context.Context) error { return nil }
+
+// Close implements Store; there is nothing to release.
+func (s *InProcess) Close() error { return nil }
