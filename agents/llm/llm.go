@@ -34,6 +34,12 @@ type Request struct {
 	Agent, Role, Prompt string
 }
 
+// Finish reasons the engine branches on.
+const (
+	FinishStop   = "stop"
+	FinishLength = "length" // cut by the token limit: the content is partial
+)
+
 // Response is a completion's outcome.
 type Response struct {
 	Content          string
@@ -44,18 +50,28 @@ type Response struct {
 	Attempts         int // calls made, retries included
 }
 
-// Profile is one endpoint and its defaults.
+// Truncated reports whether the model stopped at the token limit, so the
+// content is partial.
+func (r Response) Truncated() bool { return r.FinishReason == FinishLength }
+
+// Profile is one endpoint and its defaults. New fills the zero values
+// marked "default" below and rejects a profile without a model; it does not
+// merge profiles with each other (the configuration does that, since only it
+// knows which keys were set).
 type Profile struct {
-	Name             string
-	BaseURL          string
-	APIKey           string
-	Model            string
-	Temperature      *float64
-	MaxTokens        int
-	MaxInputTokens   int
-	Timeout          time.Duration // per attempt
-	TotalTimeout     time.Duration // all attempts and waits
-	MaxRetries       int
+	Name           string
+	BaseURL        string // default https://api.openai.com/v1
+	APIKey         string // may be empty (local endpoints); never logged or echoed in errors
+	Model          string
+	Temperature    *float64      // nil leaves it to the endpoint; 0 is sent as 0
+	MaxTokens      int           // 0 leaves it to the endpoint
+	MaxInputTokens int           // the prompt budget; used by the engine, not sent
+	Timeout        time.Duration // per attempt; default 60s
+	TotalTimeout   time.Duration // all attempts and waits; default 150s
+	MaxRetries     int           // retries after the first call; 0 means none
+	// Headers are set on every request, replacing same-named ones (so a
+	// gateway's own auth header can be used). Values of headers whose names
+	// mention a key, token, secret or auth are redacted from errors.
 	Headers          map[string]string
 	JSONMode         bool // send response_format json_object when a request asks for JSON
 	MergeConsecutive bool // merge consecutive same-role messages (strict backends)

@@ -1,0 +1,206 @@
+package llm
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	openai "github.com/sashabaranov/go-openai"
+)
+
+// Backoff bounds.
+const (
+	backoffBase = 500 * time.Millisecond
+	backoffCap  = 10 * time.Second
+	// retryAfterMax bounds a server's Retry-After before it is compared with
+	// the deadline, so absurd values cannot overflow.
+	retryAfterMax = 24 * time.Hour
+)
+
+// backoff is the wait before retry n (1-based): b = 0.5 s·2^(n-1), capped at
+// 10 s, then drawn from [b/2, b] by jitter ("equal jitter"), so replicas
+// that failed together do not retry together.
+func backoff(n int, jitter float64) time.Duration {
+	b := backoffCap
+	if n <= 6 { // 0.5 s·2^5 = 16 s is already past the cap
+		b = min(backoffBase<<(n-1), backoffCap)
+	}
+	jitter = min(max(jitter, 0), 1)
+	return b/2 + time.Duration(jitter*float64(b/2))
+}
+
+// retryAfter reads the server's wait: retry-after-ms (OpenAI's), else
+// Retry-After in seconds (fractions accepted) or as an HTTP date. Zero when
+// absent, unreadable or not in the future.
+func retryAfter(h http.Header, now time.Time) time.Duration {
+	if v := strings.TrimSpace(h.Get("Retry-After-Ms")); v != "" {
+		if ms, err := strconv.ParseFloat(v, 64); err == nil && ms > 0 {
+			return secondsToDuration(ms / 1000)
+		}
+	}
+	v := strings.TrimSpace(h.Get("Retry-After"))
+	if v == "" {
+		return 0
+	}
+	if s, err := strconv.ParseFloat(v, 64); err == nil {
+		if s > 0 {
+			return secondsToDuration(s)
+		}
+		return 0
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return min(max(t.Sub(now), 0), retryAfterMax)
+	}
+	return 0
+}
+
+func secondsToDuration(s float64) time.Duration {
+	if s > retryAfterMax.Seconds() {
+		return retryAfterMax
+	}
+	return time.Duration(s * float64(time.Second))
+}
+
+// trace is what the HTTP layer saw of one attempt; go-openai's errors do not
+// carry response headers, and do not say whether anything was sent.
+type trace struct {
+	sent       bool
+	status     int
+	retryAfter time.Duration
+	netErr     error
+}
+
+type traceKey struct{}
+
+// doer sits between go-openai and the HTTP client: it adds the profile's
+// headers and notes status and Retry-After in the attempt's trace.
+type doer struct {
+	next   HTTPDoer
+	header http.Header
+	now    func() time.Time
+}
+
+func canonicalHeader(m map[string]string) http.Header {
+	h := make(http.Header, len(m))
+	for k, v := range m {
+		h.Set(k, v)
+	}
+	return h
+}
+
+func (d *doer) Do(req *http.Request) (*http.Response, error) {
+	for k, vs := range d.header {
+		req.Header[k] = vs
+	}
+	resp, err := d.next.Do(req)
+	if tr, ok := req.Context().Value(traceKey{}).(*trace); ok {
+		tr.sent = true
+		tr.netErr = err
+		if resp != nil {
+			tr.status = resp.StatusCode
+			tr.retryAfter = retryAfter(resp.Header, d.now())
+		}
+	}
+	return resp, err
+}
+
+// outcome is one attempt's result, classified.
+type outcome struct {
+	reply      openai.ChatCompletionResponse
+	usage      usage
+	sent       bool // the request reached the HTTP client
+	status     int
+	retryAfter time.Duration
+	reason     string // "" on success, else a Reason constant
+	retry      bool
+	msg        string // what went wrong, not yet redacted
+	cause      error
+}
+
+type usage struct{ prompt, completion int }
+
+func (u *usage) add(v usage) {
+	u.prompt += v.prompt
+	u.completion += v.completion
+}
+
+func (out outcome) response(model string, attempts int, used usage) Response {
+	choice := out.reply.Choices[0]
+	return Response{
+		Content:          choice.Message.Content,
+		FinishReason:     string(choice.FinishReason),
+		Model:            cmp.Or(out.reply.Model, model),
+		PromptTokens:     used.prompt,
+		CompletionTokens: used.completion,
+		Attempts:         attempts,
+	}
+}
+
+// attempt makes one call bounded by timeout and classifies its result.
+func (ep *endpoint) attempt(ctx context.Context, call openai.ChatCompletionRequest, timeout time.Duration) outcome {
+	var tr trace
+	actx, cancel := context.WithTimeout(context.WithValue(ctx, traceKey{}, &tr), timeout)
+	defer cancel()
+	reply, err := ep.api.CreateChatCompletion(actx, call)
+	out := outcome{sent: tr.sent, status: tr.status, retryAfter: tr.retryAfter, cause: err}
+	if err == nil {
+		out.reply = reply
+		out.usage = usage{reply.Usage.PromptTokens, reply.Usage.CompletionTokens}
+		switch {
+		case len(reply.Choices) == 0:
+			out.reason, out.retry, out.cause = ReasonEmpty, true, ErrEmptyReply
+			out.msg = "empty reply: no choice"
+		case strings.TrimSpace(reply.Choices[0].Message.Content) == "":
+			out.reason, out.retry, out.cause = ReasonEmpty, true, ErrEmptyReply
+			out.msg = fmt.Sprintf("empty reply: blank content (finish_reason %q)", reply.Choices[0].FinishReason)
+		}
+		return out
+	}
+
+	var apiErr *openai.APIError
+	var reqErr *openai.RequestError
+	switch {
+	case ctx.Err() != nil:
+		out.reason, out.msg = ReasonCanceled, ctx.Err().Error()
+	case actx.Err() != nil:
+		out.reason, out.retry = ReasonTimeout, true
+		out.msg = fmt.Sprintf("no reply within %s", timeout.Round(time.Millisecond))
+	case tr.netErr != nil:
+		out.reason, out.retry, out.msg = ReasonConnection, true, tr.netErr.Error()
+	case errors.As(err, &apiErr):
+		out.msg = fmt.Sprintf("status %d: %s", apiErr.HTTPStatusCode, clip(apiErr.Message, 300))
+		out.reason, out.retry = classifyStatus(apiErr.HTTPStatusCode)
+	case errors.As(err, &reqErr):
+		out.msg = fmt.Sprintf("status %d", reqErr.HTTPStatusCode)
+		if body := clip(string(reqErr.Body), 200); body != "" {
+			out.msg += ": " + body
+		}
+		out.reason, out.retry = classifyStatus(reqErr.HTTPStatusCode)
+	case tr.sent && tr.status >= 200 && tr.status < 300:
+		out.reason, out.retry = ReasonMalformed, true
+		out.msg = "unreadable reply: " + clip(err.Error(), 200)
+	case tr.sent:
+		out.reason, out.retry, out.msg = ReasonConnection, true, err.Error()
+	default: // refused by the library before sending
+		out.reason, out.msg = ReasonInvalid, err.Error()
+	}
+	return out
+}
+
+// classifyStatus says why a status failed and whether to try again: 429
+// and 5xx may pass, other statuses will not.
+func classifyStatus(status int) (reason string, retry bool) {
+	switch {
+	case status == http.StatusTooManyRequests:
+		return ReasonRateLimited, true
+	case status >= 500 && status <= 599:
+		return ReasonServer, true
+	default:
+		return ReasonRejected, false
+	}
+}

@@ -1,0 +1,96 @@
+package llm
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+)
+
+// ErrEmptyReply reports a reply with no choice or only white space; it is
+// retried like a server error and returned, wrapped in *Error, when the
+// retries run out.
+var ErrEmptyReply = errors.New("empty reply")
+
+// Reasons of a failed completion, short enough for a notice in a thread.
+const (
+	ReasonRateLimited = "rate limited"
+	ReasonServer      = "server error"
+	ReasonTimeout     = "timed out"
+	ReasonConnection  = "connection failed"
+	ReasonEmpty       = "empty reply"
+	ReasonMalformed   = "malformed reply"
+	ReasonRejected    = "request rejected" // a 4xx other than 429: not retried
+	ReasonInvalid     = "invalid request"  // refused before sending
+	ReasonDeadline    = "total timeout"
+	ReasonCanceled    = "canceled"
+)
+
+// Error is a completion that failed, after its retries. Its message names
+// the profile, the model, the attempts made and the last failure; it never
+// contains the API key or a secret header value.
+type Error struct {
+	Profile  string
+	Model    string
+	Attempts int    // calls made
+	Status   int    // HTTP status of the last call; 0 when it got none
+	Reason   string // one of the Reason constants
+	msg      string // the last failure, redacted
+	cause    error
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("llm: profile %q, model %q: %s after %d %s: %s",
+		e.Profile, e.Model, e.Reason, e.Attempts, plural(e.Attempts, "attempt"), e.msg)
+}
+
+// Unwrap gives the underlying error: ErrEmptyReply, a context error, or the
+// client library's error (*openai.APIError, *openai.RequestError). Print
+// the *Error, not what it wraps: only its message is redacted.
+func (e *Error) Unwrap() error { return e.cause }
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return word
+	}
+	return word + "s"
+}
+
+// redactor removes secrets from text bound for error messages.
+type redactor []string
+
+func newRedactor(p Profile) redactor {
+	var r redactor
+	if p.APIKey != "" {
+		r = append(r, p.APIKey)
+	}
+	for name, value := range p.Headers {
+		n := strings.ToLower(name)
+		secret := strings.Contains(n, "key") || strings.Contains(n, "token") ||
+			strings.Contains(n, "secret") || strings.Contains(n, "auth")
+		if secret && value != "" {
+			r = append(r, value)
+		}
+	}
+	return r
+}
+
+func (r redactor) clean(s string) string {
+	for _, secret := range r {
+		s = strings.ReplaceAll(s, secret, "[redacted]")
+	}
+	return s
+}
+
+// clip bounds text quoted from a server (an HTML error page, say).
+func clip(s string, n int) string {
+	s = strings.TrimSpace(s)
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}
