@@ -1,0 +1,533 @@
+// Package fakeslack is an in-process Slack for tests: the Socket Mode
+// protocol (apps.connections.open, single-use WebSocket tickets, hello,
+// envelopes, acks, ping frames, disconnect, retries) and the Web API methods
+// conclave uses, so that tests drive the real slack-go socketmode client.
+//
+// Everything the client does is recorded in one ordered log: Web API calls,
+// acks and envelope deliveries share a sequence number, so a test can assert
+// that an ack came before a post. All methods are safe for concurrent use.
+//
+//	fake := fakeslack.New(t, fakeslack.Options{})
+//	api := slack.New(fakeslack.BotToken, slack.OptionAPIURL(fake.APIURL()),
+//		slack.OptionAppLevelToken(fakeslack.AppToken))
+//	d := fake.SendMessage(fakeslack.Message{Channel: "C1", User: "U1", Text: "hi"})
+//	ack, err := fake.WaitAck(ctx, d.EventID)
+package fakeslack
+
+import (
+	"context"
+	"encoding/json"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Tokens the fake accepts. Any other token gets invalid_auth.
+const (
+	AppToken = "xapp-1-A1-fake"
+	BotToken = "xoxb-fake"
+)
+
+// DefaultScopes are the bot scopes auth.test reports unless Options.Scopes
+// says otherwise: the ones conclave asks for.
+var DefaultScopes = []string{
+	"chat:write", "chat:write.customize", "reactions:write",
+	"channels:history", "groups:history", "channels:read", "groups:read",
+	"users:read", "commands",
+}
+
+// Route chooses the connection an envelope goes to when the sender does not.
+type Route int
+
+// Routes.
+const (
+	RouteFirst  Route = iota // the oldest open connection
+	RouteRandom              // any open connection
+	RouteRoundRobin
+)
+
+// Options configure a Server. The zero value is usable.
+type Options struct {
+	TeamID    string // default "T0001"
+	AppID     string // default "A0001"
+	BotUserID string // conclave's bot user; default "UBOT"
+	BotID     string // conclave's bot id; default "BBOT"
+	BotName   string // default "conclave"
+	// Scopes reported by auth.test in X-OAuth-Scopes; nil means DefaultScopes.
+	Scopes []string
+	// EchoPosts sends every chat.postMessage back as a message event, with
+	// the bot's bot_id, as Slack does.
+	EchoPosts bool
+	// PingInterval is how often each connection gets a WebSocket ping
+	// frame; default 500ms. Negative: never (the client's dead-man timer
+	// then drops the connection).
+	PingInterval time.Duration
+	// AckTimeout: an envelope not acknowledged this long after delivery is
+	// delivered again as a retry. Zero: only when its connection closes.
+	AckTimeout time.Duration
+	// MaxRetries bounds redeliveries of one event; default 3 (Slack's).
+	MaxRetries int
+	// Route picks the connection for envelopes that do not name one.
+	Route    Route
+	Users    []User
+	Channels []Channel
+}
+
+// User is a workspace member as users.info reports it.
+type User struct {
+	ID          string
+	Name        string // the user name (handle)
+	RealName    string
+	DisplayName string
+	IsBot       bool
+}
+
+// Channel is a conversation as conversations.info reports it.
+type Channel struct {
+	ID        string
+	Name      string
+	Purpose   string
+	Topic     string
+	IsPrivate bool
+	IsMember  *bool // nil means true
+}
+
+// Server is a running fake Slack.
+type Server struct {
+	t    testing.TB
+	opts Options
+	srv  *httptest.Server
+
+	mu        sync.Mutex
+	changed   chan struct{} // closed and replaced on every recorded change
+	seq       int64
+	tsCounter int64
+	idCounter int64
+	closed    bool
+
+	tickets map[string]bool // ticket → spent
+	conns   map[int]*conn
+	connSeq int
+	rr      int
+	envs    map[string]*envelope // by envelope id
+	groups  map[string]*group    // by delivery key (event id or first envelope id)
+	pending []*envelope          // waiting for a connection
+	rand    *rand.Rand
+	wg      sync.WaitGroup
+	stop    chan struct{}
+
+	calls      []Call
+	acks       []Ack
+	deliveries []Sent
+	posts      []Post
+	ephemerals []Ephemeral
+	responses  []CommandResponse
+	reactions  map[string][]string // channel/ts → names
+	failures   map[string][]Failure
+	users      map[string]User
+	channels   map[string]Channel
+	messages   map[string][]*stored // channel → messages in ts order
+}
+
+// New starts a fake Slack that is shut down when the test ends.
+func New(t testing.TB, opts Options) *Server {
+	t.Helper()
+	if opts.TeamID == "" {
+		opts.TeamID = "T0001"
+	}
+	if opts.AppID == "" {
+		opts.AppID = "A0001"
+	}
+	if opts.BotUserID == "" {
+		opts.BotUserID = "UBOT"
+	}
+	if opts.BotID == "" {
+		opts.BotID = "BBOT"
+	}
+	if opts.BotName == "" {
+		opts.BotName = "conclave"
+	}
+	if opts.Scopes == nil {
+		opts.Scopes = DefaultScopes
+	}
+	if opts.PingInterval == 0 {
+		opts.PingInterval = 500 * time.Millisecond
+	}
+	if opts.MaxRetries == 0 {
+		opts.MaxRetries = 3
+	}
+	s := &Server{
+		t:         t,
+		opts:      opts,
+		changed:   make(chan struct{}),
+		tickets:   map[string]bool{},
+		conns:     map[int]*conn{},
+		envs:      map[string]*envelope{},
+		groups:    map[string]*group{},
+		rand:      rand.New(rand.NewPCG(1, 2)),
+		stop:      make(chan struct{}),
+		reactions: map[string][]string{},
+		failures:  map[string][]Failure{},
+		users:     map[string]User{},
+		channels:  map[string]Channel{},
+		messages:  map[string][]*stored{},
+	}
+	s.users[opts.BotUserID] = User{ID: opts.BotUserID, Name: opts.BotName, RealName: opts.BotName, IsBot: true}
+	for _, u := range opts.Users {
+		s.users[u.ID] = u
+	}
+	for _, c := range opts.Channels {
+		s.channels[c.ID] = c
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/api/", s.serveAPI)
+	mux.HandleFunc("/link/", s.serveSocket)
+	mux.HandleFunc("/respond/", s.serveResponseURL)
+	s.srv = httptest.NewServer(mux)
+	if opts.AckTimeout > 0 {
+		s.wg.Go(s.redeliverLoop)
+	}
+	t.Cleanup(s.close)
+	return s
+}
+
+// APIURL is the Web API base URL, ending in "/" as slack.OptionAPIURL wants.
+func (s *Server) APIURL() string { return s.srv.URL + "/api/" }
+
+// Options returns the options in effect (defaults filled in).
+func (s *Server) Options() Options { return s.opts }
+
+func (s *Server) close() {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.closed = true
+	close(s.stop)
+	conns := make([]*conn, 0, len(s.conns))
+	for _, c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	for _, c := range conns {
+		c.kill()
+	}
+	s.wg.Wait()
+	s.srv.Close()
+}
+
+// notifyLocked wakes every waiter; s.mu must be held.
+func (s *Server) notifyLocked() {
+	close(s.changed)
+	s.changed = make(chan struct{})
+}
+
+// nextSeqLocked numbers one recorded item; s.mu must be held.
+func (s *Server) nextSeqLocked() int64 {
+	s.seq++
+	return s.seq
+}
+
+// Seq is the sequence number of the last recorded item (call, ack or
+// delivery). A test can read it at some instant and compare later records
+// against it.
+func (s *Server) Seq() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.seq
+}
+
+// nextTSLocked returns a message timestamp later than every earlier one.
+func (s *Server) nextTSLocked() string {
+	s.tsCounter++
+	return formatTS(1700000000+s.tsCounter, s.tsCounter%1000000)
+}
+
+func (s *Server) nextIDLocked() int64 {
+	s.idCounter++
+	return s.idCounter
+}
+
+// wait blocks until cond, called with s.mu held, holds or ctx ends.
+func (s *Server) wait(ctx context.Context, cond func() bool) error {
+	for {
+		s.mu.Lock()
+		ok := cond()
+		ch := s.changed
+		s.mu.Unlock()
+		if ok {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// AddUser adds or replaces a workspace member.
+func (s *Server) AddUser(u User) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.users[u.ID] = u
+}
+
+// AddChannel adds or replaces a channel.
+func (s *Server) AddChannel(c Channel) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.channels[c.ID] = c
+}
+
+// Failure makes a Web API method fail.
+type Failure struct {
+	Times      int    // how many consecutive calls fail; 0 means 1
+	Status     int    // HTTP status; 429 is sent with Retry-After
+	RetryAfter int    // seconds, for 429 (0 sends "Retry-After: 0")
+	Error      string // with Status 0 or 200: an ok:false answer with this error
+}
+
+// FailNext makes the next calls of method fail as f says. Failures queue up
+// in the order given.
+func (s *Server) FailNext(method string, f Failure) {
+	if f.Times <= 0 {
+		f.Times = 1
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.failures[method] = append(s.failures[method], f)
+}
+
+// Call is one recorded Web API request.
+type Call struct {
+	Seq    int64
+	At     time.Time
+	Method string
+	Form   url.Values // the form (or JSON body fields as strings), token removed
+	Auth   string     // "bot", "app" or "" when the token was wrong
+	Status int        // HTTP status answered
+	Error  string     // ok:false error answered, if any
+}
+
+// Calls returns every Web API request so far, in order.
+func (s *Server) Calls() []Call {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Call(nil), s.calls...)
+}
+
+// CallsTo returns the recorded requests of one method.
+func (s *Server) CallsTo(method string) []Call {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []Call
+	for _, c := range s.calls {
+		if c.Method == method {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// WaitCalls waits until method has been called at least n times.
+func (s *Server) WaitCalls(ctx context.Context, method string, n int) ([]Call, error) {
+	err := s.wait(ctx, func() bool {
+		k := 0
+		for _, c := range s.calls {
+			if c.Method == method {
+				k++
+			}
+		}
+		return k >= n
+	})
+	return s.CallsTo(method), err
+}
+
+// Ack is one acknowledgement the client sent over a socket.
+type Ack struct {
+	Seq          int64
+	At           time.Time
+	Conn         int             // the connection it came on
+	EnvelopeID   string          // as sent by the client
+	Key          string          // the delivery it belongs to (event id, or the first envelope id)
+	RetryAttempt int             // of the envelope acknowledged
+	Payload      json.RawMessage // the ack's payload, if any
+	Known        bool            // whether the envelope id was one the fake sent
+}
+
+// Acks returns every ack so far, in order.
+func (s *Server) Acks() []Ack {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Ack(nil), s.acks...)
+}
+
+// WaitAck waits for the first ack of a delivery, by its key (the EventID of
+// a Delivery, or its EnvelopeID for envelopes without an event).
+func (s *Server) WaitAck(ctx context.Context, key string) (Ack, error) {
+	var found Ack
+	err := s.wait(ctx, func() bool {
+		for _, a := range s.acks {
+			if a.Key == key || a.EnvelopeID == key {
+				found = a
+				return true
+			}
+		}
+		return false
+	})
+	return found, err
+}
+
+// Sent is one envelope written to a socket.
+type Sent struct {
+	Seq          int64
+	At           time.Time
+	Conn         int
+	EnvelopeID   string
+	Key          string
+	Type         string
+	RetryAttempt int
+	RetryReason  string
+}
+
+// Deliveries returns every envelope written so far, in order (redeliveries
+// included).
+func (s *Server) Deliveries() []Sent {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Sent(nil), s.deliveries...)
+}
+
+// WaitDeliveries waits until at least n envelopes of a delivery key were
+// written (n > 1 waits for retries).
+func (s *Server) WaitDeliveries(ctx context.Context, key string, n int) ([]Sent, error) {
+	var out []Sent
+	err := s.wait(ctx, func() bool {
+		out = out[:0]
+		for _, d := range s.deliveries {
+			if d.Key == key {
+				out = append(out, d)
+			}
+		}
+		return len(out) >= n
+	})
+	return out, err
+}
+
+// Post is one recorded chat.postMessage.
+type Post struct {
+	Seq         int64
+	At          time.Time
+	Channel     string
+	TS          string // assigned by the fake
+	ThreadTS    string
+	Text        string
+	Blocks      json.RawMessage // as sent; nil when none
+	Username    string
+	IconURL     string
+	IconEmoji   string
+	Metadata    *Metadata
+	UnfurlLinks string // "true", "false" or "" when not sent
+	UnfurlMedia string
+	Parse       string
+	LinkNames   string
+	Form        url.Values // everything sent, token removed
+}
+
+// Metadata is Slack message metadata.
+type Metadata struct {
+	EventType    string         `json:"event_type"`
+	EventPayload map[string]any `json:"event_payload"`
+}
+
+// MarkdownTexts returns the text of each markdown block of the post.
+func (p Post) MarkdownTexts() []string {
+	var blocks []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	if json.Unmarshal(p.Blocks, &blocks) != nil {
+		return nil
+	}
+	var out []string
+	for _, b := range blocks {
+		if b.Type == "markdown" {
+			out = append(out, b.Text)
+		}
+	}
+	return out
+}
+
+// Posts returns every successful chat.postMessage, in order.
+func (s *Server) Posts() []Post {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Post(nil), s.posts...)
+}
+
+// WaitPosts waits until at least n messages were posted and returns them all.
+func (s *Server) WaitPosts(ctx context.Context, n int) ([]Post, error) {
+	err := s.wait(ctx, func() bool { return len(s.posts) >= n })
+	return s.Posts(), err
+}
+
+// Ephemeral is one recorded chat.postEphemeral.
+type Ephemeral struct {
+	Seq      int64
+	At       time.Time
+	Channel  string
+	User     string
+	ThreadTS string
+	Text     string
+	Blocks   json.RawMessage
+}
+
+// Ephemerals returns every successful chat.postEphemeral, in order.
+func (s *Server) Ephemerals() []Ephemeral {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Ephemeral(nil), s.ephemerals...)
+}
+
+// WaitEphemerals waits until at least n ephemeral messages were posted.
+func (s *Server) WaitEphemerals(ctx context.Context, n int) ([]Ephemeral, error) {
+	err := s.wait(ctx, func() bool { return len(s.ephemerals) >= n })
+	return s.Ephemerals(), err
+}
+
+// CommandResponse is one message posted to a slash command's response_url.
+type CommandResponse struct {
+	Seq          int64
+	At           time.Time
+	Key          string // the envelope id of the command
+	Text         string
+	ResponseType string
+	Body         json.RawMessage
+}
+
+// CommandResponses returns what was posted to response URLs, in order.
+func (s *Server) CommandResponses() []CommandResponse {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]CommandResponse(nil), s.responses...)
+}
+
+// WaitCommandResponses waits until at least n responses were posted.
+func (s *Server) WaitCommandResponses(ctx context.Context, n int) ([]CommandResponse, error) {
+	err := s.wait(ctx, func() bool { return len(s.responses) >= n })
+	return s.CommandResponses(), err
+}
+
+// Reactions returns the names of the bot's reactions on a message, in the
+// order added.
+func (s *Server) Reactions(channel, ts string) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.reactions[channel+"/"+ts]...)
+}
