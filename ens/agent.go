@@ -47,6 +47,14 @@ func lowerASCII(s string) string {
 // ErrNotFound reports that no resolver knows the name.
 var ErrNotFound = errors.New("agent not found")
 
+// ErrInvalidName reports a name that breaks the naming rules (bad label,
+// non-ASCII, not under .eth). Nothing was looked up.
+var ErrInvalidName = errors.New("invalid agent name")
+
+// ErrNoRPC reports that the chain a name points at has no RPC URL
+// configured, so it could not be looked up ("no RPC for chain 137").
+var ErrNoRPC = errors.New("no RPC")
+
 // Agent is a resolved identity.
 type Agent struct {
 	// Name is the NFT's agent name, else the first label.

@@ -1,0 +1,264 @@
+package ens_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/conclavehq/conclave/ens"
+)
+
+// fakeClock is a settable clock for the cache.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func newFakeClock() *fakeClock { return &fakeClock{now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)} }
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+// syncBuffer is a log sink safe for concurrent writes.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+type cacheRig struct {
+	fake  *fakeChain
+	clock *fakeClock
+	logs  *syncBuffer
+	d     *ens.Directory
+}
+
+func newCacheRig(t *testing.T) cacheRig {
+	t.Helper()
+	r := cacheRig{fake: newFakeChain(t), clock: newFakeClock(), logs: &syncBuffer{}}
+	seedAgents(r.fake)
+	r.d = newDirectory(t, r.fake, ens.Options{
+		CacheTTL: 10 * time.Minute, NegativeTTL: time.Minute, StaleMax: 24 * time.Hour,
+		Now: r.clock.Now, Logger: slog.New(slog.NewTextHandler(r.logs, nil)),
+	})
+	return r
+}
+
+const claudine = "claudine.acme.137.protocol6022.eth"
+
+func TestCacheHitMakesNoCalls(t *testing.T) {
+	r := newCacheRig(t)
+	ctx := context.Background()
+	first, err := r.d.Resolve(ctx, claudine)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cold := r.fake.callCount("")
+	if cold == 0 {
+		t.Fatal("a cold look-up made no RPC call")
+	}
+	for _, form := range []string{claudine, "Claudine.acme.137.6022.eth", "claudine.ACME.137.protocol6022.eth"} {
+		got, err := r.d.Resolve(ctx, form)
+		if err != nil || got.EnsDomain != first.EnsDomain || got.Owner != first.Owner {
+			t.Fatalf("Resolve(%q) = %+v, %v", form, got, err)
+		}
+	}
+	if n := r.fake.callCount(""); n != cold {
+		t.Errorf("warm look-ups made %d RPC calls", n-cold)
+	}
+	if s := r.d.CacheStats(); s.Hits != 3 || s.Misses != 1 {
+		t.Errorf("stats = %+v, want 3 hits and 1 miss", s)
+	}
+
+	r.clock.Advance(10*time.Minute + time.Second)
+	if _, err := r.d.Resolve(ctx, claudine); err != nil {
+		t.Fatal(err)
+	}
+	if n := r.fake.callCount("agentRef"); n != 2 {
+		t.Errorf("after the TTL, agentRef calls = %d, want 2", n)
+	}
+}
+
+func TestCacheCollapsesConcurrentLookups(t *testing.T) {
+	r := newCacheRig(t)
+	release := r.fake.holdCalls()
+	defer release()
+	const callers = 8
+	var wg sync.WaitGroup
+	errs := make([]error, callers)
+	owners := make([]string, callers)
+	for i := range callers {
+		form := claudine
+		if i%2 == 1 {
+			form = "claudine.acme.137.6022.eth"
+		}
+		wg.Go(func() {
+			a, err := r.d.Resolve(context.Background(), form)
+			errs[i], owners[i] = err, a.Owner
+		})
+	}
+	// Release the chain only once every other caller waits on the first
+	// look-up.
+	for r.d.CacheStats().Collapsed < callers-1 || r.fake.waitingCalls() == 0 {
+		runtime.Gosched()
+	}
+	release()
+	wg.Wait()
+	for i := range callers {
+		if errs[i] != nil || owners[i] != ownerAlice.Hex() {
+			t.Fatalf("caller %d: owner %q, error %v", i, owners[i], errs[i])
+		}
+	}
+	if n := r.fake.callCount("agentRef"); n != 1 {
+		t.Errorf("%d concurrent look-ups made %d agentRef calls, want 1", callers, n)
+	}
+	if n := r.fake.callCount("informationOf"); n != 1 {
+		t.Errorf("informationOf calls = %d, want 1", n)
+	}
+}
+
+func TestCacheWaiterOutlivesCancelledLeader(t *testing.T) {
+	r := newCacheRig(t)
+	release := r.fake.holdCalls()
+	defer release()
+	leaderCtx, cancelLeader := context.WithCancel(context.Background())
+	leaderDone := make(chan error, 1)
+	go func() {
+		_, err := r.d.Resolve(leaderCtx, claudine)
+		leaderDone <- err
+	}()
+	for r.fake.waitingCalls() == 0 {
+		runtime.Gosched()
+	}
+	waiterDone := make(chan error, 1)
+	go func() {
+		_, err := r.d.Resolve(context.Background(), claudine)
+		waiterDone <- err
+	}()
+	for r.d.CacheStats().Collapsed == 0 {
+		runtime.Gosched()
+	}
+	cancelLeader()
+	if err := <-leaderDone; !errors.Is(err, context.Canceled) {
+		t.Fatalf("leader error = %v, want context.Canceled", err)
+	}
+	release()
+	if err := <-waiterDone; err != nil {
+		t.Fatalf("the waiter inherited the leader's cancellation: %v", err)
+	}
+}
+
+func TestCacheNegative(t *testing.T) {
+	r := newCacheRig(t)
+	ctx := context.Background()
+	const nobody = "nobody.acme.137.protocol6022.eth"
+	for range 3 {
+		if _, err := r.d.Resolve(ctx, nobody); !errors.Is(err, ens.ErrNotFound) {
+			t.Fatalf("error = %v, want ErrNotFound", err)
+		}
+	}
+	if n := r.fake.callCount("agentRef"); n != 2 { // one per base
+		t.Fatalf("agentRef calls = %d, want 2 (both bases, once)", n)
+	}
+	// Minted meanwhile: still unknown until the negative TTL passes.
+	r.fake.mint(nobody, 9, fakeToken{Name: "nobody", owner: ownerBob})
+	if _, err := r.d.Resolve(ctx, nobody); !errors.Is(err, ens.ErrNotFound) {
+		t.Fatalf("within the negative TTL: error = %v", err)
+	}
+	r.clock.Advance(time.Minute + time.Second)
+	if a, err := r.d.Resolve(ctx, nobody); err != nil || a.Owner != ownerBob.Hex() {
+		t.Fatalf("after the negative TTL: %+v, %v", a, err)
+	}
+}
+
+func TestCacheServesStaleWhenChainDown(t *testing.T) {
+	r := newCacheRig(t)
+	ctx := context.Background()
+	fresh, err := r.d.Resolve(ctx, claudine)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.fake.setDown(true)
+
+	r.clock.Advance(time.Hour)
+	stale, err := r.d.Resolve(ctx, claudine)
+	if err != nil {
+		t.Fatalf("chain down, entry an hour old: %v", err)
+	}
+	if stale.Owner != fresh.Owner || stale.EnsDomain != fresh.EnsDomain {
+		t.Errorf("stale agent = %+v, want %+v", stale, fresh)
+	}
+	if s := r.d.CacheStats(); s.Stale != 1 {
+		t.Errorf("stats = %+v, want 1 stale", s)
+	}
+	if logs := r.logs.String(); !strings.Contains(logs, "serving a cached identity") || !strings.Contains(logs, claudine) ||
+		!strings.Contains(logs, "connection refused") {
+		t.Errorf("serving stale was not logged with the name and cause: %q", logs)
+	}
+
+	r.clock.Advance(24 * time.Hour)
+	if _, err := r.d.Resolve(ctx, claudine); !errors.Is(err, errConnRefused) {
+		t.Errorf("past stale_max: error = %v, want the chain's error", err)
+	}
+
+	r.fake.setDown(false)
+	if _, err := r.d.Resolve(ctx, claudine); err != nil {
+		t.Errorf("chain back: %v", err)
+	}
+}
+
+func TestCacheForget(t *testing.T) {
+	r := newCacheRig(t)
+	ctx := context.Background()
+	if _, err := r.d.Resolve(ctx, claudine); err != nil {
+		t.Fatal(err)
+	}
+	r.fake.setOwner(1, ownerBob)
+	r.d.Forget("claudine.acme.137.6022.eth")
+	if a, err := r.d.Resolve(ctx, claudine); err != nil || a.Owner != ownerBob.Hex() {
+		t.Fatalf("after Forget: %+v, %v", a, err)
+	}
+}
+
+// TestCacheCopies checks that a caller changing its agent does not change
+// the cached one.
+func TestCacheCopies(t *testing.T) {
+	r := newCacheRig(t)
+	ctx := context.Background()
+	a, err := r.d.Resolve(ctx, claudine)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Attributes["role"] = "facilitator"
+	a.TokenID.SetInt64(99)
+	b, _ := r.d.Resolve(ctx, claudine)
+	if b.Attributes["role"] != "Expert" || b.TokenID.Int64() != 1 {
+		t.Errorf("cached agent changed through a caller's copy: %+v", b)
+	}
+}

@@ -1,0 +1,345 @@
+package ens_test
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"math/big"
+	"strings"
+	"testing"
+
+	"github.com/ethereum/go-ethereum/common"
+
+	"github.com/conclavehq/conclave/ens"
+)
+
+var (
+	ownerAlice = common.HexToAddress("0x00000000000000000000000000000000000A11CE")
+	ownerBob   = common.HexToAddress("0x0000000000000000000000000000000000000B0B")
+	walletC    = "0x1111111111111111111111111111111111111111"
+)
+
+// seedAgents mints an expert (registered under the canonical base), a human
+// (registered under the second base only) and the human's clone.
+func seedAgents(f *fakeChain) {
+	expert := fakeToken{
+		Name:       "claudine",
+		Addresses:  []fakeAddress{{"evm", walletC}, {"btc", "bc1qxyz"}},
+		Attributes: []fakeKV{{"role", "Expert"}, {"mission", "Knows every claim"}, {"expertise", "claims"}},
+		Images:     []fakeKV{{"default", "bafyclaudine"}},
+		owner:      ownerAlice,
+	}
+	f.mint("claudine.acme.137.protocol6022.eth", 1, expert)
+	f.setText("claudine.acme.137.protocol6022.eth", "avatar", "https://img.example/claudine.png")
+	f.setText("claudine.acme.137.protocol6022.eth", "url", "https://claudine.example")
+
+	human := fakeToken{Name: "arnaud", Attributes: []fakeKV{{"role", "human"}}, Images: []fakeKV{{"default", "bafyarnaud"}}, owner: ownerBob}
+	f.mint("arnaud.acme.137.6022.eth", 2, human)
+
+	twin := fakeToken{Name: "arnaud-twin", Attributes: []fakeKV{{"role", "clone"}}, owner: ownerBob}
+	twin.CloneOf.IsSet, twin.CloneOf.Value = true, big.NewInt(2)
+	f.mint("arnaud-twin.acme.137.protocol6022.eth", 3, twin)
+}
+
+func TestResolveRegistry(t *testing.T) {
+	fake := newFakeChain(t)
+	seedAgents(fake)
+	d := newDirectory(t, fake, ens.Options{})
+	ctx := context.Background()
+
+	tests := []struct {
+		name string
+		in   string
+		want ens.Agent
+	}{
+		{
+			name: "expert",
+			in:   "claudine.acme.137.protocol6022.eth",
+			want: ens.Agent{
+				Name: "claudine", EnsDomain: "claudine.acme.137.protocol6022.eth", Owner: ownerAlice.Hex(),
+				Addresses:  map[string]string{"evm": walletC, "btc": "bc1qxyz"},
+				Attributes: map[string]string{"role": "Expert", "mission": "Knows every claim", "expertise": "claims"},
+				Role:       ens.RoleExpert, Avatar: "https://img.example/claudine.png", URL: "https://claudine.example",
+				ChainID: 137, Collection: fake.collectionAddr.Hex(), TokenID: big.NewInt(1),
+			},
+		},
+		{
+			name: "registered under the second base, asked under the first",
+			in:   "Arnaud.Acme.137.protocol6022.eth",
+			want: ens.Agent{
+				Name: "arnaud", EnsDomain: "arnaud.acme.137.protocol6022.eth", Owner: ownerBob.Hex(),
+				Addresses: map[string]string{}, Attributes: map[string]string{"role": "human"},
+				Role: ens.RoleHuman, Avatar: "ipfs://bafyarnaud",
+				ChainID: 137, Collection: fake.collectionAddr.Hex(), TokenID: big.NewInt(2),
+			},
+		},
+		{
+			name: "clone names its human",
+			in:   "arnaud-twin.acme.137.6022.eth",
+			want: ens.Agent{
+				Name: "arnaud-twin", EnsDomain: "arnaud-twin.acme.137.protocol6022.eth", Owner: ownerBob.Hex(),
+				Addresses: map[string]string{}, Attributes: map[string]string{"role": "clone"},
+				Role: ens.RoleClone, CloneOf: "arnaud.acme.137.protocol6022.eth",
+				ChainID: 137, Collection: fake.collectionAddr.Hex(), TokenID: big.NewInt(3),
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := d.Resolve(ctx, tt.in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			assertAgent(t, got, tt.want)
+		})
+	}
+}
+
+func assertAgent(t *testing.T, got, want ens.Agent) {
+	t.Helper()
+	if got.Name != want.Name || got.EnsDomain != want.EnsDomain || got.Owner != want.Owner ||
+		got.Role != want.Role || got.CloneOf != want.CloneOf || got.Avatar != want.Avatar || got.URL != want.URL ||
+		got.ChainID != want.ChainID || got.Collection != want.Collection {
+		t.Errorf("agent =\n %+v\nwant\n %+v", got, want)
+	}
+	if (got.TokenID == nil) != (want.TokenID == nil) || got.TokenID != nil && got.TokenID.Cmp(want.TokenID) != 0 {
+		t.Errorf("TokenID = %v, want %v", got.TokenID, want.TokenID)
+	}
+	if !maps.Equal(got.Addresses, want.Addresses) {
+		t.Errorf("Addresses = %v, want %v", got.Addresses, want.Addresses)
+	}
+	if !maps.Equal(got.Attributes, want.Attributes) {
+		t.Errorf("Attributes = %v, want %v", got.Attributes, want.Attributes)
+	}
+}
+
+func TestStaticWins(t *testing.T) {
+	fake := newFakeChain(t)
+	seedAgents(fake)
+	static := []ens.Agent{
+		{EnsDomain: "claudine.acme.137.6022.eth", Name: "Claudine (config)", Role: "Facilitator",
+			Owner: ownerBob.Hex(), Attributes: map[string]string{"mission": "Runs the desk", "role": "expert"}},
+		{EnsDomain: "helper.eth", Attributes: map[string]string{"role": "clone"}},
+	}
+	d := newDirectory(t, fake, ens.Options{}, static...)
+	ctx := context.Background()
+
+	for _, in := range []string{"claudine.acme.137.protocol6022.eth", "CLAUDINE.acme.137.6022.eth"} {
+		got, err := d.Resolve(ctx, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		assertAgent(t, got, ens.Agent{
+			Name: "Claudine (config)", EnsDomain: "claudine.acme.137.protocol6022.eth", Owner: ownerBob.Hex(),
+			Role: ens.RoleFacilitator, Addresses: map[string]string{},
+			Attributes: map[string]string{"mission": "Runs the desk", "role": "facilitator"},
+		})
+	}
+	got, err := d.Resolve(ctx, "helper.eth")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Name != "helper" || got.Role != ens.RoleClone || got.Attributes["role"] != "clone" {
+		t.Errorf("static agent without role or name = %+v", got)
+	}
+	if n := fake.callCount(""); n != 0 {
+		t.Errorf("static agents made %d RPC calls", n)
+	}
+
+	// What a caller does to its copy does not reach the directory.
+	got.Attributes["role"] = "facilitator"
+	again, _ := d.Resolve(ctx, "helper.eth")
+	if again.Attributes["role"] != "clone" {
+		t.Errorf("the directory shares its maps with callers")
+	}
+}
+
+func TestNewStaticRejects(t *testing.T) {
+	names := mustNames(t)
+	tests := []struct {
+		name   string
+		agents []ens.Agent
+	}{
+		{"invalid name", []ens.Agent{{EnsDomain: "bad_name.eth"}}},
+		{"same agent in two forms", []ens.Agent{{EnsDomain: "a.acme.137.6022.eth"}, {EnsDomain: "a.acme.137.protocol6022.eth"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := ens.NewStatic(names, tt.agents); err == nil {
+				t.Fatal("accepted")
+			}
+		})
+	}
+}
+
+// TestResolveErrors covers each bad input: the error must name the name and
+// the step, and wrap the sentinel callers branch on.
+func TestResolveErrors(t *testing.T) {
+	fake := newFakeChain(t)
+	seedAgents(fake)
+	// A registry entry pointing at a token that does not exist (burnt).
+	fake.mu.Lock()
+	fake.refs[ens.Namehash("ghost.acme.137.protocol6022.eth")] = fakeRef{fake.collectionAddr, big.NewInt(99)}
+	fake.mu.Unlock()
+
+	tests := []struct {
+		name     string
+		in       string
+		down     bool
+		sentinel error
+		want     []string
+	}{
+		{"unknown name", "nobody.acme.137.protocol6022.eth", false, ens.ErrNotFound,
+			[]string{`ens: resolve "nobody.acme.137.protocol6022.eth": agentRef on chain 137:`, "agent not found"}},
+		{"burnt token", "ghost.acme.137.protocol6022.eth", false, ens.ErrNotFound,
+			[]string{`"ghost.acme.137.protocol6022.eth"`, "informationOf(99)", "reverted"}},
+		{"no RPC for the chain", "claudine.acme.5.protocol6022.eth", false, ens.ErrNoRPC,
+			[]string{`"claudine.acme.5.protocol6022.eth"`, "no RPC for chain 5"}},
+		{"standard ENS with no mainnet RPC", "vitalik.eth", false, ens.ErrNoRPC,
+			[]string{`"vitalik.eth"`, "no RPC for Ethereum mainnet"}},
+		{"RPC down, nothing cached", "claudine.acme.137.protocol6022.eth", true, errConnRefused,
+			[]string{`ens: resolve "claudine.acme.137.protocol6022.eth": agentRef on chain 137:`, "connection refused"}},
+		{"non-ASCII", "clàudine.acme.137.protocol6022.eth", false, ens.ErrInvalidName,
+			[]string{`"clàudine.acme.137.protocol6022.eth"`, "name not supported"}},
+		{"bad label", "clau_dine.acme.137.protocol6022.eth", false, ens.ErrInvalidName,
+			[]string{`"clau_dine.acme.137.protocol6022.eth"`, `label "clau_dine"`}},
+		{"not .eth", "claudine.example.com", false, ens.ErrInvalidName,
+			[]string{`"claudine.example.com"`, "only .eth names"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := newDirectory(t, fake, ens.Options{})
+			fake.setDown(tt.down)
+			defer fake.setDown(false)
+			_, err := d.Resolve(context.Background(), tt.in)
+			if !errors.Is(err, tt.sentinel) {
+				t.Fatalf("error = %v, want it to wrap %v", err, tt.sentinel)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestRPCDeadline(t *testing.T) {
+	fake := newFakeChain(t)
+	seedAgents(fake)
+	d := newDirectory(t, fake, ens.Options{RPCTimeout: 20_000_000}) // 20ms
+	release := fake.holdCalls()
+	defer release()
+	_, err := d.Resolve(context.Background(), "claudine.acme.137.protocol6022.eth")
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "agentRef on chain 137") {
+		t.Fatalf("a call that never answers: error = %v, want a deadline error naming the step", err)
+	}
+}
+
+func TestResolveToken(t *testing.T) {
+	fake := newFakeChain(t)
+	seedAgents(fake)
+	fake.mint("", 7, fakeToken{Name: "Victor", Attributes: []fakeKV{{"role", "expert"}}, owner: ownerAlice})
+	fake.mint("", 8, fakeToken{Name: "Bad Name!", owner: ownerAlice})
+	coll := fake.collectionAddr.Hex()
+	opts := ens.Options{Collections: []ens.Collection{{ChainID: 137, Address: strings.ToLower(coll), Label: "Acme"}}}
+	d := newDirectory(t, fake, opts)
+	ctx := context.Background()
+
+	t.Run("builds the name from the NFT and the collection label", func(t *testing.T) {
+		for _, chain := range []uint64{137, 0} {
+			got, err := d.ResolveToken(ctx, chain, coll, big.NewInt(7))
+			if err != nil {
+				t.Fatal(err)
+			}
+			assertAgent(t, got, ens.Agent{
+				Name: "Victor", EnsDomain: "victor.acme.137.protocol6022.eth", Owner: ownerAlice.Hex(),
+				Role: ens.RoleExpert, Addresses: map[string]string{}, Attributes: map[string]string{"role": "expert"},
+				ChainID: 137, Collection: coll, TokenID: big.NewInt(7),
+			})
+		}
+	})
+	errTests := []struct {
+		name     string
+		chain    uint64
+		coll     string
+		token    int64
+		sentinel error
+		want     string
+	}{
+		{"collection not configured", 137, "0x2222222222222222222222222222222222222222", 7, nil, "not configured"},
+		{"collection on another chain", 80002, coll, 7, nil, "not configured"},
+		{"not an address", 137, "acme", 7, ens.ErrInvalidName, "not a collection address"},
+		{"no such token", 137, coll, 42, ens.ErrNotFound, "informationOf(42)"},
+		{"name is no label", 137, coll, 8, ens.ErrInvalidName, `"Bad Name!"`},
+	}
+	for _, tt := range errTests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := d.ResolveToken(ctx, tt.chain, tt.coll, big.NewInt(tt.token))
+			if err == nil || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), "ens: agent ") {
+				t.Fatalf("error = %v, want one with %q", err, tt.want)
+			}
+			if tt.sentinel != nil && !errors.Is(err, tt.sentinel) {
+				t.Errorf("error %v does not wrap %v", err, tt.sentinel)
+			}
+		})
+	}
+}
+
+func TestOwnerIsFresh(t *testing.T) {
+	fake := newFakeChain(t)
+	seedAgents(fake)
+	d := newDirectory(t, fake, ens.Options{}, ens.Agent{EnsDomain: "elen.eth", Owner: ownerAlice.Hex()})
+	ctx := context.Background()
+
+	a, err := d.Resolve(ctx, "claudine.acme.137.protocol6022.eth")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fake.setOwner(1, ownerBob)
+	if cached, _ := d.Resolve(ctx, "claudine.acme.137.protocol6022.eth"); cached.Owner != ownerAlice.Hex() {
+		t.Fatalf("cached owner = %s, want the cached %s", cached.Owner, ownerAlice.Hex())
+	}
+	if got, err := d.Owner(ctx, a); err != nil || got != ownerBob.Hex() {
+		t.Errorf("Owner = %q, %v, want the new owner %s", got, err, ownerBob.Hex())
+	}
+	static, _ := d.Resolve(ctx, "elen.eth")
+	if got, err := d.Owner(ctx, static); err != nil || got != ownerAlice.Hex() {
+		t.Errorf("static Owner = %q, %v", got, err)
+	}
+	fake.setDown(true)
+	if _, err := d.Owner(ctx, a); !errors.Is(err, errConnRefused) || !strings.Contains(err.Error(), "ownerOf(1)") {
+		t.Errorf("Owner with the chain down: error = %v", err)
+	}
+}
+
+func TestNewRejects(t *testing.T) {
+	tests := []struct {
+		name string
+		opts ens.Options
+		want string
+	}{
+		{"bad base", ens.Options{BaseDomains: []string{"6022.com"}}, "base domain"},
+		{"chain without id", ens.Options{Chains: []ens.Chain{{RPCURL: "http://x"}}}, "chain_id"},
+		{"chain twice", ens.Options{Chains: []ens.Chain{{ChainID: 137}, {ChainID: 137}}}, "twice"},
+		{"unknown chain without registry", ens.Options{Chains: []ens.Chain{{ChainID: 5, RPCURL: "http://x"}}}, "no registry address"},
+		{"bad registry", ens.Options{Chains: []ens.Chain{{ChainID: 5, Registry: "0x12"}}}, "not an address"},
+		{"bad collection", ens.Options{Collections: []ens.Collection{{ChainID: 137, Address: "0x12", Label: "acme"}}}, "collection"},
+		{"bad collection label", ens.Options{Collections: []ens.Collection{{ChainID: 137, Address: walletC, Label: "a_b"}}}, "label"},
+		{"empty text key", ens.Options{TextKeys: []string{"role", ""}}, "text_keys"},
+		{"mainnet twice", ens.Options{MainnetRPCURL: "http://a", Chains: []ens.Chain{{ChainID: 1, RPCURL: "http://b", Registry: walletC}}}, "mainnet"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := ens.New(tt.opts, nil)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("error = %v, want one with %q", err, tt.want)
+			}
+		})
+	}
+	d, err := ens.New(ens.Options{}, nil)
+	if err != nil {
+		t.Fatalf("the zero Options must work (no chain at all): %v", err)
+	}
+	d.Close()
+}
