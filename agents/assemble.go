@@ -1,0 +1,242 @@
+package agents
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/conclavehq/conclave/agents/llm"
+	"github.com/conclavehq/conclave/ens"
+	"github.com/conclavehq/conclave/memory"
+	"github.com/conclavehq/conclave/templates"
+)
+
+// DefaultMaxInputTokens is the input budget when neither the prompt's
+// settings nor the profile set one.
+const DefaultMaxInputTokens = 16000
+
+// Prompts is the prompt set a turn renders with (a templates.Set): one set
+// serves a whole turn, so a reload never mixes versions within a turn.
+type Prompts interface {
+	// Render renders prompt for the agent named agentENS with role.
+	// Errors name the template file and line, or the field and member.
+	Render(agentENS, role, prompt string, data templates.Data) (string, error)
+	// Settings returns the merged settings of the prompt (zero when none).
+	// Errors name the broken settings file.
+	Settings(agentENS, role, prompt string) (templates.Settings, error)
+}
+
+// Profiles tells the configured model profiles apart.
+type Profiles interface {
+	// Profile returns the named profile ("" is the default [llm] profile),
+	// or an error wrapping llm.ErrUnknownProfile.
+	Profile(name string) (llm.Profile, error)
+}
+
+// Model is the model client a turn calls.
+type Model interface {
+	Profiles
+	// Complete runs one completion, retries included. Errors are final.
+	Complete(ctx context.Context, r llm.Request) (llm.Response, error)
+}
+
+// HistoryMessage is one message of a prompt's history.
+type HistoryMessage struct {
+	Role    string // llm.RoleUser, llm.RoleAssistant or llm.RoleSystem
+	Content string
+}
+
+// TurnPrompt is what one model request of a turn is built from.
+type TurnPrompt struct {
+	Agent  ens.Agent
+	Prompt string // the phase prompt: default, conclude, context-not-found, context-found
+	Data   templates.Data
+	// History is what the agent sees, oldest first: entries of its memory
+	// session from other conversations, then this thread's messages. It is
+	// cut oldest first to fit the input budget.
+	History []HistoryMessage
+	// Tail follows the history (in conclude: the previous phase prompt and
+	// the reply that held :end:); it is cut only after the whole history.
+	Tail []HistoryMessage
+	// AgentProfile is the llm_profile the agent's configuration names.
+	AgentProfile string
+	// MaxInputTokens is the budget when neither the prompt's settings nor
+	// the profile set one (DefaultMaxInputTokens when zero).
+	MaxInputTokens int
+	// MaxMessageChars caps each history text, in runes (no cap when zero).
+	MaxMessageChars int
+}
+
+// BuildInfo says how a request was fitted.
+type BuildInfo struct {
+	Budget     int      // the input budget, in estimated tokens
+	Tokens     int      // the estimated tokens of the request
+	Dropped    int      // history messages cut to fit
+	OverBudget bool     // the system and phase prompts alone exceed the budget
+	Warnings   []string // profile fall-backs, an over-budget prompt
+}
+
+// BuildRequest renders the system and phase prompts of p and fits the
+// history into the input budget: exactly the request a turn sends. The
+// messages are the system prompt, the history kept, the tail kept, then the
+// phase prompt as the final user message.
+func BuildRequest(prompts Prompts, profiles Profiles, p TurnPrompt) (llm.Request, BuildInfo, error) {
+	var info BuildInfo
+	role := string(p.Agent.Role)
+	settings, err := prompts.Settings(p.Agent.EnsDomain, role, p.Prompt)
+	if err != nil {
+		return llm.Request{}, info, err
+	}
+	system, err := prompts.Render(p.Agent.EnsDomain, role, templates.PromptSystem, p.Data)
+	if err != nil {
+		return llm.Request{}, info, err
+	}
+	phase, err := prompts.Render(p.Agent.EnsDomain, role, p.Prompt, p.Data)
+	if err != nil {
+		return llm.Request{}, info, err
+	}
+	profileName, warn, err := chooseProfile(profiles, settings.LLMProfile, p.AgentProfile, p.Agent)
+	if err != nil {
+		return llm.Request{}, info, err
+	}
+	if warn != "" {
+		info.Warnings = append(info.Warnings, warn)
+	}
+	profile, err := profiles.Profile(profileName)
+	if err != nil {
+		return llm.Request{}, info, err
+	}
+	info.Budget = firstPositive(settings.MaxInputTokens, profile.MaxInputTokens, p.MaxInputTokens, DefaultMaxInputTokens)
+
+	history := p.History
+	if settings.IncludeHistory != nil && !*settings.IncludeHistory {
+		history = nil
+	}
+	var candidates []HistoryMessage
+	for _, h := range append(append([]HistoryMessage(nil), history...), p.Tail...) {
+		h.Content = capText(h.Content, p.MaxMessageChars)
+		candidates = append(candidates, h)
+	}
+	fixed := estimateTokens(system) + estimateTokens(phase)
+	kept := candidates
+	if fixed > info.Budget {
+		info.OverBudget = true
+		info.Warnings = append(info.Warnings, fmt.Sprintf("the system and %s prompts alone (about %d tokens) exceed the input budget of %d; sent without history", p.Prompt, fixed, info.Budget))
+		kept = nil
+	} else {
+		used := fixed
+		start := len(candidates)
+		for start > 0 {
+			t := estimateTokens(candidates[start-1].Content)
+			if used+t > info.Budget {
+				break
+			}
+			used += t
+			start--
+		}
+		kept = candidates[start:]
+	}
+	info.Dropped = len(candidates) - len(kept)
+
+	msgs := make([]llm.Message, 0, len(kept)+2)
+	msgs = append(msgs, llm.Message{Role: llm.RoleSystem, Content: system})
+	for _, h := range kept {
+		msgs = append(msgs, llm.Message{Role: h.Role, Content: h.Content})
+	}
+	msgs = append(msgs, llm.Message{Role: llm.RoleUser, Content: phase})
+	for _, m := range msgs {
+		info.Tokens += estimateTokens(m.Content)
+	}
+
+	jsonMode := p.Prompt == templates.PromptContextNotFound
+	if settings.JSON != nil {
+		jsonMode = *settings.JSON
+	}
+	return llm.Request{
+		Profile:     profileName,
+		Model:       settings.Model,
+		Temperature: settings.Temperature,
+		MaxTokens:   settings.MaxTokens,
+		JSON:        jsonMode,
+		Messages:    msgs,
+		Agent:       p.Agent.EnsDomain,
+		Role:        role,
+		Prompt:      p.Prompt,
+	}, info, nil
+}
+
+// estimateTokens is the budget's token estimate of one message:
+// ceil(runes / 4) + 4.
+func estimateTokens(s string) int {
+	return (utf8.RuneCountInString(s)+3)/4 + 4
+}
+
+// chooseProfile applies the profile precedence: the prompt's settings, the
+// agent's configuration, the NFT's llm_profile attribute, then the default.
+// An unknown profile named by settings or configuration is an error; one
+// named by an attribute falls back to the default with a warning.
+func chooseProfile(profiles Profiles, fromSettings, fromConfig string, a ens.Agent) (name, warning string, err error) {
+	for _, named := range []struct{ name, where string }{
+		{fromSettings, "the prompt settings"},
+		{fromConfig, "the agent configuration"},
+	} {
+		if named.name == "" {
+			continue
+		}
+		if _, err := profiles.Profile(named.name); err != nil {
+			return "", "", fmt.Errorf("llm profile %q named by %s of %s: %w", named.name, named.where, a.EnsDomain, err)
+		}
+		return named.name, "", nil
+	}
+	if attr := strings.TrimSpace(a.Attributes["llm_profile"]); attr != "" {
+		if _, err := profiles.Profile(attr); err != nil {
+			if errors.Is(err, llm.ErrUnknownProfile) {
+				return "", fmt.Sprintf("llm_profile %q of %s is not configured; using the default profile", attr, a.EnsDomain), nil
+			}
+			return "", "", err
+		}
+		return attr, "", nil
+	}
+	return "", "", nil
+}
+
+func firstPositive(vs ...int) int {
+	for _, v := range vs {
+		if v > 0 {
+			return v
+		}
+	}
+	return 0
+}
+
+// speakerLabel is how a message's author is written in another agent's
+// history: "<Name> (<EnsDomain or "person">)".
+func speakerLabel(name, ensDomain string) string {
+	if ensDomain == "" {
+		ensDomain = "person"
+	}
+	return name + " (" + ensDomain + ")"
+}
+
+// sessionHistory turns memory session entries into history messages:
+// entries from a conversation carry their author; hydrated ones keep their
+// role and text.
+func sessionHistory(entries []memory.SessionEntry) []HistoryMessage {
+	out := make([]HistoryMessage, 0, len(entries))
+	for _, e := range entries {
+		role := e.Role
+		switch role {
+		case llm.RoleUser, llm.RoleAssistant, llm.RoleSystem:
+		default:
+			role = llm.RoleUser
+		}
+		content := e.Content
+		if role == llm.RoleUser && e.Author != "" {
+			content = e.Author + ": " + content
+		}
+		out = append(out, HistoryMessage{Role: role, Content: content})
+	}
+	return out
+}

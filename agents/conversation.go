@@ -1,0 +1,542 @@
+package agents
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+
+	"github.com/conclavehq/conclave/ens"
+	"github.com/conclavehq/conclave/memory"
+)
+
+// convo is one conversation loaded under its lock for one step: the thread,
+// the engine state and the channel's agents, plus what the step will
+// commit.
+type convo struct {
+	e    *Engine
+	lock memory.Lock
+	conv memory.Conversation
+	msgs []memory.Message // the thread, in ts order
+	st   *convState
+	log  *slog.Logger
+
+	names       []string             // registered agents, canonical, in registration order
+	forms       []nameForm           // their spellings
+	agents      map[string]ens.Agent // resolved identities (registered agents and human agents)
+	facilitator string               // the channel's facilitator ("" when none)
+	start       string
+
+	newMsgs  []memory.Message
+	sessions []memory.SessionAppend
+	appended map[string]bool // namespace|key|ts appended this step
+}
+
+// step loads the conversation, routes new messages, runs at most one
+// action (a turn, a conclusion, a timeout) and commits. It reports whether
+// there may be more to do.
+func (e *Engine) step(ctx context.Context, lock memory.Lock) (bool, error) {
+	snap, err := e.deps.Store.Load(ctx, lock)
+	if err != nil {
+		return false, err
+	}
+	c, err := e.load(ctx, lock, snap)
+	if err != nil {
+		return false, err
+	}
+	if c.st.Pending != nil {
+		if err := c.resolvePending(ctx); err != nil {
+			return false, err
+		}
+		return true, c.commit(ctx)
+	}
+	c.route(ctx)
+	act := c.next(ctx)
+	if act == nil {
+		return false, c.commit(ctx)
+	}
+	if err := act(ctx); err != nil {
+		return false, err
+	}
+	return true, c.commit(ctx)
+}
+
+func (e *Engine) load(ctx context.Context, lock memory.Lock, snap memory.Snapshot) (*convo, error) {
+	st, err := decodeState(snap.Conversation.State)
+	if err != nil {
+		return nil, fmt.Errorf("agents: conversation %s: %w", snap.Conversation.ID, err)
+	}
+	c := &convo{
+		e:        e,
+		lock:     lock,
+		conv:     snap.Conversation,
+		msgs:     snap.Messages,
+		st:       st,
+		agents:   make(map[string]ens.Agent),
+		appended: make(map[string]bool),
+		log: e.log.With(slog.String(logConversation, snap.Conversation.ID),
+			slog.String(logChannel, snap.Conversation.Channel)),
+	}
+	if c.conv.ID == "" {
+		c.conv.ID = lock.ConversationID
+	}
+	sort.SliceStable(c.msgs, func(i, j int) bool { return lessTS(c.msgs[i].TS, c.msgs[j].TS) })
+	names, _, err := e.registeredNames(ctx, c.conv.Channel)
+	if err != nil {
+		return nil, err
+	}
+	c.start = e.static[c.conv.Channel].Start
+	if c.start == "" {
+		c.start = StartAll
+	}
+	for _, n := range names {
+		a, err := e.resolve(ctx, n)
+		if err != nil {
+			c.log.Warn("agent of the channel cannot be resolved; it is not served", slog.String(logAgent, n), slog.Any(logError, err))
+			continue
+		}
+		c.agents[n] = a
+		c.names = append(c.names, n)
+		if a.Role == ens.RoleFacilitator {
+			if c.facilitator != "" {
+				c.log.Error("a second facilitator in the channel is ignored", slog.String(logAgent, n))
+				continue
+			}
+			c.facilitator = n
+		}
+	}
+	c.forms = e.forms(c.names)
+	return c, nil
+}
+
+// commit writes the state, the new messages and session entries, and the
+// next deadline. It fails with memory.ErrLockLost when the lock is gone.
+func (c *convo) commit(ctx context.Context) error {
+	conv := c.conv
+	conv.State = c.st.encode()
+	err := c.e.deps.Store.Commit(ctx, c.lock, memory.Commit{
+		Conversation: conv,
+		Messages:     c.newMsgs,
+		Sessions:     c.sessions,
+		Deadline:     c.st.deadline(c.e.now(), c.e.opts.Timeout, c.facilitator != ""),
+	})
+	if err != nil {
+		return fmt.Errorf("agents: commit conversation %s: %w", c.conv.ID, err)
+	}
+	c.newMsgs, c.sessions = nil, nil
+	return nil
+}
+
+// agent returns the identity of a registered or human agent.
+func (c *convo) agent(ctx context.Context, name string) (ens.Agent, bool) {
+	if a, ok := c.agents[name]; ok {
+		return a, true
+	}
+	a, err := c.e.resolve(ctx, name)
+	if err != nil {
+		c.log.Warn("agent cannot be resolved", slog.String(logAgent, name), slog.Any(logError, err))
+		return a, false
+	}
+	c.agents[name] = a
+	return a, true
+}
+
+// mentions lists the registered agents a message names, in order.
+func (c *convo) mentions(m memory.Message) []string {
+	return findMentions(m.Text, c.forms)
+}
+
+func isPersonKind(kind string) bool { return kind == kindPerson || kind == kindHuman }
+
+// author returns the agent that wrote m ("" for a person or a bot).
+func author(m memory.Message) string {
+	if m.Kind == kindAgent || m.Kind == kindHuman {
+		return m.Agent
+	}
+	return ""
+}
+
+// route applies the routing rules to every message not routed yet, in ts
+// order, after deciding whether the thread is a conversation at all.
+func (c *convo) route(ctx context.Context) {
+	var fresh []memory.Message
+	for _, m := range c.msgs {
+		if !c.st.Routed[m.TS] {
+			fresh = append(fresh, m)
+		}
+	}
+	if len(fresh) == 0 {
+		return
+	}
+	if c.st.Status == statusNew || c.st.Status == statusIgnored {
+		if !c.open(ctx, fresh) {
+			for _, m := range fresh {
+				c.routeOne(ctx, m, false)
+			}
+			c.st.Status = statusIgnored
+			return
+		}
+		fresh = fresh[:0]
+		for _, m := range c.msgs {
+			if !c.st.Routed[m.TS] {
+				fresh = append(fresh, m)
+			}
+		}
+	}
+	for _, m := range fresh {
+		c.routeOne(ctx, m, true)
+	}
+}
+
+// open decides whether the thread becomes a conversation: a new root by a
+// person starts one (by the channel's start policy); otherwise a reply
+// naming a registered agent adopts the thread, loading its history from
+// Slack when conclave never saw its root.
+func (c *convo) open(ctx context.Context, fresh []memory.Message) bool {
+	var root *memory.Message
+	for i := range c.msgs {
+		if c.msgs[i].TS == c.conv.ThreadTS {
+			root = &c.msgs[i]
+		}
+	}
+	if root != nil && c.st.Status == statusNew && !c.st.Routed[root.TS] && isPersonKind(root.Kind) {
+		named := len(c.mentions(*root)) > 0
+		if named || c.start == StartAll && c.facilitator != "" {
+			c.st.Status = statusOpen
+			return true
+		}
+	}
+	adopting := false
+	for _, m := range fresh {
+		if m.TS != c.conv.ThreadTS && m.Kind != kindBot && len(c.mentions(m)) > 0 {
+			adopting = true
+			break
+		}
+	}
+	if !adopting {
+		return false
+	}
+	c.st.Status = statusOpen
+	if root == nil {
+		c.loadHistory(ctx)
+	}
+	// What was written before the adopting replies is content.
+	first := ""
+	for _, m := range fresh {
+		if len(c.mentions(m)) > 0 {
+			first = m.TS
+			break
+		}
+	}
+	for _, m := range c.msgs {
+		if !c.st.Routed[m.TS] && lessTS(m.TS, first) {
+			c.routeOne(ctx, m, false)
+		}
+	}
+	c.log.Info("thread adopted", slog.String("thread_ts", c.conv.ThreadTS))
+	return true
+}
+
+// loadHistory adds the latest replies of a thread conclave does not know,
+// as already routed content.
+func (c *convo) loadHistory(ctx context.Context) {
+	events, err := c.e.deps.Chat.ThreadHistory(ctx, c.conv.Channel, c.conv.ThreadTS, threadHistoryLimit)
+	if err != nil {
+		c.log.Warn("load the history of an adopted thread", slog.Any(logError, err))
+		return
+	}
+	have := make(map[string]bool, len(c.msgs))
+	for _, m := range c.msgs {
+		have[m.TS] = true
+	}
+	for _, ev := range events {
+		if have[ev.TS] || ev.TS == "" || c.e.opts.BotUserID != "" && ev.UserID == c.e.opts.BotUserID {
+			continue
+		}
+		m, err := c.e.messageOf(ctx, ev)
+		if err != nil {
+			c.log.Warn("history message", slog.Any(logError, err))
+			continue
+		}
+		c.addMessage(m)
+		c.routeOne(ctx, m, false)
+	}
+}
+
+// addMessage adds a message to the thread and to the next commit.
+func (c *convo) addMessage(m memory.Message) {
+	c.newMsgs = append(c.newMsgs, m)
+	i := sort.Search(len(c.msgs), func(i int) bool { return !lessTS(c.msgs[i].TS, m.TS) })
+	c.msgs = append(c.msgs, memory.Message{})
+	copy(c.msgs[i+1:], c.msgs[i:])
+	c.msgs[i] = m
+}
+
+// routeOne routes one message. With triggers false the message is content
+// only: it names, starts and wakes nobody.
+func (c *convo) routeOne(ctx context.Context, m memory.Message, triggers bool) {
+	st := c.st
+	st.Routed[m.TS] = true
+	st.touch(m.At)
+	if isPersonKind(m.Kind) {
+		c.addParticipant(m)
+	}
+	if m.Kind == kindHuman {
+		c.appendHuman(ctx, m)
+	}
+	c.noticeUnknown(ctx, m)
+	if !triggers || m.Kind == kindBot {
+		return
+	}
+	if st.Status == statusConcluded {
+		if !isPersonKind(m.Kind) || strings.Contains(m.Text, endToken) {
+			return
+		}
+		c.restart(ctx)
+	}
+	if st.Conclude != nil {
+		return
+	}
+	if isPersonKind(m.Kind) && strings.Contains(m.Text, endToken) {
+		c.requestConclude(ctx, &concludeRequest{Reason: concludeByPerson})
+		return
+	}
+	by := author(m)
+	if m.Kind == kindHuman {
+		c.answered(m.Agent)
+	}
+	for _, name := range c.mentions(m) {
+		if name == by {
+			continue
+		}
+		a := c.agents[name]
+		c.appendVisible(ctx, a, m)
+		switch a.Role {
+		case ens.RoleFacilitator:
+			// The facilitator sees every message; naming it only wakes it.
+		case ens.RoleHuman:
+			c.call(name, m.TS)
+		default:
+			c.enqueue(ctx, name, m.TS)
+		}
+	}
+	if by == "" || by != c.facilitator {
+		st.FacilitatorDue = true
+		st.Wake = m.TS
+	}
+}
+
+func (c *convo) addParticipant(m memory.Message) {
+	for i, p := range c.st.Participants {
+		if m.Kind == kindHuman && p.Agent == m.Agent || m.Kind == kindPerson && p.Agent == "" && p.UserID == m.UserID {
+			if m.Name != "" {
+				c.st.Participants[i].Name = m.Name
+			}
+			return
+		}
+	}
+	p := participant{UserID: m.UserID, Name: m.Name}
+	if m.Kind == kindHuman {
+		p.Agent = m.Agent
+	}
+	c.st.Participants = append(c.st.Participants, p)
+}
+
+// noticeUnknown tells a person who named an agent-shaped name that is not
+// registered here, once per name per conversation; agents doing it are only
+// logged.
+func (c *convo) noticeUnknown(ctx context.Context, m memory.Message) {
+	registered := make(map[string]bool, len(c.names))
+	for _, n := range c.names {
+		registered[n] = true
+	}
+	for _, n := range attemptedNames(m.Text, c.e.opts.BaseDomains) {
+		name := c.e.canonical(n)
+		if registered[name] {
+			continue
+		}
+		if !isPersonKind(m.Kind) || m.UserID == "" {
+			c.log.Info("unregistered agent named", slog.String(logAgent, name), slog.String("by", m.Agent))
+			continue
+		}
+		key := "name:" + name
+		if c.st.Noticed[key] {
+			continue
+		}
+		c.st.Noticed[key] = true
+		text := fmt.Sprintf("%s is not an agent of this channel, so it was not called.", n)
+		if err := c.e.deps.Chat.PostEphemeral(ctx, c.conv.Channel, m.UserID, text); err != nil {
+			c.log.Warn("post notice of an unknown agent", slog.String(logAgent, name), slog.Any(logError, err))
+		}
+	}
+}
+
+// enqueue queues a turn for an expert or clone named by the message at ts.
+// An agent already waiting is not queued twice: its turn sees both messages.
+func (c *convo) enqueue(ctx context.Context, name, ts string) {
+	for _, q := range c.st.Queue {
+		if q.Agent == name {
+			return
+		}
+	}
+	c.st.Queue = append(c.st.Queue, queuedTurn{
+		ID:      c.turnID(),
+		Agent:   name,
+		Trigger: ts,
+		Queued:  c.e.now(),
+	})
+	sort.SliceStable(c.st.Queue, func(i, j int) bool { return lessTS(c.st.Queue[i].Trigger, c.st.Queue[j].Trigger) })
+	c.working(ctx, ts, +1)
+}
+
+// call records a call to a human agent, bounded by call_timeout.
+func (c *convo) call(name, ts string) {
+	for _, h := range c.st.Calls {
+		if h.Agent == name {
+			return
+		}
+	}
+	c.st.Calls = append(c.st.Calls, humanCall{Agent: name, Trigger: ts, Deadline: c.e.now().Add(c.e.opts.CallTimeout)})
+}
+
+// answered ends the calls to a human agent that just wrote.
+func (c *convo) answered(name string) {
+	calls := c.st.Calls[:0]
+	for _, h := range c.st.Calls {
+		if h.Agent != name {
+			calls = append(calls, h)
+		}
+	}
+	c.st.Calls = calls
+}
+
+func (c *convo) turnID() string {
+	id := c.conv.ID
+	if len(id) > 8 {
+		id = id[:8]
+	}
+	return c.st.nextID(id + "-t")
+}
+
+// working counts the turns a message triggered; the message carries the
+// working reaction while any is queued or running.
+func (c *convo) working(ctx context.Context, ts string, delta int) {
+	if ts == "" {
+		return
+	}
+	before := c.st.Working[ts]
+	after := max(before+delta, 0)
+	if after == 0 {
+		delete(c.st.Working, ts)
+	} else {
+		c.st.Working[ts] = after
+	}
+	var err error
+	switch {
+	case before == 0 && after > 0:
+		err = c.e.deps.Chat.AddReaction(ctx, c.conv.Channel, ts, c.e.opts.WorkingReaction)
+	case before > 0 && after == 0:
+		err = c.e.deps.Chat.RemoveReaction(ctx, c.conv.Channel, ts, c.e.opts.WorkingReaction)
+	}
+	if err != nil {
+		c.log.Warn("working reaction", slog.String("ts", ts), slog.Any(logError, err))
+	}
+}
+
+// addNote adds a history line that is never posted, and wakes the
+// facilitator.
+func (c *convo) addNote(text string) {
+	c.st.Notes = append(c.st.Notes, note{ID: c.st.nextID("n"), Text: text, At: c.e.now()})
+	c.st.FacilitatorDue = true
+}
+
+// cancelQueue drops every queued turn and pending call.
+func (c *convo) cancelQueue(ctx context.Context) {
+	for _, q := range c.st.Queue {
+		c.working(ctx, q.Trigger, -1)
+	}
+	c.st.Queue = nil
+	c.st.Calls = nil
+}
+
+// requestConclude asks for the conclusion: queued turns are cancelled; the
+// facilitator runs conclude next, or, without one, the conversation ends
+// silently.
+func (c *convo) requestConclude(ctx context.Context, r *concludeRequest) {
+	c.cancelQueue(ctx)
+	c.st.FacilitatorDue = false
+	if c.facilitator == "" {
+		c.st.Status = statusConcluded
+		c.log.Info("conversation concluded without a facilitator", slog.String("reason", r.Reason))
+		return
+	}
+	c.st.Conclude = r
+}
+
+// restart reopens a concluded conversation: the ✅ goes, the loop guards
+// start again; bindings and the group id stay.
+func (c *convo) restart(ctx context.Context) {
+	c.st.Status = statusOpen
+	c.st.Turns = 0
+	c.st.AgentTurns = make(map[string]int)
+	for k := range c.st.Noticed {
+		if strings.HasPrefix(k, "cap:") {
+			delete(c.st.Noticed, k)
+		}
+	}
+	if err := c.e.deps.Chat.RemoveReaction(ctx, c.conv.Channel, c.conv.ThreadTS, c.e.opts.DoneReaction); err != nil {
+		c.log.Warn("remove the conclusion reaction", slog.Any(logError, err))
+	}
+	c.log.Info("conversation restarted")
+}
+
+// next picks the step's action: a pending conclusion, expired calls, the
+// next queued turn, the facilitator's wake-up, or the inactivity
+// conclusion. nil when nothing is to be done now.
+func (c *convo) next(ctx context.Context) func(context.Context) error {
+	st := c.st
+	now := c.e.now()
+	if st.Status != statusOpen {
+		return nil
+	}
+	if st.Conclude != nil {
+		return c.concludeTurn
+	}
+	var expired []humanCall
+	calls := st.Calls[:0]
+	for _, h := range st.Calls {
+		if !h.Deadline.After(now) {
+			expired = append(expired, h)
+		} else {
+			calls = append(calls, h)
+		}
+	}
+	st.Calls = calls
+	if len(expired) > 0 {
+		return func(context.Context) error {
+			for _, h := range expired {
+				c.addNote(fmt.Sprintf("(%s did not answer: timeout)", h.Agent))
+				c.log.Info("call timed out", slog.String(logAgent, h.Agent))
+			}
+			return nil
+		}
+	}
+	if len(st.Queue) > 0 {
+		return c.callTurn
+	}
+	if st.FacilitatorDue && len(st.Calls) == 0 {
+		if c.facilitator == "" {
+			st.FacilitatorDue = false
+			return nil
+		}
+		return c.facilitatorTurn
+	}
+	if !st.busy() && c.e.opts.Timeout > 0 && !st.LastActivity.IsZero() && !st.LastActivity.Add(c.e.opts.Timeout).After(now) {
+		return func(ctx context.Context) error {
+			c.requestConclude(ctx, &concludeRequest{Reason: concludeByTimeout})
+			return nil
+		}
+	}
+	return nil
+}

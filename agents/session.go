@@ -1,0 +1,146 @@
+package agents
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/conclavehq/conclave/agents/llm"
+	"github.com/conclavehq/conclave/ens"
+	"github.com/conclavehq/conclave/memory"
+)
+
+// expertNamespace is whose memory an expert's sessions are in: its ENS
+// name, or "<ens>#<channel>" with expert.session_scope = "channel".
+func (c *convo) expertNamespace(name string) string {
+	if c.e.opts.SessionScope == ScopeChannel {
+		return name + "#" + c.conv.Channel
+	}
+	return name
+}
+
+// humanOf is the human a clone or human agent stands for: a clone's
+// CloneOf, a standalone clone itself.
+func humanOf(a ens.Agent) string {
+	if a.Role == ens.RoleClone && a.CloneOf != "" {
+		return a.CloneOf
+	}
+	return a.EnsDomain
+}
+
+// groupID returns the conversation's clone/human session id, computing and
+// freezing it at first use: the channel's registered agents plus the human
+// agents who wrote so far, each clone counted as its human.
+func (c *convo) groupID() string {
+	if c.st.Group != "" {
+		return c.st.Group
+	}
+	var names []string
+	for _, n := range c.names {
+		names = append(names, humanOf(c.agents[n]))
+	}
+	for _, p := range c.st.Participants {
+		if p.Agent != "" {
+			names = append(names, p.Agent)
+		}
+	}
+	c.st.Group = GroupSessionID(names)
+	return c.st.Group
+}
+
+// sessionOf returns the memory session an expert or clone reads and
+// appends to in this conversation; ok is false for an unbound expert and
+// for other roles.
+func (c *convo) sessionOf(a ens.Agent) (namespace, key string, ok bool) {
+	switch a.Role {
+	case ens.RoleExpert:
+		key := c.st.Bindings[a.EnsDomain]
+		return c.expertNamespace(a.EnsDomain), key, key != ""
+	case ens.RoleClone, ens.RoleHuman:
+		return humanOf(a), c.groupID(), true
+	}
+	return "", "", false
+}
+
+// entryOf is the session entry of a thread message: the agent's own reply
+// as assistant, anything else as user with its author.
+func (c *convo) entryOf(ctx context.Context, self string, m memory.Message) memory.SessionEntry {
+	e := memory.SessionEntry{Role: llm.RoleUser, Content: m.Text, ConversationID: c.conv.ID, TS: m.TS, At: m.At}
+	if m.Kind == kindAgent && m.Agent == self {
+		e.Role = llm.RoleAssistant
+		return e
+	}
+	e.Author = c.label(ctx, m)
+	return e
+}
+
+// appendSession adds entries to the next commit, each message at most once
+// per session.
+func (c *convo) appendSession(namespace, key string, entries ...memory.SessionEntry) {
+	var fresh []memory.SessionEntry
+	for _, e := range entries {
+		id := namespace + "|" + key + "|" + e.TS
+		if c.appended[id] {
+			continue
+		}
+		c.appended[id] = true
+		fresh = append(fresh, e)
+	}
+	if len(fresh) == 0 {
+		return
+	}
+	c.sessions = append(c.sessions, memory.SessionAppend{Namespace: namespace, Key: key, Entries: fresh})
+}
+
+// appendVisible appends a message that an expert or clone sees to its
+// session, when it has one.
+func (c *convo) appendVisible(ctx context.Context, a ens.Agent, m memory.Message) {
+	if a.Role != ens.RoleExpert && a.Role != ens.RoleClone {
+		return
+	}
+	ns, key, ok := c.sessionOf(a)
+	if !ok {
+		return
+	}
+	c.appendSession(ns, key, c.entryOf(ctx, a.EnsDomain, m))
+}
+
+// appendHuman stores a human agent's message in its group session, where
+// its twin reads it.
+func (c *convo) appendHuman(ctx context.Context, m memory.Message) {
+	a, ok := c.agent(ctx, m.Agent)
+	if !ok {
+		return
+	}
+	a.Role = ens.RoleHuman
+	ns, key, _ := c.sessionOf(a)
+	c.appendSession(ns, key, c.entryOf(ctx, "", m))
+}
+
+// bind binds an expert to a session and appends what it saw of this
+// conversation so far.
+func (c *convo) bind(ctx context.Context, a ens.Agent, key string) {
+	c.st.Bindings[a.EnsDomain] = key
+	ns := c.expertNamespace(a.EnsDomain)
+	var entries []memory.SessionEntry
+	for _, m := range c.visibleTo(a) {
+		entries = append(entries, c.entryOf(ctx, a.EnsDomain, m))
+	}
+	c.appendSession(ns, key, entries...)
+	c.log.Info("expert bound to a session", slog.String(logAgent, a.EnsDomain), slog.String("session", key))
+}
+
+// otherConversations reads a session's entries that do not come from this
+// conversation (those are in the thread already).
+func (c *convo) otherConversations(ctx context.Context, namespace, key string) ([]memory.SessionEntry, error) {
+	entries, err := c.e.deps.Store.ReadSession(ctx, namespace, key, 0)
+	if err != nil {
+		return nil, err
+	}
+	out := entries[:0]
+	for _, e := range entries {
+		if e.ConversationID != c.conv.ID {
+			out = append(out, e)
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,208 @@
+package agents
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// stateVersion is the version of the engine state stored in
+// memory.Conversation.State. A replica meeting a newer version leaves the
+// conversation alone rather than misread it.
+const stateVersion = 1
+
+// Conversation status.
+const (
+	statusNew       = ""          // nothing routed yet
+	statusIgnored   = "ignored"   // not (yet) a conversation: a root that started nothing
+	statusOpen      = "open"      // running
+	statusConcluded = "concluded" // concluded; a person or human agent may reopen it
+)
+
+// Why a conclusion was asked for.
+const (
+	concludeByEnd     = "end"     // the facilitator's reply held :end:
+	concludeByPerson  = "person"  // a person or human agent wrote :end:
+	concludeByTimeout = "timeout" // no message for conversation.timeout
+	concludeByGuard   = "guard"   // conversation.max_turns reached
+)
+
+// convState is the engine's state of one conversation, stored as JSON.
+type convState struct {
+	Version int    `json:"v"`
+	Status  string `json:"status,omitempty"`
+
+	// Participants are the people and human agents who wrote, in
+	// first-write order.
+	Participants []participant `json:"participants,omitempty"`
+	// Bindings maps an expert to the memory session it bound.
+	Bindings map[string]string `json:"bindings,omitempty"`
+	// Group is the frozen clone/human session id ("" until first used).
+	Group string `json:"group,omitempty"`
+	// Routed holds the ts of every message already routed.
+	Routed map[string]bool `json:"routed,omitempty"`
+
+	// Queue holds the expert and clone turns waiting, in order.
+	Queue []queuedTurn `json:"queue,omitempty"`
+	// Calls are human agents named and not yet answered.
+	Calls []humanCall `json:"calls,omitempty"`
+	// FacilitatorDue: the thread holds messages the facilitator has not
+	// seen; Wake is the newest of them (it carries the working reaction).
+	FacilitatorDue bool   `json:"fac_due,omitempty"`
+	Wake           string `json:"wake,omitempty"`
+
+	// Turns counts agent turns since the start or the last restart;
+	// AgentTurns per agent.
+	Turns      int            `json:"turns,omitempty"`
+	AgentTurns map[string]int `json:"agent_turns,omitempty"`
+
+	// Notes are history lines never posted: calls that failed or timed out.
+	Notes []note `json:"notes,omitempty"`
+	// Noticed holds what was already notified once per conversation:
+	// "name:<ens>" for unknown names, "cap:<ens>" for agents at their cap.
+	Noticed map[string]bool `json:"noticed,omitempty"`
+	// Conclude is a conclusion waiting to run.
+	Conclude *concludeRequest `json:"conclude,omitempty"`
+	// Working counts, per message ts, the turns it triggered that have not
+	// ended; the message carries the working reaction while it is non-zero.
+	Working map[string]int `json:"working,omitempty"`
+
+	// LastActivity is the later of the last message and the end of the
+	// last turn: the inactivity clock starts from it.
+	LastActivity time.Time `json:"last_activity,omitzero"`
+	// Pending is a post decided but not known to be made: it is looked for
+	// in the thread before anything else happens.
+	Pending *pendingPost `json:"pending,omitempty"`
+	// Seq numbers notes and turn ids.
+	Seq int `json:"seq,omitempty"`
+}
+
+type participant struct {
+	UserID string `json:"user,omitempty"`
+	Agent  string `json:"agent,omitempty"` // for a human agent
+	Name   string `json:"name,omitempty"`
+}
+
+type queuedTurn struct {
+	ID      string    `json:"id"`
+	Agent   string    `json:"agent"`
+	Trigger string    `json:"trigger"` // ts of the message that named it
+	Queued  time.Time `json:"queued"`
+}
+
+type humanCall struct {
+	Agent    string    `json:"agent"`
+	Trigger  string    `json:"trigger"`
+	Deadline time.Time `json:"deadline"`
+}
+
+type note struct {
+	ID   string    `json:"id"`
+	Text string    `json:"text"`
+	At   time.Time `json:"at"`
+}
+
+type concludeRequest struct {
+	Reason string `json:"reason"`
+	// For concludeByEnd: the reply that held :end: (verbatim), the phase
+	// prompt it answered, and the ts of what was posted of it ("" if
+	// nothing).
+	EndReply   string `json:"end_reply,omitempty"`
+	PrevPrompt string `json:"prev_prompt,omitempty"`
+	EndTS      string `json:"end_ts,omitempty"`
+}
+
+// pendingPost is a reply about to be posted. If the holder dies between
+// the post and the commit after it, the next holder finds the post by its
+// id instead of posting again.
+type pendingPost struct {
+	PostID  string            `json:"post_id"`
+	Agent   string            `json:"agent"`
+	Text    string            `json:"text"`
+	Mention []string          `json:"mention,omitempty"`
+	Meta    map[string]string `json:"meta,omitempty"`
+	// Conclusion: names in it trigger nothing.
+	Conclusion bool `json:"conclusion,omitempty"`
+	// EndReply: what is left of a facilitator reply that held :end:.
+	EndReply bool `json:"end_reply,omitempty"`
+	// Attempts counts failed tries to post or find it.
+	Attempts int `json:"attempts,omitempty"`
+}
+
+func decodeState(b []byte) (*convState, error) {
+	st := &convState{Version: stateVersion}
+	if len(b) > 0 {
+		if err := json.Unmarshal(b, st); err != nil {
+			return nil, fmt.Errorf("decode conversation state: %w", err)
+		}
+		if st.Version > stateVersion {
+			return nil, fmt.Errorf("conversation state version %d is newer than this conclave understands (%d)", st.Version, stateVersion)
+		}
+	}
+	st.Version = stateVersion
+	if st.Routed == nil {
+		st.Routed = make(map[string]bool)
+	}
+	if st.Bindings == nil {
+		st.Bindings = make(map[string]string)
+	}
+	if st.AgentTurns == nil {
+		st.AgentTurns = make(map[string]int)
+	}
+	if st.Noticed == nil {
+		st.Noticed = make(map[string]bool)
+	}
+	if st.Working == nil {
+		st.Working = make(map[string]int)
+	}
+	return st, nil
+}
+
+func (st *convState) encode() []byte {
+	b, err := json.Marshal(st)
+	if err != nil {
+		panic(fmt.Sprintf("agents: encode state: %v", err)) // plain data: cannot fail
+	}
+	return b
+}
+
+// busy reports whether anything is waiting to run.
+func (st *convState) busy() bool {
+	return len(st.Queue) > 0 || len(st.Calls) > 0 || st.Conclude != nil || st.Pending != nil
+}
+
+// deadline is when the conversation next needs attention without a new
+// message: now when work is waiting, else the earliest human call timeout,
+// else the inactivity deadline.
+func (st *convState) deadline(now time.Time, timeout time.Duration, hasFacilitator bool) time.Time {
+	if st.Status != statusOpen && st.Pending == nil {
+		return time.Time{}
+	}
+	if len(st.Queue) > 0 || st.Conclude != nil || st.Pending != nil || st.FacilitatorDue && hasFacilitator && len(st.Calls) == 0 {
+		return now
+	}
+	var d time.Time
+	for _, c := range st.Calls {
+		if d.IsZero() || c.Deadline.Before(d) {
+			d = c.Deadline
+		}
+	}
+	if !d.IsZero() {
+		return d
+	}
+	if timeout > 0 && !st.LastActivity.IsZero() {
+		return st.LastActivity.Add(timeout)
+	}
+	return time.Time{}
+}
+
+func (st *convState) touch(t time.Time) {
+	if t.After(st.LastActivity) {
+		st.LastActivity = t
+	}
+}
+
+func (st *convState) nextID(prefix string) string {
+	st.Seq++
+	return fmt.Sprintf("%s%d", prefix, st.Seq)
+}

@@ -1,0 +1,653 @@
+package agents
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/conclavehq/conclave/agents/llm"
+	"github.com/conclavehq/conclave/ens"
+	"github.com/conclavehq/conclave/memory"
+	"github.com/conclavehq/conclave/templates"
+)
+
+// maxPostAttempts bounds how often one reply is tried before it is given up.
+const maxPostAttempts = 3
+
+// turn is one agent producing (or failing to produce) one reply.
+type turn struct {
+	id      string
+	agent   ens.Agent
+	prompts Prompts // one prompt set for the whole turn
+	report  TurnReport
+	started time.Time
+}
+
+func (c *convo) newTurn(id string, a ens.Agent, phase string) *turn {
+	return &turn{
+		id:      id,
+		agent:   a,
+		prompts: c.e.deps.Prompts(),
+		started: c.e.now(),
+		report: TurnReport{
+			Conversation: c.conv.ID,
+			TurnID:       id,
+			Agent:        a.EnsDomain,
+			Role:         string(a.Role),
+			Phase:        phase,
+			Outcome:      "ok",
+		},
+	}
+}
+
+// done logs the turn's one line and reports it.
+func (c *convo) done(t *turn) {
+	t.report.Duration = c.e.now().Sub(t.started)
+	r := t.report
+	attrs := []any{
+		slog.String(logTurn, r.TurnID), slog.String(logAgent, r.Agent), slog.String(logRole, r.Role),
+		slog.String(logPhase, r.Phase), slog.String(logOutcome, r.Outcome),
+		slog.Duration("wait", r.Wait), slog.Duration("duration", r.Duration),
+		slog.Int("prompt_tokens", r.PromptTokens), slog.Int("completion_tokens", r.CompletionTokens),
+	}
+	if r.Err != nil {
+		attrs = append(attrs, slog.Any(logError, r.Err))
+		c.log.Warn("turn", attrs...)
+	} else {
+		c.log.Info("turn", attrs...)
+	}
+	if c.e.deps.OnTurn != nil {
+		c.e.deps.OnTurn(r)
+	}
+}
+
+// visibleTo returns the thread messages an agent sees: every one for the
+// facilitator; for the others the messages that name them and their own
+// replies.
+func (c *convo) visibleTo(a ens.Agent) []memory.Message {
+	if a.Role == ens.RoleFacilitator {
+		return c.msgs
+	}
+	var out []memory.Message
+	for _, m := range c.msgs {
+		if m.Kind == kindAgent && m.Agent == a.EnsDomain || slices.Contains(c.mentions(m), a.EnsDomain) {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// label is how a message's author is written for other agents.
+func (c *convo) label(ctx context.Context, m memory.Message) string {
+	if m.Kind == kindAgent || m.Kind == kindHuman {
+		a, _ := c.agent(ctx, m.Agent)
+		return speakerLabel(a.Name, m.Agent)
+	}
+	name := m.Name
+	if name == "" {
+		name = "someone"
+	}
+	return speakerLabel(name, "")
+}
+
+// member is a message's author as templates see it.
+func (c *convo) member(ctx context.Context, m memory.Message) templates.Member {
+	if m.Kind == kindAgent || m.Kind == kindHuman {
+		a, _ := c.agent(ctx, m.Agent)
+		return memberOf(a)
+	}
+	return templates.Person(m.Name)
+}
+
+// history turns thread messages into an agent's history: its own replies
+// as assistant, the others as user with their author; with notes, the
+// unposted history lines in time order.
+func (c *convo) history(ctx context.Context, a ens.Agent, msgs []memory.Message, withNotes bool) []HistoryMessage {
+	var notes []note
+	if withNotes {
+		notes = c.st.Notes
+	}
+	out := make([]HistoryMessage, 0, len(msgs)+len(notes))
+	n := 0
+	for _, m := range msgs {
+		for n < len(notes) && notes[n].At.Before(m.At) {
+			out = append(out, HistoryMessage{Role: llm.RoleUser, Content: notes[n].Text})
+			n++
+		}
+		if m.Kind == kindAgent && m.Agent == a.EnsDomain {
+			out = append(out, HistoryMessage{Role: llm.RoleAssistant, Content: m.Text})
+			continue
+		}
+		out = append(out, HistoryMessage{Role: llm.RoleUser, Content: c.label(ctx, m) + ": " + m.Text})
+	}
+	for ; n < len(notes); n++ {
+		out = append(out, HistoryMessage{Role: llm.RoleUser, Content: notes[n].Text})
+	}
+	return out
+}
+
+// members is ChannelMembers for agent self: itself, the channel's other
+// agents in registration order, then human agents and people in the order
+// they first wrote; no duplicates, never conclave's own bot user.
+func (c *convo) members(ctx context.Context, self ens.Agent) []templates.Member {
+	out := []templates.Member{memberOf(self)}
+	seen := map[string]bool{self.EnsDomain: true}
+	for _, n := range c.names {
+		if !seen[n] {
+			seen[n] = true
+			out = append(out, memberOf(c.agents[n]))
+		}
+	}
+	for _, p := range c.st.Participants {
+		switch {
+		case p.Agent != "":
+			if seen[p.Agent] {
+				continue
+			}
+			seen[p.Agent] = true
+			a, _ := c.agent(ctx, p.Agent)
+			out = append(out, memberOf(a))
+		case p.UserID == "" || p.UserID == c.e.opts.BotUserID:
+		default:
+			if seen["user:"+p.UserID] {
+				continue
+			}
+			seen["user:"+p.UserID] = true
+			out = append(out, templates.Person(p.Name))
+		}
+	}
+	return out
+}
+
+// data fills the template fields of a turn of agent a that sees visible.
+func (c *convo) data(ctx context.Context, a ens.Agent, visible []memory.Message, sessionID string, count int) templates.Data {
+	max := c.e.opts.MaxMessageChars
+	desc, err := c.e.deps.Chat.ChannelDescription(ctx, c.conv.Channel)
+	if err != nil {
+		c.log.Warn("channel description", slog.Any(logError, err))
+	}
+	d := templates.Data{
+		ConversationId:           c.conv.ID,
+		ChannelDescription:       capText(desc, max),
+		ChannelMembers:           c.members(ctx, a),
+		ConversationMessageCount: count,
+		MemorySessionId:          sessionID,
+	}
+	request := func(m memory.Message) templates.Request {
+		return templates.Request{Content: capText(m.Text, max), Author: c.member(ctx, m)}
+	}
+	initial := -1
+	for i, m := range visible {
+		if a.Role == ens.RoleFacilitator || slices.Contains(c.mentions(m), a.EnsDomain) {
+			initial = i
+			break
+		}
+	}
+	if initial < 0 && len(visible) > 0 {
+		initial = 0
+	}
+	if initial >= 0 {
+		d.InitialRequest = request(visible[initial])
+		d.LatestRequest = d.InitialRequest
+	}
+	for i := len(visible) - 1; i >= 0; i-- {
+		if m := visible[i]; !(m.Kind == kindAgent && m.Agent == a.EnsDomain) {
+			d.LatestRequest = request(m)
+			break
+		}
+	}
+	return d
+}
+
+// build renders and fits one request of a turn.
+func (c *convo) build(t *turn, prompt string, data templates.Data, history, tail []HistoryMessage) (llm.Request, error) {
+	req, info, err := BuildRequest(t.prompts, c.e.deps.Model, TurnPrompt{
+		Agent:           t.agent,
+		Prompt:          prompt,
+		Data:            data,
+		History:         history,
+		Tail:            tail,
+		AgentProfile:    c.e.opts.Agents[t.agent.EnsDomain].LLMProfile,
+		MaxInputTokens:  c.e.opts.MaxInputTokens,
+		MaxMessageChars: c.e.opts.MaxMessageChars,
+	})
+	for _, w := range info.Warnings {
+		c.log.Warn(w, slog.String(logAgent, t.agent.EnsDomain), slog.String(logPhase, prompt))
+	}
+	if info.Dropped > 0 {
+		c.log.Info("history cut to the input budget", slog.String(logAgent, t.agent.EnsDomain),
+			slog.Int("dropped", info.Dropped), slog.Int("budget", info.Budget))
+	}
+	t.report.Phase = prompt
+	return req, err
+}
+
+// ask calls the model. A reply cut by the token limit is marked with " …".
+func (c *convo) ask(ctx context.Context, t *turn, req llm.Request) (string, error) {
+	resp, err := c.e.deps.Model.Complete(ctx, req)
+	t.report.PromptTokens += resp.PromptTokens
+	t.report.CompletionTokens += resp.CompletionTokens
+	if err != nil {
+		return "", err
+	}
+	text := resp.Content
+	if resp.FinishReason == "length" {
+		text = strings.TrimRight(text, " \n\t") + " …"
+	}
+	return text, nil
+}
+
+// failed records a failed turn: a ⚠️ notice in the thread (errors.notify =
+// "thread"), never stored as a message. A cancelled context is not a
+// failure: the turn stays to be run again.
+func (c *convo) failed(ctx context.Context, t *turn, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	t.report.Outcome = "failed"
+	t.report.Err = err
+	c.notify(ctx, t, firstLine(err.Error()))
+	return nil
+}
+
+func (c *convo) notify(ctx context.Context, t *turn, reason string) {
+	if c.e.opts.Notify != NotifyThread {
+		return
+	}
+	text := fmt.Sprintf("⚠️ %s could not answer: %s (ref %s)", t.agent.Name, reason, t.id)
+	if _, err := c.e.deps.Chat.PostReply(ctx, c.reply(t.agent, text, t.id+"-notice", nil)); err != nil {
+		c.log.Warn("post a failure notice", slog.String(logTurn, t.id), slog.Any(logError, err))
+	}
+}
+
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
+	return capText(s, 300)
+}
+
+func (c *convo) reply(a ens.Agent, text, postID string, mention []string) Reply {
+	return Reply{
+		Channel:  c.conv.Channel,
+		ThreadTS: c.conv.ThreadTS,
+		Text:     text,
+		Username: a.Name,
+		IconURL:  a.Avatar,
+		TurnID:   postID,
+		Mention:  mention,
+	}
+}
+
+// post posts an agent's reply exactly once: the reply is committed as
+// pending first (which also proves the lock is still held), then posted,
+// then recorded and routed. :end: is stripped; an empty reply posts
+// nothing.
+func (c *convo) post(ctx context.Context, a ens.Agent, postID, text string, p pendingPost) error {
+	text, _ = stripEnd(text)
+	if strings.TrimSpace(text) == "" {
+		return nil
+	}
+	p.PostID, p.Agent, p.Text = postID, a.EnsDomain, text
+	p.Mention = c.mentionUsers(ctx, text, a.EnsDomain)
+	c.st.Pending = &p
+	if err := c.commit(ctx); err != nil {
+		return err
+	}
+	ts, err := c.e.deps.Chat.PostReply(ctx, c.reply(a, p.Text, p.PostID, p.Mention))
+	if err != nil {
+		p.Attempts++
+		if cerr := c.commit(ctx); cerr != nil {
+			return cerr
+		}
+		return fmt.Errorf("agents: post reply %s: %w", postID, err)
+	}
+	c.applyPost(ctx, &p, ts)
+	return c.commit(ctx)
+}
+
+// resolvePending settles a reply whose post is uncertain: found in the
+// thread by its id, it is recorded; not found, it is posted now.
+func (c *convo) resolvePending(ctx context.Context) error {
+	p := c.st.Pending
+	ts, found, err := c.e.deps.Chat.FindTurnPost(ctx, c.conv.Channel, c.conv.ThreadTS, p.PostID)
+	if err == nil && !found {
+		a, _ := c.agent(ctx, p.Agent)
+		ts, err = c.e.deps.Chat.PostReply(ctx, c.reply(a, p.Text, p.PostID, p.Mention))
+	}
+	if err != nil {
+		p.Attempts++
+		if p.Attempts >= maxPostAttempts {
+			c.log.Error("reply given up", slog.String(logTurn, p.PostID), slog.String(logAgent, p.Agent), slog.Any(logError, err))
+			c.st.Pending = nil
+			return c.commit(ctx)
+		}
+		if cerr := c.commit(ctx); cerr != nil {
+			return cerr
+		}
+		return fmt.Errorf("agents: settle reply %s: %w", p.PostID, err)
+	}
+	c.applyPost(ctx, p, ts)
+	return nil
+}
+
+// applyPost records a posted reply and routes it (a conclusion as content
+// only).
+func (c *convo) applyPost(ctx context.Context, p *pendingPost, ts string) {
+	a, _ := c.agent(ctx, p.Agent)
+	m := memory.Message{
+		TS:     ts,
+		Agent:  p.Agent,
+		Kind:   kindAgent,
+		Raw:    p.Text,
+		Text:   p.Text,
+		Name:   a.Name,
+		TurnID: p.PostID,
+		Meta:   p.Meta,
+		At:     c.e.now(),
+	}
+	c.st.Pending = nil
+	c.addMessage(m)
+	c.appendVisible(ctx, a, m)
+	if p.EndReply && c.st.Conclude != nil {
+		c.st.Conclude.EndTS = ts
+	}
+	c.routeOne(ctx, m, !p.Conclusion)
+}
+
+// mentionUsers lists the paired Slack users of the human agents a reply
+// names.
+func (c *convo) mentionUsers(ctx context.Context, text, self string) []string {
+	var users []string
+	for _, n := range findMentions(text, c.forms) {
+		if n == self || c.agents[n].Role != ens.RoleHuman {
+			continue
+		}
+		u, err := c.e.PairedUser(ctx, n)
+		if err != nil {
+			c.log.Warn("paired user of a human agent", slog.String(logAgent, n), slog.Any(logError, err))
+		}
+		if u != "" {
+			users = append(users, u)
+		}
+	}
+	return users
+}
+
+// callTurn runs the first queued turn: an expert or clone answering the
+// message that named it, unless its call timed out while waiting or it is
+// at its turn cap.
+func (c *convo) callTurn(ctx context.Context) error {
+	q := c.st.Queue[0]
+	now := c.e.now()
+	a, registered := c.agents[q.Agent]
+	if !registered {
+		a = ens.Agent{Name: firstLabel(q.Agent), EnsDomain: q.Agent, Role: ens.RoleExpert}
+	}
+	t := c.newTurn(q.ID, a, "")
+	t.report.Wait = now.Sub(q.Queued)
+	defer c.done(t)
+	endCall := func() {
+		c.st.Queue = slices.DeleteFunc(c.st.Queue, func(x queuedTurn) bool { return x.ID == q.ID })
+		c.working(ctx, q.Trigger, -1)
+		c.st.touch(c.e.now())
+	}
+	switch {
+	case !registered:
+		endCall()
+		c.addNote(fmt.Sprintf("(%s did not answer: error)", q.Agent))
+		t.report.Outcome = "failed"
+		t.report.Err = errors.New("agent no longer served in this channel")
+		return nil
+	case now.Sub(q.Queued) > c.e.opts.CallTimeout:
+		endCall()
+		c.addNote(fmt.Sprintf("(%s did not answer: timeout)", q.Agent))
+		t.report.Outcome = "timeout"
+		return nil
+	case c.st.AgentTurns[q.Agent] >= c.e.opts.MaxTurnsPerAgent:
+		endCall()
+		c.addNote(fmt.Sprintf("(%s did not answer: error)", q.Agent))
+		t.report.Outcome = "skipped"
+		if key := "cap:" + q.Agent; !c.st.Noticed[key] {
+			c.st.Noticed[key] = true
+			c.notify(ctx, t, fmt.Sprintf("it reached its limit of %d turns in this conversation", c.e.opts.MaxTurnsPerAgent))
+		}
+		return nil
+	}
+	c.st.Turns++
+	c.st.AgentTurns[q.Agent]++
+
+	var text string
+	var meta map[string]string
+	var err error
+	if a.Role == ens.RoleClone {
+		text, err = c.cloneTurn(ctx, t)
+	} else {
+		text, meta, err = c.expertTurn(ctx, t)
+	}
+	endCall()
+	if err != nil {
+		if err := c.failed(ctx, t, err); err != nil {
+			return err
+		}
+		c.addNote(fmt.Sprintf("(%s did not answer: error)", q.Agent))
+		return nil
+	}
+	if strings.TrimSpace(text) == "" {
+		t.report.Outcome = "empty"
+	}
+	return c.post(ctx, a, t.id, text, pendingPost{Meta: meta})
+}
+
+// expertTurn runs an expert: context-found when it is bound; otherwise
+// threading (context-not-found), then, once bound, context-found in the
+// same turn, after posting the threading message.
+func (c *convo) expertTurn(ctx context.Context, t *turn) (string, map[string]string, error) {
+	a := t.agent
+	if key := c.st.Bindings[a.EnsDomain]; key != "" {
+		text, err := c.contextFound(ctx, t, key)
+		return text, nil, err
+	}
+	visible := c.visibleTo(a)
+	data := c.data(ctx, a, visible, "", len(visible))
+	req, err := c.build(t, templates.PromptContextNotFound, data, c.history(ctx, a, visible, false), nil)
+	if err != nil {
+		return "", nil, err
+	}
+	raw, err := c.ask(ctx, t, req)
+	if err != nil {
+		return "", nil, err
+	}
+	reply, outcome, perr := parseThreading(raw)
+	if perr != nil {
+		c.log.Info("threading reply unreadable; retrying", slog.String(logAgent, a.EnsDomain), slog.Any(logError, perr))
+		retry := req
+		retry.Messages = append(slices.Clone(req.Messages),
+			llm.Message{Role: llm.RoleAssistant, Content: raw},
+			llm.Message{Role: llm.RoleUser, Content: threadingReminder})
+		raw, err = c.ask(ctx, t, retry)
+		if err != nil {
+			return "", nil, err
+		}
+		reply, outcome, perr = parseThreading(raw)
+		if perr != nil {
+			c.log.Warn("threading reply unreadable twice; posting it as it is", slog.String(logAgent, a.EnsDomain), slog.Any(logError, perr))
+			return raw, map[string]string{"threading": threadingFailed}, nil
+		}
+	}
+	meta := map[string]string{"threading": outcome}
+	key, err := c.chooseSession(ctx, a, reply.Session)
+	if err != nil {
+		return "", nil, err
+	}
+	if key == "" {
+		return reply.Message, meta, nil
+	}
+	c.bind(ctx, a, key)
+	if reply.Message != "" {
+		if err := c.post(ctx, a, t.id+"-threading", reply.Message, pendingPost{Meta: meta}); err != nil {
+			return "", nil, err
+		}
+	}
+	text, err := c.contextFound(ctx, t, key)
+	return text, nil, err
+}
+
+// chooseSession matches a threading key against the expert's sessions and
+// applies its new-session policy. "" leaves the expert unbound.
+func (c *convo) chooseSession(ctx context.Context, a ens.Agent, key string) (string, error) {
+	if key == "" {
+		return "", nil
+	}
+	ns := c.expertNamespace(a.EnsDomain)
+	existing, err := c.e.deps.Store.Sessions(ctx, ns)
+	if err != nil {
+		return "", fmt.Errorf("list sessions of %s: %w", ns, err)
+	}
+	match, kind, score := matchSession(key, existing, c.e.opts.MatchThreshold)
+	if match != "" {
+		if kind != matchExact {
+			c.log.Info("session matched", slog.String(logAgent, a.EnsDomain), slog.String("key", key),
+				slog.String("session", match), slog.String("match", kind), slog.Float64("score", score))
+		}
+		return match, nil
+	}
+	s := c.e.opts.Agents[a.EnsDomain]
+	switch s.SessionPolicy {
+	case SessionNever:
+		c.log.Info("no session matches and the policy creates none", slog.String(logAgent, a.EnsDomain), slog.String("key", key))
+		return "", nil
+	case SessionPattern:
+		if re := c.e.patterns[a.EnsDomain]; re == nil || !re.MatchString(key) {
+			c.log.Info("new session refused by session_pattern", slog.String(logAgent, a.EnsDomain), slog.String("key", key))
+			return "", nil
+		}
+	}
+	return key, nil
+}
+
+// contextFound answers as a bound expert.
+func (c *convo) contextFound(ctx context.Context, t *turn, key string) (string, error) {
+	return c.sessionTurn(ctx, t, c.expertNamespace(t.agent.EnsDomain), key, templates.PromptContextFound)
+}
+
+// cloneTurn answers as a clone, on its human's group session.
+func (c *convo) cloneTurn(ctx context.Context, t *turn) (string, error) {
+	ns, key, _ := c.sessionOf(t.agent)
+	return c.sessionTurn(ctx, t, ns, key, templates.PromptDefault)
+}
+
+// sessionTurn runs prompt for an agent with a memory session: the
+// session's entries from other conversations, then what it sees of this
+// thread.
+func (c *convo) sessionTurn(ctx context.Context, t *turn, namespace, key, prompt string) (string, error) {
+	a := t.agent
+	entries, err := c.otherConversations(ctx, namespace, key)
+	if err != nil {
+		return "", err
+	}
+	visible := c.visibleTo(a)
+	data := c.data(ctx, a, visible, key, len(visible))
+	history := append(sessionHistory(entries), c.history(ctx, a, visible, false)...)
+	req, err := c.build(t, prompt, data, history, nil)
+	if err != nil {
+		return "", err
+	}
+	return c.ask(ctx, t, req)
+}
+
+// facilitatorTurn runs the facilitator's default prompt over the whole
+// thread (START, BODY, or after a restart). A reply holding :end: asks for
+// the conclusion; what is left of it is posted first.
+func (c *convo) facilitatorTurn(ctx context.Context) error {
+	f := c.agents[c.facilitator]
+	t := c.newTurn(c.turnID(), f, templates.PromptDefault)
+	defer c.done(t)
+	trigger := c.st.Wake
+	c.working(ctx, trigger, +1)
+	c.st.FacilitatorDue = false
+	c.st.Turns++
+	c.st.AgentTurns[f.EnsDomain]++
+
+	data := c.data(ctx, f, c.msgs, c.conv.ID, len(c.msgs))
+	req, err := c.build(t, templates.PromptDefault, data, c.history(ctx, f, c.msgs, true), nil)
+	var text string
+	if err == nil {
+		text, err = c.ask(ctx, t, req)
+	}
+	c.working(ctx, trigger, -1)
+	c.st.touch(c.e.now())
+	if err != nil {
+		return c.failed(ctx, t, err)
+	}
+	rest, hadEnd := stripEnd(text)
+	if hadEnd {
+		c.requestConclude(ctx, &concludeRequest{
+			Reason:     concludeByEnd,
+			EndReply:   text,
+			PrevPrompt: req.Messages[len(req.Messages)-1].Content,
+		})
+	}
+	if strings.TrimSpace(rest) == "" {
+		t.report.Outcome = "empty"
+	}
+	return c.post(ctx, f, t.id, rest, pendingPost{EndReply: hadEnd})
+}
+
+// concludeTurn runs the facilitator's conclude prompt once: the thread
+// (without the :end: reply), then the previous phase prompt and the :end:
+// reply when there was one. The conversation is concluded even when the
+// turn fails.
+func (c *convo) concludeTurn(ctx context.Context) error {
+	r := c.st.Conclude
+	f, ok := c.agents[c.facilitator]
+	finish := func() {
+		c.st.Status = statusConcluded
+		c.st.Conclude = nil
+		c.st.FacilitatorDue = false
+		c.cancelQueue(ctx)
+		c.st.touch(c.e.now())
+	}
+	if !ok {
+		finish()
+		return nil
+	}
+	t := c.newTurn(c.turnID(), f, templates.PromptConclude)
+	defer c.done(t)
+	var msgs []memory.Message
+	for _, m := range c.msgs {
+		if r.EndTS == "" || m.TS != r.EndTS {
+			msgs = append(msgs, m)
+		}
+	}
+	var tail []HistoryMessage
+	if r.Reason == concludeByEnd {
+		tail = []HistoryMessage{
+			{Role: llm.RoleUser, Content: r.PrevPrompt},
+			{Role: llm.RoleAssistant, Content: r.EndReply},
+		}
+	}
+	data := c.data(ctx, f, msgs, c.conv.ID, len(msgs)+len(tail))
+	req, err := c.build(t, templates.PromptConclude, data, c.history(ctx, f, msgs, true), tail)
+	var text string
+	if err == nil {
+		text, err = c.ask(ctx, t, req)
+	}
+	if err != nil && ctx.Err() != nil {
+		return ctx.Err()
+	}
+	finish()
+	if err := c.e.deps.Chat.AddReaction(ctx, c.conv.Channel, c.conv.ThreadTS, c.e.opts.DoneReaction); err != nil {
+		c.log.Warn("add the conclusion reaction", slog.Any(logError, err))
+	}
+	c.log.Info("conversation concluded", slog.String("reason", r.Reason))
+	if err != nil {
+		return c.failed(ctx, t, err)
+	}
+	if strings.TrimSpace(text) == "" {
+		t.report.Outcome = "empty"
+	}
+	return c.post(ctx, f, t.id, text, pendingPost{Conclusion: true})
+}
