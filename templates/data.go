@@ -1,6 +1,12 @@
 // Package templates loads conclave's prompts from a config repository,
 // defines the data every prompt receives, and renders prompts under the
 // rules operators rely on.
+//
+// A Library holds the current Set of prompts; a Set is immutable, so a
+// turn keeps the set it started with while a reload swaps in a new one.
+// Prompts missing from the config repository fall back to built-in
+// defaults embedded in the binary. Check and the Fixture type serve the
+// tooling for template authors.
 package templates
 
 // Prompt names.
@@ -11,6 +17,30 @@ const (
 	PromptContextNotFound = "context-not-found"
 	PromptContextFound    = "context-found"
 )
+
+// Roles that have prompts. Human agents have none.
+const (
+	RoleFacilitator = "facilitator"
+	RoleExpert      = "expert"
+	RoleClone       = "clone"
+)
+
+// Roles lists the roles that have prompts, in a stable order.
+func Roles() []string { return []string{RoleFacilitator, RoleExpert, RoleClone} }
+
+// Prompts lists the prompts of a role, system first; nil for a role
+// without prompts (human, or an unknown role).
+func Prompts(role string) []string {
+	switch role {
+	case RoleFacilitator:
+		return []string{PromptSystem, PromptDefault, PromptConclude}
+	case RoleExpert:
+		return []string{PromptSystem, PromptContextNotFound, PromptContextFound}
+	case RoleClone:
+		return []string{PromptSystem, PromptDefault}
+	}
+	return nil
+}
 
 // Data is what every prompt of every role receives. The engine fills it;
 // the renderer exposes it to templates under the rules of the template
@@ -42,24 +72,34 @@ type AgentInfo struct {
 }
 
 // Member is a participant as templates see it: a person or an agent. Build
-// one with Person or Agent.
+// one with Person or Agent; the zero Member is a person with no name.
 type Member struct {
 	name    string
 	isAgent bool
 	agent   AgentInfo
+	// view is what templates read, built once by Person and Agent so a
+	// render does not rebuild it for every member.
+	view memberView
 }
 
 // Person is a member who is not an agent.
-func Person(name string) Member { return Member{name: name} }
+func Person(name string) Member { return Member{name: name, view: personView(name)} }
 
 // Agent is a member that is a registered agent (human agents included).
-func Agent(a AgentInfo) Member { return Member{name: a.Name, isAgent: true, agent: a} }
+// The maps are copied: later changes to a's maps do not reach templates.
+func Agent(a AgentInfo) Member {
+	return Member{name: a.Name, isAgent: true, agent: a, view: agentView(a)}
+}
 
 // Name is the member's name.
 func (m Member) Name() string { return m.name }
 
 // IsAgent reports whether the member is an agent.
 func (m Member) IsAgent() bool { return m.isAgent }
+
+// AgentInfo returns what templates read of an agent member; ok is false
+// for a person.
+func (m Member) AgentInfo() (a AgentInfo, ok bool) { return m.agent, m.isAgent }
 
 // Settings are the optional per-prompt settings from a .toml file beside a
 // template, merged agent → role → all. Zero values mean "not set".

@@ -1,0 +1,289 @@
+package templates
+
+import (
+	"fmt"
+	"io/fs"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"text/template"
+	"text/template/parse"
+	"time"
+)
+
+// FixedClock is the time check and render give templates (through now),
+// so that their output does not change from one run to the next.
+func FixedClock() time.Time { return time.Date(2025, time.March, 14, 9, 30, 0, 0, time.UTC) }
+
+// CheckOptions configure Check.
+type CheckOptions struct {
+	// Fixtures are the data every template is rendered with; nil means
+	// BuiltinFixture. Each is rendered as written, then with person
+	// authors, then with agent authors.
+	Fixtures []Fixture
+	// Clock is what now returns; nil means FixedClock.
+	Clock func() time.Time
+}
+
+// Problem is one finding of Check.
+type Problem struct {
+	File    string
+	Line    int // 0 when the finding has no line
+	Message string
+}
+
+// String is "file:line: message", or "file: message" without a line.
+func (p Problem) String() string {
+	return (&Error{File: p.File, Line: p.Line, Message: p.Message}).Error()
+}
+
+// Report is what Check found, each list ordered by file and line.
+type Report struct {
+	// Errors fail the check: unknown file names, templates that do not
+	// parse or fail to render, settings files that do not decode.
+	Errors []Problem
+	// Warnings are fields that would render "<no value>".
+	Warnings []Problem
+}
+
+// OK reports whether the check found no errors.
+func (r Report) OK() bool { return len(r.Errors) == 0 }
+
+// Check examines a config repository the way conclave will load it
+// (dir "" examines the built-in defaults): it parses every template and
+// settings file, names files outside the layout, renders every prompt
+// template against the fixtures with person and agent authors, and warns
+// about fields that do not exist or print "<no value>". It reads files but
+// changes nothing.
+func Check(dir string, opts CheckOptions) Report {
+	clock := opts.Clock
+	if clock == nil {
+		clock = FixedClock
+	}
+	fixtures := opts.Fixtures
+	if fixtures == nil {
+		fixtures = []Fixture{BuiltinFixture()}
+	}
+	fsys, display := checkSource(dir)
+	c := &checker{errors: map[string]Problem{}, warnings: map[string]Problem{}}
+	files, err := readRepo(fsys)
+	if err != nil {
+		p := Problem{File: dir, Message: "cannot read: " + err.Error()}
+		c.error(p.String(), p)
+		return c.report()
+	}
+	r := buildRepo(files, display, funcMap(clock))
+	for _, p := range r.problems {
+		c.error(p.Error(), Problem{File: p.File, Line: p.Line, Message: p.Message})
+	}
+	vs := variants(fixtures)
+	for _, rel := range slices.Sorted(maps.Keys(r.prompts)) {
+		if pf := r.prompts[rel]; pf.err == nil {
+			c.prompt(pf, vs)
+		}
+	}
+	return c.report()
+}
+
+func checkSource(dir string) (fs.FS, func(string) string) {
+	if dir == "" {
+		fsys, _ := fs.Sub(defaultsFS, "defaults")
+		return fsys, func(rel string) string { return builtinPrefix + rel }
+	}
+	return os.DirFS(dir), func(rel string) string { return filepath.Join(dir, filepath.FromSlash(rel)) }
+}
+
+type checker struct {
+	errors   map[string]Problem
+	warnings map[string]Problem
+}
+
+// error records p once for key: the same error met with several variants
+// is reported with the first.
+func (c *checker) error(key string, p Problem) {
+	if _, ok := c.errors[key]; !ok {
+		c.errors[key] = p
+	}
+}
+
+func (c *checker) warning(key string, p Problem) {
+	if _, ok := c.warnings[key]; !ok {
+		c.warnings[key] = p
+	}
+}
+
+func (c *checker) report() Report {
+	return Report{Errors: sortedProblems(c.errors), Warnings: sortedProblems(c.warnings)}
+}
+
+func sortedProblems(m map[string]Problem) []Problem {
+	out := slices.Collect(maps.Values(m))
+	slices.SortFunc(out, func(a, b Problem) int {
+		if c := strings.Compare(a.File, b.File); c != 0 {
+			return c
+		}
+		if a.Line != b.Line {
+			return a.Line - b.Line
+		}
+		return strings.Compare(a.Message, b.Message)
+	})
+	return out
+}
+
+// prompt checks one prompt template: statically, then by rendering every
+// variant.
+func (c *checker) prompt(pf *promptFile, vs []variant) {
+	static := map[string][]string{} // file:line → expressions warned about
+	analyze(pf.tmpl, func(file string, line int, expr, msg string) {
+		at := fmt.Sprintf("%s:%d", file, line)
+		static[at] = append(static[at], expr)
+		c.warning(at+": "+msg, Problem{File: file, Line: line, Message: msg})
+	})
+	var label string
+	hits := 0
+	t, err := instrument(pf.tmpl, func(s printSite) {
+		hits++
+		for _, expr := range static[fmt.Sprintf("%s:%d", s.file, s.line)] {
+			if strings.Contains(s.expr, expr) {
+				return // said already
+			}
+		}
+		c.warning(fmt.Sprintf("%s:%d: {{%s}}", s.file, s.line, s.expr), Problem{
+			File: s.file, Line: s.line,
+			Message: fmt.Sprintf("{{%s}} renders \"<no value>\" with %s", s.expr, label),
+		})
+	})
+	if err != nil {
+		p := Problem{File: pf.tmpl.Name(), Message: err.Error()}
+		c.error(p.String(), p)
+		return
+	}
+	for _, v := range vs {
+		label = v.label
+		before := hits
+		out, err := execute(t, pf.size, &v.data)
+		if err != nil {
+			for _, e := range flatten(err) {
+				c.error(e.Error(), Problem{File: e.File, Line: e.Line, Message: e.Message + " (with " + v.label + ")"})
+			}
+			continue
+		}
+		if hits == before && strings.Contains(out, noValue) {
+			c.warning(pf.tmpl.Name()+": <no value>", Problem{File: pf.tmpl.Name(), Message: "renders \"<no value>\" with " + v.label})
+		}
+	}
+}
+
+// variant is fixture data with a description for messages.
+type variant struct {
+	label string
+	data  Data
+}
+
+// variants renders each fixture as written, with person authors and with
+// agent authors, so that a field only agents have is caught unguarded.
+func variants(fixtures []Fixture) []variant {
+	var out []variant
+	for _, f := range fixtures {
+		name := f.Name
+		if name == "" {
+			name = "a fixture"
+		}
+		person, agent := authors(f.Data.ChannelMembers)
+		out = append(out,
+			variant{label: name, data: f.Data},
+			variant{label: name + ", person authors", data: withAuthor(f.Data, person)},
+			variant{label: name + ", agent authors", data: withAuthor(f.Data, agent)},
+		)
+	}
+	return out
+}
+
+// authors picks a person and an agent other than the agent itself from
+// the members, making them up when the members have none.
+func authors(members []Member) (person, agent Member) {
+	person = Person("Alex Doe")
+	agent = Agent(AgentInfo{
+		Name:       "Sam",
+		EnsDomain:  "sam.example.137.protocol6022.eth",
+		Owner:      "0x0000000000000000000000000000000000000001",
+		Addresses:  map[string]string{"evm": "0x0000000000000000000000000000000000000002"},
+		Attributes: map[string]string{"role": "expert"},
+	})
+	foundPerson, foundAgent := false, false
+	for i, m := range members {
+		switch {
+		case !m.IsAgent() && !foundPerson:
+			person, foundPerson = m, true
+		case m.IsAgent() && i > 0 && !foundAgent:
+			agent, foundAgent = m, true
+		}
+	}
+	return person, agent
+}
+
+func withAuthor(d Data, m Member) Data {
+	d.InitialRequest.Author = m
+	d.LatestRequest.Author = m
+	return d
+}
+
+// printSite is an action that prints a value.
+type printSite struct {
+	file string
+	line int
+	expr string
+}
+
+const checkFunc = "conclaveCheckValue"
+
+// instrument returns a copy of t in which every printing action also
+// reports, through found, a value that prints "<no value>". t is left as
+// it was.
+func instrument(t *template.Template, found func(printSite)) (*template.Template, error) {
+	ns, err := t.Clone()
+	if err != nil {
+		return nil, err
+	}
+	var sites []printSite
+	for _, d := range ns.Templates() {
+		if d.Tree == nil {
+			continue
+		}
+		tree := d.Tree.Copy()
+		walkNodes(tree.Root, func(n parse.Node) {
+			act, ok := n.(*parse.ActionNode)
+			if !ok || len(act.Pipe.Decl) > 0 {
+				return
+			}
+			file, line := nodeLine(tree, act)
+			sites = append(sites, printSite{file: file, line: line, expr: act.Pipe.String()})
+			idx := strconv.Itoa(len(sites) - 1)
+			act.Pipe.Cmds = append(act.Pipe.Cmds, &parse.CommandNode{
+				NodeType: parse.NodeCommand,
+				Pos:      act.Pos,
+				Args: []parse.Node{
+					parse.NewIdentifier(checkFunc).SetTree(tree).SetPos(act.Pos),
+					&parse.StringNode{NodeType: parse.NodeString, Pos: act.Pos, Quoted: strconv.Quote(idx), Text: idx},
+				},
+			})
+		})
+		if _, err := ns.AddParseTree(d.Name(), tree); err != nil {
+			return nil, err
+		}
+	}
+	ns.Funcs(template.FuncMap{checkFunc: func(idx string, v any) any {
+		if s, ok := v.(string); v == nil || ok && strings.Contains(s, noValue) {
+			i, _ := strconv.Atoi(idx)
+			found(sites[i])
+		}
+		if v == nil {
+			return noValue
+		}
+		return v
+	}})
+	return ns, nil
+}

@@ -1,0 +1,222 @@
+package templates
+
+import (
+	"bytes"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+)
+
+//go:embed fixture.json
+var builtinFixture []byte
+
+// Fixture is sample data for rendering prompts outside a conversation:
+// the fields every prompt receives, plus what the model would see around
+// the prompts (for `conclave templates render`).
+//
+// In JSON the template fields keep their template names (ConversationId,
+// ChannelMembers, …) and the others are lowercase (role, messages,
+// session_history). A member is an object {"Name", "IsAgent", "EnsDomain",
+// "Owner", "Addresses", "Attributes"}; an author may instead be a string,
+// the Name or EnsDomain of a channel member.
+type Fixture struct {
+	// Name says where the fixture came from, for messages.
+	Name string
+	// Role is the role the fixture was written for; empty when any.
+	Role string
+	// Data is what the prompts receive.
+	Data Data
+	// Messages are the thread messages the agent sees, oldest first.
+	Messages []FixtureMessage
+	// SessionHistory is the bound memory session's earlier entries, oldest
+	// first, as stored.
+	SessionHistory []HistoryEntry
+}
+
+// FixtureMessage is a thread message of a fixture.
+type FixtureMessage struct {
+	Author  Member
+	Content string
+}
+
+// HistoryEntry is a memory session entry of a fixture: role is user,
+// assistant or system.
+type HistoryEntry struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+}
+
+// BuiltinFixture returns the fixture used when none is given: a claims
+// desk with an expert (the agent itself, first), a facilitator, another
+// expert, a human agent and a person.
+func BuiltinFixture() Fixture {
+	f, err := ParseFixture("the built-in fixture", builtinFixture)
+	if err != nil {
+		panic(err) // the file is embedded and covered by tests
+	}
+	return f
+}
+
+// LoadFixture reads a fixture from a JSON file.
+func LoadFixture(path string) (Fixture, error) {
+	body, err := os.ReadFile(path)
+	if err != nil {
+		return Fixture{}, fmt.Errorf("templates: fixture: %w", err)
+	}
+	return ParseFixture(path, body)
+}
+
+type fixtureJSON struct {
+	Role                     string         `json:"role"`
+	ConversationId           string         `json:"ConversationId"`
+	ChannelDescription       string         `json:"ChannelDescription"`
+	ChannelMembers           []memberJSON   `json:"ChannelMembers"`
+	ConversationMessageCount int            `json:"ConversationMessageCount"`
+	MemorySessionId          string         `json:"MemorySessionId"`
+	InitialRequest           requestJSON    `json:"InitialRequest"`
+	LatestRequest            requestJSON    `json:"LatestRequest"`
+	Messages                 []messageJSON  `json:"messages"`
+	SessionHistory           []HistoryEntry `json:"session_history"`
+}
+
+type memberJSON struct {
+	Name       string            `json:"Name"`
+	IsAgent    bool              `json:"IsAgent"`
+	EnsDomain  string            `json:"EnsDomain"`
+	Owner      string            `json:"Owner"`
+	Addresses  map[string]string `json:"Addresses"`
+	Attributes map[string]string `json:"Attributes"`
+}
+
+type requestJSON struct {
+	Content string     `json:"Content"`
+	Author  authorJSON `json:"Author"`
+}
+
+type messageJSON struct {
+	Author  authorJSON `json:"author"`
+	Content string     `json:"content"`
+}
+
+// authorJSON is a member object, or a string naming a channel member.
+type authorJSON struct {
+	ref    string
+	member *memberJSON
+}
+
+func (a *authorJSON) UnmarshalJSON(b []byte) error {
+	if bytes.HasPrefix(bytes.TrimSpace(b), []byte(`"`)) {
+		return json.Unmarshal(b, &a.ref)
+	}
+	a.member = new(memberJSON)
+	return strictUnmarshal(b, a.member)
+}
+
+func strictUnmarshal(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	return dec.Decode(v)
+}
+
+// ParseFixture decodes a fixture; name is used in errors. Unknown keys,
+// agent fields on a person and authors that name no channel member are
+// errors.
+func ParseFixture(name string, body []byte) (Fixture, error) {
+	var fj fixtureJSON
+	if err := strictUnmarshal(body, &fj); err != nil {
+		return Fixture{}, fixtureError(name, body, err)
+	}
+	f, err := fj.fixture()
+	if err != nil {
+		return Fixture{}, fmt.Errorf("templates: fixture %s: %w", name, err)
+	}
+	f.Name = name
+	return f, nil
+}
+
+func fixtureError(name string, body []byte, err error) error {
+	var offset int64
+	var syntax *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &syntax):
+		offset = syntax.Offset
+	case errors.As(err, &typ):
+		offset = typ.Offset
+	default:
+		return fmt.Errorf("templates: fixture %s: %w", name, err)
+	}
+	line := 1 + bytes.Count(body[:min(int(offset), len(body))], []byte("\n"))
+	return fmt.Errorf("templates: fixture %s:%d: %w", name, line, err)
+}
+
+func (fj *fixtureJSON) fixture() (Fixture, error) {
+	if fj.Role != "" && Prompts(fj.Role) == nil {
+		return Fixture{}, fmt.Errorf("role %q has no prompts (roles: %s)", fj.Role, strings.Join(Roles(), ", "))
+	}
+	f := Fixture{Role: fj.Role, SessionHistory: fj.SessionHistory}
+	d := &f.Data
+	d.ConversationId = fj.ConversationId
+	d.ChannelDescription = fj.ChannelDescription
+	d.ConversationMessageCount = fj.ConversationMessageCount
+	d.MemorySessionId = fj.MemorySessionId
+	for i := range fj.ChannelMembers {
+		m, err := fj.ChannelMembers[i].member()
+		if err != nil {
+			return Fixture{}, fmt.Errorf("ChannelMembers[%d]: %w", i, err)
+		}
+		d.ChannelMembers = append(d.ChannelMembers, m)
+	}
+	var err error
+	if d.InitialRequest.Author, err = fj.author(fj.InitialRequest.Author); err != nil {
+		return Fixture{}, fmt.Errorf("InitialRequest: %w", err)
+	}
+	d.InitialRequest.Content = fj.InitialRequest.Content
+	if d.LatestRequest.Author, err = fj.author(fj.LatestRequest.Author); err != nil {
+		return Fixture{}, fmt.Errorf("LatestRequest: %w", err)
+	}
+	d.LatestRequest.Content = fj.LatestRequest.Content
+	for i, mj := range fj.Messages {
+		author, err := fj.author(mj.Author)
+		if err != nil {
+			return Fixture{}, fmt.Errorf("messages[%d]: %w", i, err)
+		}
+		f.Messages = append(f.Messages, FixtureMessage{Author: author, Content: mj.Content})
+	}
+	for i, h := range fj.SessionHistory {
+		switch h.Role {
+		case "user", "assistant", "system":
+		default:
+			return Fixture{}, fmt.Errorf("session_history[%d]: role %q is not user, assistant or system", i, h.Role)
+		}
+	}
+	return f, nil
+}
+
+func (mj *memberJSON) member() (Member, error) {
+	if mj.IsAgent {
+		return Agent(AgentInfo{Name: mj.Name, EnsDomain: mj.EnsDomain, Owner: mj.Owner, Addresses: mj.Addresses, Attributes: mj.Attributes}), nil
+	}
+	if mj.EnsDomain != "" || mj.Owner != "" || mj.Addresses != nil || mj.Attributes != nil {
+		return Member{}, fmt.Errorf("member %q has agent fields but IsAgent is false", mj.Name)
+	}
+	return Person(mj.Name), nil
+}
+
+func (fj *fixtureJSON) author(a authorJSON) (Member, error) {
+	switch {
+	case a.member != nil:
+		return a.member.member()
+	case a.ref == "":
+		return Member{}, nil
+	}
+	for _, mj := range fj.ChannelMembers {
+		if mj.Name == a.ref || (mj.IsAgent && strings.EqualFold(mj.EnsDomain, a.ref)) {
+			return mj.member()
+		}
+	}
+	return Member{}, fmt.Errorf("author %q is not the Name or EnsDomain of a channel member", a.ref)
+}

@@ -1,0 +1,110 @@
+package templates
+
+import (
+	"fmt"
+	"reflect"
+	"strings"
+	"text/template"
+	"time"
+	"unicode/utf8"
+)
+
+// noValue is what text/template prints for a missing value; the string
+// functions pass it through so a missing field stays visible.
+const noValue = "<no value>"
+
+// funcMap is the documented function set, on top of the text/template
+// built-ins. Arguments follow Sprig's order so the piped value comes last.
+// Nothing here reads files, the network or the environment.
+func funcMap(clock func() time.Time) template.FuncMap {
+	return template.FuncMap{
+		"join":     join,
+		"lower":    func(v any) string { return mapText(v, strings.ToLower) },
+		"upper":    func(v any) string { return mapText(v, strings.ToUpper) },
+		"trim":     func(v any) string { return mapText(v, strings.TrimSpace) },
+		"truncate": truncate,
+		"default":  defaultValue,
+		"now":      func() time.Time { return clock() },
+	}
+}
+
+// text is how a value prints in a template.
+func text(v any) string {
+	switch v := v.(type) {
+	case nil:
+		return noValue
+	case string:
+		return v
+	case fmt.Stringer:
+		return v.String()
+	}
+	return fmt.Sprint(v)
+}
+
+func mapText(v any, f func(string) string) string {
+	if v == nil {
+		return noValue
+	}
+	return f(text(v))
+}
+
+// join writes the items of a list separated by sep; a string is a list of
+// one.
+func join(sep string, list any) (string, error) {
+	if list == nil {
+		return noValue, nil
+	}
+	if s, ok := list.(string); ok {
+		return s, nil
+	}
+	v := reflect.ValueOf(list)
+	if v.Kind() != reflect.Slice && v.Kind() != reflect.Array {
+		return "", fmt.Errorf("join needs a list, not %T", list)
+	}
+	parts := make([]string, v.Len())
+	for i := range parts {
+		parts[i] = text(v.Index(i).Interface())
+	}
+	return strings.Join(parts, sep), nil
+}
+
+// truncate keeps the first n characters of v; a negative n keeps the last
+// -n characters.
+func truncate(n int, v any) string {
+	if v == nil {
+		return noValue
+	}
+	s := text(v)
+	count := utf8.RuneCountInString(s)
+	switch {
+	case n >= count || -n >= count:
+		return s
+	case n >= 0:
+		return string([]rune(s)[:n])
+	default:
+		return string([]rune(s)[count+n:])
+	}
+}
+
+// defaultValue is def when v is empty (missing, false, 0, "", or an empty
+// list or map), else v.
+func defaultValue(def, v any) any {
+	if isEmpty(v) {
+		return def
+	}
+	return v
+}
+
+func isEmpty(v any) bool {
+	if v == nil {
+		return true
+	}
+	rv := reflect.ValueOf(v)
+	switch rv.Kind() {
+	case reflect.Slice, reflect.Map, reflect.Array, reflect.String:
+		return rv.Len() == 0
+	case reflect.Pointer, reflect.Interface:
+		return rv.IsNil()
+	}
+	return rv.IsZero()
+}

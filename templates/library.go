@@ -1,0 +1,180 @@
+package templates
+
+import (
+	"context"
+	"embed"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"text/template"
+	"time"
+)
+
+//go:embed defaults
+var defaultsFS embed.FS
+
+// builtinPrefix names built-in prompts in errors.
+const builtinPrefix = "builtin:"
+
+// Log attribute keys.
+const (
+	logKeyDir      = "dir"
+	logKeyFiles    = "files"
+	logKeyProblems = "problems"
+	logKeyProblem  = "problem"
+	logKeyError    = "error"
+)
+
+// pollInterval is how often Run looks at the repository; a change is live
+// within two intervals.
+const pollInterval = time.Second
+
+// Options configure a Library.
+type Options struct {
+	// Logger receives reloads and template problems; nil discards them.
+	Logger *slog.Logger
+	// Clock is what the template function now returns; nil is time.Now.
+	Clock func() time.Time
+}
+
+// Library holds the current Set of prompts of a config repository and
+// replaces it when the repository changes.
+type Library struct {
+	dir      string
+	fsys     fs.FS // nil when there is no repository
+	log      *slog.Logger
+	funcs    template.FuncMap
+	builtin  *repo
+	interval time.Duration
+
+	current atomic.Pointer[Set]
+
+	mu        sync.Mutex // serialises loads
+	lastError string     // the last read error Run logged, to log it once
+}
+
+// Open loads the config repository in dir. With dir "" only the built-in
+// defaults are used. Templates that fail to parse do not fail Open: they
+// fail the prompts that use them, and are logged and listed by
+// Set.Problems. Open fails when dir cannot be read (wrapping
+// fs.ErrNotExist when it does not exist). It starts no goroutine; call
+// Run to follow changes.
+func Open(dir string, opts Options) (*Library, error) {
+	clock := opts.Clock
+	if clock == nil {
+		clock = time.Now
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	funcs := funcMap(clock)
+	builtin, err := loadBuiltin(funcs)
+	if err != nil {
+		return nil, err
+	}
+	l := &Library{dir: dir, log: log, funcs: funcs, builtin: builtin, interval: pollInterval}
+	if dir == "" {
+		l.current.Store(&Set{repo: &repo{}, builtin: builtin})
+		return l, nil
+	}
+	l.fsys = os.DirFS(dir)
+	if err := l.Reload(); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// loadBuiltin parses the embedded defaults. They are part of the binary,
+// so a problem in them is a bug, reported as an error.
+func loadBuiltin(funcs template.FuncMap) (*repo, error) {
+	fsys, err := fs.Sub(defaultsFS, "defaults")
+	if err != nil {
+		return nil, fmt.Errorf("templates: built-in defaults: %w", err)
+	}
+	files, err := readRepo(fsys)
+	if err != nil {
+		return nil, fmt.Errorf("templates: built-in defaults: %w", err)
+	}
+	r := buildRepo(files, func(rel string) string { return builtinPrefix + rel }, funcs)
+	if len(r.problems) > 0 {
+		return nil, fmt.Errorf("templates: built-in defaults: %w", r.problems[0])
+	}
+	return r, nil
+}
+
+// Current returns the Set in use. Keep it for the length of a turn.
+func (l *Library) Current() *Set { return l.current.Load() }
+
+// Reload reads the repository again and swaps in the new Set, whether or
+// not anything changed (for SIGHUP). When the repository cannot be read
+// the current Set stays and the error is returned.
+func (l *Library) Reload() error {
+	if l.fsys == nil {
+		return nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	files, err := readRepo(l.fsys)
+	if err != nil {
+		return fmt.Errorf("templates: read %s: %w", l.dir, err)
+	}
+	l.install(files)
+	return nil
+}
+
+// Run follows the repository until ctx ends, polling every second: file
+// sizes and times, then contents, so that a symbolic link swapped by
+// git-sync or a Kubernetes volume is seen as well as an edit. A change is
+// live within two seconds. It returns nil when ctx ends.
+func (l *Library) Run(ctx context.Context) error {
+	if l.fsys == nil {
+		<-ctx.Done()
+		return nil
+	}
+	tick := time.NewTicker(l.interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+			l.poll()
+		}
+	}
+}
+
+// poll reloads when the repository differs from the current Set.
+func (l *Library) poll() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	files, err := readRepo(l.fsys)
+	if err != nil {
+		if msg := err.Error(); msg != l.lastError {
+			l.lastError = msg
+			l.log.Warn("templates: cannot read the repository; keeping the loaded prompts", logKeyDir, l.dir, logKeyError, err)
+		}
+		return
+	}
+	l.lastError = ""
+	if sameFiles(files, l.Current().files) {
+		return
+	}
+	l.install(files)
+}
+
+// install builds a Set from files and makes it current. Callers hold mu.
+func (l *Library) install(files map[string]fileData) {
+	display := func(rel string) string { return filepath.Join(l.dir, filepath.FromSlash(rel)) }
+	set := &Set{files: files, repo: buildRepo(files, display, l.funcs), builtin: l.builtin}
+	l.current.Store(set)
+	l.log.Info("templates: loaded", logKeyDir, l.dir, logKeyFiles, len(files), logKeyProblems, len(set.repo.problems))
+	for _, p := range set.repo.problems {
+		l.log.Warn("templates: problem", logKeyProblem, p.Error())
+	}
+}

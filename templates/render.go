@@ -1,0 +1,186 @@
+package templates
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"text/template"
+	"text/template/parse"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Error is a problem in one template or settings file: "file:line: message".
+// Render and Settings return one (or several, joined) so the failed turn
+// names the file to fix.
+type Error struct {
+	File    string // the file's path; built-in prompts are named "builtin:<role>/<prompt>.tmpl"
+	Line    int    // 1-based; 0 when the problem has no line
+	Message string
+	err     error
+}
+
+func (e *Error) Error() string {
+	if e.Line > 0 {
+		return fmt.Sprintf("%s:%d: %s", e.File, e.Line, e.Message)
+	}
+	return e.File + ": " + e.Message
+}
+
+// Unwrap returns the underlying error, if any.
+func (e *Error) Unwrap() error { return e.err }
+
+// isControl reports whether r is removed from template text: Unicode Cc,
+// Zl and Zp.
+func isControl(r rune) bool {
+	return unicode.In(r, unicode.Cc, unicode.Zl, unicode.Zp)
+}
+
+// collapseControls replaces each run of control characters in s with one
+// space, keeping every other byte as it is (invalid UTF-8 included).
+func collapseControls(s string) string {
+	if strings.IndexFunc(s, isControl) < 0 {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s))
+	inRun := false
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if isControl(r) {
+			if !inRun {
+				b.WriteByte(' ')
+			}
+			inRun = true
+		} else {
+			b.WriteString(s[i : i+size])
+			inRun = false
+		}
+		i += size
+	}
+	return b.String()
+}
+
+// removeControls applies the control-character rule to a parsed tree: the
+// text between actions and the string literals inside them. Rewriting
+// after the parse keeps node positions on the source lines, so errors
+// name the line an author sees.
+func removeControls(n parse.Node) {
+	switch n := n.(type) {
+	case *parse.ListNode:
+		if n == nil {
+			return
+		}
+		for _, c := range n.Nodes {
+			removeControls(c)
+		}
+	case *parse.TextNode:
+		n.Text = []byte(collapseControls(string(n.Text)))
+	case *parse.ActionNode:
+		removeControlsPipe(n.Pipe)
+	case *parse.IfNode:
+		removeControlsBranch(&n.BranchNode)
+	case *parse.RangeNode:
+		removeControlsBranch(&n.BranchNode)
+	case *parse.WithNode:
+		removeControlsBranch(&n.BranchNode)
+	case *parse.TemplateNode:
+		removeControlsPipe(n.Pipe)
+	case *parse.PipeNode:
+		removeControlsPipe(n)
+	case *parse.ChainNode:
+		removeControls(n.Node)
+	case *parse.StringNode:
+		if strings.IndexFunc(n.Quoted, isControl) < 0 {
+			return
+		}
+		quoted := collapseControls(n.Quoted)
+		if s, err := strconv.Unquote(quoted); err == nil {
+			n.Quoted, n.Text = quoted, s
+		}
+	}
+}
+
+func removeControlsBranch(b *parse.BranchNode) {
+	removeControlsPipe(b.Pipe)
+	removeControls(b.List)
+	removeControls(b.ElseList)
+}
+
+func removeControlsPipe(p *parse.PipeNode) {
+	if p == nil {
+		return
+	}
+	for _, c := range p.Cmds {
+		for _, arg := range c.Args {
+			removeControls(arg)
+		}
+	}
+}
+
+// parseFile parses one template file under the rendering rules. The
+// returned template holds the file's body under name and its {{define}}
+// blocks.
+func parseFile(name, text string, funcs template.FuncMap) (*template.Template, error) {
+	t, err := template.New(name).Funcs(funcs).Parse(text)
+	if err != nil {
+		return nil, parseError(name, err)
+	}
+	for _, d := range t.Templates() {
+		removeControls(d.Tree.Root)
+	}
+	return t, nil
+}
+
+var (
+	parseErrorRE = regexp.MustCompile(`(?s)^template: (.*?):(\d+): (.*)$`)
+	execErrorRE  = regexp.MustCompile(`(?s)^template: (.*?):(\d+):\d+: executing ".*?" at <(.*?)>: (.*)$`)
+)
+
+// parseError turns a text/template parse error into "file:line: message".
+func parseError(name string, err error) *Error {
+	m := parseErrorRE.FindStringSubmatch(err.Error())
+	if m == nil {
+		return &Error{File: name, Message: strings.TrimPrefix(err.Error(), "template: "), err: err}
+	}
+	line, _ := strconv.Atoi(m[2])
+	return &Error{File: m[1], Line: line, Message: m[3], err: err}
+}
+
+// execError turns a text/template execution error into "file:line: at
+// <action>: message", where file is the file holding the failing action
+// (a partial's, when it failed there).
+func execError(name string, err error) *Error {
+	var ee template.ExecError
+	if !errors.As(err, &ee) {
+		return &Error{File: name, Message: err.Error(), err: err}
+	}
+	m := execErrorRE.FindStringSubmatch(ee.Err.Error())
+	if m == nil {
+		return &Error{File: name, Message: strings.TrimPrefix(ee.Err.Error(), "template: "), err: err}
+	}
+	line, _ := strconv.Atoi(m[2])
+	msg := m[4]
+	var agentOnly *agentOnlyError
+	if errors.As(err, &agentOnly) {
+		msg = agentOnly.Error()
+	}
+	return &Error{File: m[1], Line: line, Message: fmt.Sprintf("at <%s>: %s", m[3], msg), err: err}
+}
+
+// execute renders t on d. The result has no leading or trailing white
+// space; one that is nothing but white space is an error naming the file.
+func execute(t *template.Template, sizeHint int, d *Data) (string, error) {
+	var b strings.Builder
+	b.Grow(sizeHint)
+	if err := t.Execute(&b, d.templateView()); err != nil {
+		return "", execError(t.Name(), err)
+	}
+	out := strings.TrimSpace(b.String())
+	if out == "" {
+		return "", &Error{File: t.Name(), Message: "the prompt renders to nothing but white space"}
+	}
+	return out, nil
+}
