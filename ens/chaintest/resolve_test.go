@@ -3,7 +3,6 @@ package chaintest
 import (
 	"context"
 	"errors"
-	"maps"
 	"math/big"
 	"slices"
 	"strings"
@@ -12,6 +11,7 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 
 	"github.com/conclavehq/conclave/ens"
+	"github.com/conclavehq/conclave/ens/enstest"
 )
 
 var (
@@ -176,19 +176,8 @@ func TestResolveOnEVM(t *testing.T) {
 
 func assertAgent(t *testing.T, got, want ens.Agent) {
 	t.Helper()
-	if got.Name != want.Name || got.EnsDomain != want.EnsDomain || got.Owner != want.Owner ||
-		got.Role != want.Role || got.CloneOf != want.CloneOf || got.Avatar != want.Avatar || got.URL != want.URL ||
-		got.ChainID != want.ChainID || got.Collection != want.Collection {
-		t.Errorf("agent =\n %+v\nwant\n %+v", got, want)
-	}
-	if (got.TokenID == nil) != (want.TokenID == nil) || got.TokenID != nil && got.TokenID.Cmp(want.TokenID) != 0 {
-		t.Errorf("TokenID = %v, want %v", got.TokenID, want.TokenID)
-	}
-	if !maps.Equal(got.Addresses, want.Addresses) {
-		t.Errorf("Addresses = %v, want %v", got.Addresses, want.Addresses)
-	}
-	if !maps.Equal(got.Attributes, want.Attributes) {
-		t.Errorf("Attributes = %v, want %v", got.Attributes, want.Attributes)
+	if d := enstest.Diff(got, want); d != "" {
+		t.Error(d)
 	}
 }
 
