@@ -3,7 +3,11 @@ package ens
 import (
 	"context"
 	"fmt"
+	"math/big"
+	"net/url"
+	"strings"
 	"sync"
+	"time"
 
 	"github.com/ethereum/go-ethereum"
 	"github.com/ethereum/go-ethereum/ethclient"
@@ -20,18 +24,19 @@ func dialEthclient(ctx context.Context, _ uint64, rpcURL string) (ethereum.Contr
 
 // callers holds one caller per chain, dialled on first use.
 type callers struct {
-	dial DialFunc
-	urls map[uint64]string
+	dial    DialFunc
+	urls    map[uint64]string
+	timeout time.Duration
 
 	mu    sync.Mutex
-	conns map[uint64]ethereum.ContractCaller
+	conns map[uint64]redactingCaller
 }
 
-func newCallers(dial DialFunc, urls map[uint64]string) *callers {
+func newCallers(dial DialFunc, urls map[uint64]string, timeout time.Duration) *callers {
 	if dial == nil {
 		dial = dialEthclient
 	}
-	return &callers{dial: dial, urls: urls, conns: make(map[uint64]ethereum.ContractCaller)}
+	return &callers{dial: dial, urls: urls, timeout: timeout, conns: make(map[uint64]redactingCaller)}
 }
 
 // get returns the chain's caller, dialling it the first time. A chain with
@@ -47,11 +52,14 @@ func (c *callers) get(ctx context.Context, chainID uint64) (ethereum.ContractCal
 		return nil, fmt.Errorf("%w for chain %d", ErrNoRPC, chainID)
 	}
 	// Dialling an HTTP endpoint sends nothing, so holding the lock is cheap;
-	// a WebSocket dial is bounded by ctx.
-	conn, err := c.dial(ctx, chainID, url)
+	// a WebSocket dial is bounded by the call deadline.
+	dialCtx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	raw, err := c.dial(dialCtx, chainID, url)
 	if err != nil {
-		return nil, fmt.Errorf("dial chain %d: %w", chainID, err)
+		return nil, fmt.Errorf("dial chain %d: %w", chainID, redact(err, url))
 	}
+	conn := redactingCaller{next: raw, url: url}
 	c.conns[chainID] = conn
 	return conn, nil
 }
@@ -61,7 +69,7 @@ func (c *callers) close() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for id, conn := range c.conns {
-		switch cl := conn.(type) {
+		switch cl := conn.next.(type) {
 		case interface{ Close() }:
 			cl.Close()
 		case interface{ Close() error }:
@@ -70,3 +78,36 @@ func (c *callers) close() {
 		delete(c.conns, id)
 	}
 }
+
+// redactingCaller keeps an RPC URL, which often carries an API key, out of
+// error messages (net/http puts the URL in its errors).
+type redactingCaller struct {
+	next ethereum.ContractCaller
+	url  string
+}
+
+func (r redactingCaller) CallContract(ctx context.Context, msg ethereum.CallMsg, block *big.Int) ([]byte, error) {
+	res, err := r.next.CallContract(ctx, msg, block)
+	return res, redact(err, r.url)
+}
+
+// redact replaces rawURL in err's message with its scheme and host; the
+// error still unwraps to the original.
+func redact(err error, rawURL string) error {
+	if err == nil || rawURL == "" || !strings.Contains(err.Error(), rawURL) {
+		return err
+	}
+	shown := "the RPC URL"
+	if u, perr := url.Parse(rawURL); perr == nil && u.Host != "" {
+		shown = u.Scheme + "://" + u.Host + "/…"
+	}
+	return redactedError{err: err, msg: strings.ReplaceAll(err.Error(), rawURL, shown)}
+}
+
+type redactedError struct {
+	err error
+	msg string
+}
+
+func (e redactedError) Error() string { return e.msg }
+func (e redactedError) Unwrap() error { return e.err }

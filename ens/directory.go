@@ -74,8 +74,8 @@ type Directory struct {
 	names       Names
 	static      *Static
 	cache       *Cache
-	registry    *Registry
-	standard    *Standard
+	registry    *registryResolver
+	standard    *standardResolver
 	callers     *callers
 	collections []collection
 }
@@ -163,14 +163,14 @@ func New(opts Options, static []Agent) (*Directory, error) {
 		httpClient = &http.Client{}
 	}
 
-	cs := newCallers(opts.Dial, urls)
+	cs := newCallers(opts.Dial, urls, timeout)
 	d := &Directory{
 		names:       names,
 		static:      st,
 		callers:     cs,
 		collections: colls,
-		registry:    &Registry{names: names, callers: cs, registries: registries, timeout: timeout, log: log},
-		standard: &Standard{
+		registry:    &registryResolver{names: names, callers: cs, registries: registries, timeout: timeout, log: log},
+		standard: &standardResolver{
 			names: names, callers: cs, registry: ensReg, textKeys: slices.Clone(textKeys), timeout: timeout,
 			ccip: ccipReader{client: httpClient, timeout: timeout}, log: log,
 		},
@@ -199,11 +199,19 @@ func checkCollections(in []Collection) ([]collection, error) {
 	return out, nil
 }
 
+var (
+	_ Resolver = (*Directory)(nil)
+	_ Resolver = (*Static)(nil)
+	_ Resolver = (*Cache)(nil)
+	_ Resolver = (*registryResolver)(nil)
+	_ Resolver = (*standardResolver)(nil)
+)
+
 // chainResolver sends 6022 names to the registry and other names to
 // standard ENS.
 type chainResolver struct {
-	registry *Registry
-	standard *Standard
+	registry *registryResolver
+	standard *standardResolver
 }
 
 func (c chainResolver) Resolve(ctx context.Context, name string) (Agent, error) {

@@ -18,10 +18,10 @@ var DefaultRegistries = map[uint64]string{
 	80002: "0x37c5879529E5b0241663ed40feeebb2326BBEE0d", // Polygon Amoy
 }
 
-// Registry resolves 6022 names through the AgentEnsRegistry of the chain
+// registryResolver resolves 6022 names through the AgentEnsRegistry of the chain
 // named by the name's chainId label, and the agent's AgentCollectionV1.
 // Names of any other shape are not its business (ErrNotFound).
-type Registry struct {
+type registryResolver struct {
 	names      Names
 	callers    *callers
 	registries map[uint64]common.Address
@@ -33,7 +33,7 @@ type Registry struct {
 // base, canonical first), then reads the token. Errors name the step and the
 // chain, and wrap ErrNotFound when the registry or collection does not know
 // the agent, ErrNoRPC when the chain has no RPC URL.
-func (r *Registry) Resolve(ctx context.Context, name string) (Agent, error) {
+func (r *registryResolver) Resolve(ctx context.Context, name string) (Agent, error) {
 	n, err := r.names.Parse(name)
 	if err != nil {
 		return Agent{}, fmt.Errorf("ens: resolve %q: %w", name, err)
@@ -48,7 +48,7 @@ func (r *Registry) Resolve(ctx context.Context, name string) (Agent, error) {
 	return a, nil
 }
 
-func (r *Registry) resolve(ctx context.Context, n Name) (Agent, error) {
+func (r *registryResolver) resolve(ctx context.Context, n Name) (Agent, error) {
 	reg, err := r.registry(ctx, n.ChainID)
 	if err != nil {
 		return Agent{}, err
@@ -74,7 +74,7 @@ func (r *Registry) resolve(ctx context.Context, n Name) (Agent, error) {
 }
 
 // registry returns the chain's AgentEnsRegistry.
-func (r *Registry) registry(ctx context.Context, chainID uint64) (contract, error) {
+func (r *registryResolver) registry(ctx context.Context, chainID uint64) (contract, error) {
 	caller, err := r.callers.get(ctx, chainID)
 	if err != nil {
 		return contract{}, err
@@ -88,7 +88,7 @@ func (r *Registry) registry(ctx context.Context, chainID uint64) (contract, erro
 
 // readAgent reads token tokenID of collection, and the name's text records
 // at node, into an Agent named n. info, when not nil, was already read.
-func (r *Registry) readAgent(ctx context.Context, reg contract, n Name, node common.Hash,
+func (r *registryResolver) readAgent(ctx context.Context, reg contract, n Name, node common.Hash,
 	collection common.Address, tokenID *big.Int, info *agentInformation) (Agent, error) {
 	coll := contract{caller: reg.caller, address: collection, abi: &agentCollection, timeout: r.timeout}
 	var (
@@ -163,7 +163,7 @@ func (r *Registry) readAgent(ctx context.Context, reg contract, n Name, node com
 // humanName returns the ENS name of the human agent a clone was forked
 // from: the human token's name in the same collection. A human whose name
 // cannot form a label is logged and left out.
-func (r *Registry) humanName(ctx context.Context, coll contract, clone Name, humanToken *big.Int) (string, error) {
+func (r *registryResolver) humanName(ctx context.Context, coll contract, clone Name, humanToken *big.Int) (string, error) {
 	var name string
 	err := coll.call(ctx, &name, "nameOf", humanToken)
 	if err != nil && !isRevert(err) {
@@ -180,7 +180,7 @@ func (r *Registry) humanName(ctx context.Context, coll contract, clone Name, hum
 
 // tokenErr explains a failed read of a token. A revert means the token does
 // not exist (burnt, or a stale registry entry), so the agent is not found.
-func (r *Registry) tokenErr(step string, chain uint64, collection, token string, err error) error {
+func (r *registryResolver) tokenErr(step string, chain uint64, collection, token string, err error) error {
 	if isRevert(err) {
 		return fmt.Errorf("%s(%s) of collection %s on chain %d reverted: %w", step, token, collection, chain, ErrNotFound)
 	}
@@ -188,7 +188,7 @@ func (r *Registry) tokenErr(step string, chain uint64, collection, token string,
 }
 
 // ownerOf reads the token's owner from the chain, with no cache.
-func (r *Registry) ownerOf(ctx context.Context, chainID uint64, collection common.Address, tokenID *big.Int) (string, error) {
+func (r *registryResolver) ownerOf(ctx context.Context, chainID uint64, collection common.Address, tokenID *big.Int) (string, error) {
 	caller, err := r.callers.get(ctx, chainID)
 	if err != nil {
 		return "", err
@@ -203,7 +203,7 @@ func (r *Registry) ownerOf(ctx context.Context, chainID uint64, collection commo
 
 // resolveToken reads token tokenID of a configured collection and names it
 // <nft name>.<label>.<chainId>.<canonical base>.
-func (r *Registry) resolveToken(ctx context.Context, chainID uint64, collection common.Address, label string, tokenID *big.Int) (Agent, error) {
+func (r *registryResolver) resolveToken(ctx context.Context, chainID uint64, collection common.Address, label string, tokenID *big.Int) (Agent, error) {
 	reg, err := r.registry(ctx, chainID)
 	if err != nil {
 		return Agent{}, err

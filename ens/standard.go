@@ -24,11 +24,11 @@ var DefaultTextKeys = []string{"role", "mission", "expertise", "description", "a
 // extendedResolverID is ENSIP-10's IExtendedResolver interface id.
 var extendedResolverID = [4]byte{0x90, 0x61, 0xb9, 0x23}
 
-// Standard resolves .eth names through standard ENS on Ethereum: the
+// standardResolver resolves .eth names through standard ENS on Ethereum: the
 // registry's resolver for the name (or, with ENSIP-10, for its closest
 // parent), followed through CCIP-Read. 6022 names are not its business
 // (ErrNotFound): they resolve on their own chain.
-type Standard struct {
+type standardResolver struct {
 	names    Names
 	callers  *callers
 	registry common.Address
@@ -41,7 +41,7 @@ type Standard struct {
 // Resolve reads addr, the configured text records and the registry owner.
 // Errors wrap ErrNotFound when no resolver or no record exists, ErrNoRPC
 // when no mainnet RPC URL is configured.
-func (s *Standard) Resolve(ctx context.Context, name string) (Agent, error) {
+func (s *standardResolver) Resolve(ctx context.Context, name string) (Agent, error) {
 	n, err := s.names.Parse(name)
 	if err != nil {
 		return Agent{}, fmt.Errorf("ens: resolve %q: %w", name, err)
@@ -56,7 +56,7 @@ func (s *Standard) Resolve(ctx context.Context, name string) (Agent, error) {
 	return a, nil
 }
 
-func (s *Standard) registryContract(ctx context.Context) (contract, error) {
+func (s *standardResolver) registryContract(ctx context.Context) (contract, error) {
 	caller, err := s.callers.get(ctx, mainnetChainID)
 	if errors.Is(err, ErrNoRPC) {
 		return contract{}, fmt.Errorf("%w for Ethereum mainnet (ens.mainnet_rpc_url is empty)", ErrNoRPC)
@@ -67,7 +67,7 @@ func (s *Standard) registryContract(ctx context.Context) (contract, error) {
 	return contract{caller: caller, address: s.registry, abi: &ensRegistry, timeout: s.timeout}, nil
 }
 
-func (s *Standard) resolve(ctx context.Context, n Name) (Agent, error) {
+func (s *standardResolver) resolve(ctx context.Context, n Name) (Agent, error) {
 	reg, err := s.registryContract(ctx)
 	if err != nil {
 		return Agent{}, err
@@ -149,7 +149,7 @@ func (s *Standard) resolve(ctx context.Context, n Name) (Agent, error) {
 
 // findResolver asks the registry for the name's resolver, then for each
 // parent's (ENSIP-10). exact reports whether it was the name's own.
-func (s *Standard) findResolver(ctx context.Context, reg contract, name string) (common.Address, bool, error) {
+func (s *standardResolver) findResolver(ctx context.Context, reg contract, name string) (common.Address, bool, error) {
 	for candidate := name; candidate != ""; {
 		var addr common.Address
 		if err := reg.call(ctx, &addr, "resolver", Namehash(candidate)); err != nil {
@@ -164,7 +164,7 @@ func (s *Standard) findResolver(ctx context.Context, reg contract, name string) 
 }
 
 // ownerOf reads the name's registry owner, with no cache.
-func (s *Standard) ownerOf(ctx context.Context, name string) (string, error) {
+func (s *standardResolver) ownerOf(ctx context.Context, name string) (string, error) {
 	reg, err := s.registryContract(ctx)
 	if err != nil {
 		return "", err
