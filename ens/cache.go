@@ -155,7 +155,8 @@ func (c *Cache) Resolve(ctx context.Context, name string) (Agent, error) {
 }
 
 // lookup asks the resolver behind and records the answer. On a failure that
-// is not "not found", an identity fetched less than StaleMax ago is served.
+// is not "not found", an identity fetched less than StaleMax ago is served,
+// and kept for NegativeTTL before the chain is tried again.
 func (c *Cache) lookup(ctx context.Context, key string) (Agent, error) {
 	a, err := c.next.Resolve(ctx, key)
 	now := c.cfg.Now()
@@ -176,6 +177,9 @@ func (c *Cache) lookup(ctx context.Context, key string) (Agent, error) {
 		return Agent{}, err
 	}
 	c.stale.Add(1)
+	// Ask the failing chain again only after NegativeTTL, so an outage does
+	// not cost every turn a timed-out call.
+	e.expires = now.Add(c.cfg.NegativeTTL)
 	c.log.Warn("ens: chain unreachable, serving a cached identity",
 		logKeyName, key, logKeyAge, now.Sub(e.fetched).Round(time.Second).String(), logKeyError, err)
 	return copyAgent(e.agent), nil

@@ -217,6 +217,15 @@ func TestCacheServesStaleWhenChainDown(t *testing.T) {
 	if s := r.d.CacheStats(); s.Stale != 1 {
 		t.Errorf("stats = %+v, want 1 stale", s)
 	}
+	// While the chain is down it is asked again only after the negative TTL.
+	calls := r.fake.callCount("")
+	if _, err := r.d.Resolve(ctx, claudine); err != nil || r.fake.callCount("") != calls {
+		t.Errorf("right after serving stale: error %v, %d more RPC calls", err, r.fake.callCount("")-calls)
+	}
+	r.clock.Advance(time.Minute + time.Second)
+	if _, err := r.d.Resolve(ctx, claudine); err != nil || r.fake.callCount("") == calls {
+		t.Errorf("after the negative TTL: error %v, and the chain was not asked again", err)
+	}
 	if logs := r.logs.String(); !strings.Contains(logs, "serving a cached identity") || !strings.Contains(logs, claudine) ||
 		!strings.Contains(logs, "connection refused") {
 		t.Errorf("serving stale was not logged with the name and cause: %q", logs)
