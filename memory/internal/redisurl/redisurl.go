@@ -1,0 +1,66 @@
+// Package redisurl turns the Redis URL forms conclave accepts into a
+// go-redis client:
+//
+//	redis://[user:password@]host:port[/db][?option=value…]    one node
+//	rediss://…                                               one node over TLS
+//	unix://[user:password@]/path/to/redis.sock[?db=N]         one node on a socket
+//	redis+sentinel://[user:password@]host:port[/db]?master_name=NAME[&addr=host:port…][&password=…]
+//	redis+cluster://[user:password@]host:port[?addr=host:port…]
+//
+// (rediss+sentinel and rediss+cluster use TLS). The options are go-redis'
+// own URL options (dial_timeout, read_timeout, pool_size, …). In the
+// Sentinel form the user and password of the URL are the Sentinels'; the
+// master's go in the username and password options.
+package redisurl
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// NewClient returns a client for rawURL. Errors never repeat the URL, which
+// may hold a password.
+func NewClient(rawURL string) (redis.UniversalClient, error) {
+	scheme, _, ok := strings.Cut(rawURL, "://")
+	if !ok {
+		return nil, errors.New("redis url: want scheme://host:port")
+	}
+	base, mode, _ := strings.Cut(strings.ToLower(scheme), "+")
+	rest := rawURL[len(scheme):]
+	switch mode {
+	case "":
+		o, err := redis.ParseURL(rawURL)
+		if err != nil {
+			return nil, clean(err)
+		}
+		return redis.NewClient(o), nil
+	case "sentinel":
+		o, err := redis.ParseFailoverURL(base + rest)
+		if err != nil {
+			return nil, clean(err)
+		}
+		if o.MasterName == "" {
+			return nil, errors.New("redis url: a sentinel URL needs master_name")
+		}
+		return redis.NewFailoverClient(o), nil
+	case "cluster":
+		o, err := redis.ParseClusterURL(base + rest)
+		if err != nil {
+			return nil, clean(err)
+		}
+		return redis.NewClusterClient(o), nil
+	}
+	return nil, fmt.Errorf("redis url: unknown scheme %q (want redis, rediss, unix, redis+sentinel or redis+cluster)", scheme)
+}
+
+// clean drops the URL that net/url errors quote.
+func clean(err error) error {
+	if ue, ok := errors.AsType[*url.Error](err); ok {
+		err = ue.Err
+	}
+	return fmt.Errorf("redis url: %w", err)
+}

@@ -1,0 +1,658 @@
+package memory
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/conclavehq/conclave/memory/internal/redisurl"
+)
+
+// DefaultKeyPrefix starts every key of the Redis store unless configured
+// otherwise (memory.key_prefix).
+const DefaultKeyPrefix = "conclave:"
+
+// pendingOffset shifts pending-since times below zero in a due index, so
+// pending conversations sort before every deadline.
+const pendingOffset = 100_000_000_000_000 // ms, about 3,170 years
+
+// RedisOptions configure the Redis store.
+type RedisOptions struct {
+	// URL selects the server, Sentinel set or Cluster; see docs/memory.md
+	// for the forms. Ignored when Client is set.
+	URL string
+	// Client is used instead of dialling URL; the store then does not
+	// close it.
+	Client redis.UniversalClient
+	// KeyPrefix starts every key (DefaultKeyPrefix when empty). It must
+	// not contain braces, which would change the keys' hash slots.
+	KeyPrefix string
+	// MaxSessionMessages, ConversationTTL and Now are as in Options.
+	MaxSessionMessages int
+	ConversationTTL    time.Duration
+	Now                func() time.Time
+}
+
+// Redis is the Store shared by every replica: conversations, sessions and
+// marks live in Redis, and everything the engine needs atomic is one Lua
+// script on one hash slot.
+type Redis struct {
+	c      redis.UniversalClient
+	owned  bool
+	opts   Options
+	keys   keySchema
+	direct bool // commit appends to sessions in its own script (not on Cluster)
+}
+
+var _ Store = (*Redis)(nil)
+
+// NewRedis connects to Redis and checks it answers.
+func NewRedis(ctx context.Context, o RedisOptions) (*Redis, error) {
+	prefix := o.KeyPrefix
+	if prefix == "" {
+		prefix = DefaultKeyPrefix
+	}
+	if strings.ContainsAny(prefix, "{}") {
+		return nil, fmt.Errorf("memory: key prefix %q contains a brace", prefix)
+	}
+	r := &Redis{
+		c:     o.Client,
+		opts:  Options{MaxSessionMessages: o.MaxSessionMessages, ConversationTTL: o.ConversationTTL, Now: o.Now}.withDefaults(),
+		keys:  keySchema{prefix: prefix},
+		owned: o.Client == nil,
+	}
+	if r.c == nil {
+		c, err := redisurl.NewClient(o.URL)
+		if err != nil {
+			return nil, fmt.Errorf("memory: %w", err)
+		}
+		r.c = c
+	}
+	_, cluster := r.c.(*redis.ClusterClient)
+	r.direct = !cluster
+	if err := r.Ping(ctx); err != nil {
+		_ = r.Close()
+		return nil, err
+	}
+	if err := r.loadScripts(ctx); err != nil {
+		_ = r.Close()
+		return nil, err
+	}
+	return r, nil
+}
+
+// loadScripts caches the scripts on every primary, so the hot path never
+// sends a script body.
+func (r *Redis) loadScripts(ctx context.Context) error {
+	load := func(ctx context.Context, c *redis.Client) error {
+		for _, s := range allScripts {
+			if err := s.Load(ctx, c).Err(); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	var err error
+	if cc, ok := r.c.(*redis.ClusterClient); ok {
+		err = cc.ForEachMaster(ctx, load)
+	} else {
+		for _, s := range allScripts {
+			if err = s.Load(ctx, r.c).Err(); err != nil {
+				break
+			}
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("memory: load scripts: %w", err)
+	}
+	return nil
+}
+
+func ms(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
+
+func (r *Redis) pendingScore() string {
+	return strconv.FormatInt(r.opts.Now().UnixMilli()-pendingOffset, 10)
+}
+
+func (r *Redis) convTTL() string { return ms(r.opts.ConversationTTL) }
+
+// RecordMessage implements Store.
+func (r *Redis) RecordMessage(ctx context.Context, conv Conversation, m Message, eventID string) (bool, error) {
+	if err := checkRecord(conv, m); err != nil {
+		return false, fmt.Errorf("memory: record message: %w", err)
+	}
+	body, err := json.Marshal(m)
+	if err != nil {
+		return false, fmt.Errorf("memory: record message %s: %w", m.TS, err)
+	}
+	k := r.keys.conv(conv.ID)
+	keys := []string{k.due, k.conv, k.msgs, k.seenTS(m.TS)}
+	if eventID != "" {
+		keys = append(keys, k.seenEvent(eventID))
+	}
+	n, err := recordScript.Run(ctx, r.c, keys, conv.ID, conv.Team, conv.Channel, conv.ThreadTS, m.TS, body,
+		r.pendingScore(), ms(DedupTTL), r.convTTL()).Int()
+	if err != nil {
+		return false, fmt.Errorf("memory: record message %s of %s: %w", m.TS, conv.ID, err)
+	}
+	return n == 1, nil
+}
+
+// UpdateMessage implements Store.
+func (r *Redis) UpdateMessage(ctx context.Context, convID, ts, raw, text string) error {
+	k := r.keys.conv(convID)
+	n, err := updateScript.Run(ctx, r.c, []string{k.conv, k.msgs}, ts, raw, text, r.convTTL()).Int()
+	if err == nil && n == 0 {
+		err = ErrNotFound
+	}
+	if err != nil {
+		return fmt.Errorf("memory: update message %s of %s: %w", ts, convID, err)
+	}
+	return nil
+}
+
+// DeleteMessage implements Store.
+func (r *Redis) DeleteMessage(ctx context.Context, convID, ts string) error {
+	k := r.keys.conv(convID)
+	if err := deleteScript.Run(ctx, r.c, []string{k.conv, k.msgs}, ts, r.convTTL()).Err(); err != nil {
+		return fmt.Errorf("memory: delete message %s of %s: %w", ts, convID, err)
+	}
+	return nil
+}
+
+// Snapshot implements Store.
+func (r *Redis) Snapshot(ctx context.Context, convID string) (Snapshot, error) {
+	k := r.keys.conv(convID)
+	var fields *redis.MapStringStringCmd
+	var msgs *redis.StringSliceCmd
+	_, err := r.c.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		fields = p.HGetAll(ctx, k.conv)
+		msgs = p.HVals(ctx, k.msgs)
+		return nil
+	})
+	if err != nil {
+		return Snapshot{}, fmt.Errorf("memory: snapshot %s: %w", convID, err)
+	}
+	snap, err := decodeSnapshot(convID, fields.Val(), msgs.Val())
+	if err != nil {
+		return Snapshot{}, fmt.Errorf("memory: snapshot %s: %w", convID, err)
+	}
+	return snap, nil
+}
+
+func decodeSnapshot(id string, fields map[string]string, msgs []string) (Snapshot, error) {
+	snap := Snapshot{Exists: len(fields) > 0, Conversation: Conversation{ID: id}}
+	if !snap.Exists {
+		return snap, nil
+	}
+	c := &snap.Conversation
+	c.Team, c.Channel, c.ThreadTS = fields["team"], fields["channel"], fields["thread_ts"]
+	if s := fields["state"]; s != "" {
+		c.State = []byte(s)
+	}
+	snap.Messages = make([]Message, 0, len(msgs))
+	for _, body := range msgs {
+		var m Message
+		if err := json.Unmarshal([]byte(body), &m); err != nil {
+			return Snapshot{}, fmt.Errorf("decode message: %w", err)
+		}
+		snap.Messages = append(snap.Messages, m)
+	}
+	sortMessages(snap.Messages)
+	return snap, nil
+}
+
+// MarkPending implements Store.
+func (r *Redis) MarkPending(ctx context.Context, convID string) error {
+	if convID == "" {
+		return fmt.Errorf("memory: mark pending: %w", errNoConversation)
+	}
+	k := r.keys.conv(convID)
+	if err := markPendingScript.Run(ctx, r.c, []string{k.due}, convID, r.pendingScore()).Err(); err != nil {
+		return fmt.Errorf("memory: mark pending %s: %w", convID, err)
+	}
+	return nil
+}
+
+// Due implements Store. It asks every shard in one pipeline.
+func (r *Redis) Due(ctx context.Context, now time.Time, limit int) ([]string, error) {
+	cmds := make([]*redis.Cmd, dueShards)
+	_, err := r.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i := range cmds {
+			cmds[i] = dueScript.EvalSha(ctx, p, []string{r.keys.due(i)}, now.UnixMilli(), limit, r.keys.shard(i)+"conv:")
+		}
+		return nil
+	})
+	var items []dueItem
+	for i, cmd := range cmds {
+		res, cerr := cmd.Slice()
+		if cerr != nil && redis.HasErrorPrefix(cerr, "NOSCRIPT") {
+			// Redis restarted and lost its script cache since we loaded it.
+			res, cerr = dueScript.Run(ctx, r.c, []string{r.keys.due(i)}, now.UnixMilli(), limit, r.keys.shard(i)+"conv:").Slice()
+		}
+		if cerr != nil {
+			return nil, fmt.Errorf("memory: due: %w", errors.Join(cerr, err))
+		}
+		for j := 0; j+1 < len(res); j += 2 {
+			id, _ := res[j].(string)
+			s, _ := res[j+1].(string)
+			score, perr := strconv.ParseInt(s, 10, 64)
+			if perr != nil {
+				return nil, fmt.Errorf("memory: due: score %q of %s: %w", s, id, perr)
+			}
+			if score < 0 {
+				items = append(items, dueItem{id: id, pending: true, at: time.UnixMilli(score + pendingOffset)})
+			} else {
+				items = append(items, dueItem{id: id, at: time.UnixMilli(score)})
+			}
+		}
+	}
+	return orderDue(items, limit), nil
+}
+
+// AcquireLock implements Store.
+func (r *Redis) AcquireLock(ctx context.Context, convID string, ttl time.Duration) (Lock, error) {
+	if convID == "" {
+		return Lock{}, fmt.Errorf("memory: acquire lock: %w", errNoConversation)
+	}
+	if err := checkTTL(ttl); err != nil {
+		return Lock{}, fmt.Errorf("memory: acquire lock %s: %w", convID, err)
+	}
+	l := Lock{ConversationID: convID, Token: newToken()}
+	err := r.c.SetArgs(ctx, r.keys.conv(convID).lock, l.Token, redis.SetArgs{Mode: "NX", TTL: ttl}).Err()
+	if errors.Is(err, redis.Nil) {
+		err = ErrLocked
+	}
+	if err != nil {
+		return Lock{}, fmt.Errorf("memory: acquire lock %s: %w", convID, err)
+	}
+	return l, nil
+}
+
+// RenewLock implements Store.
+func (r *Redis) RenewLock(ctx context.Context, l Lock, ttl time.Duration) error {
+	if err := checkTTL(ttl); err != nil {
+		return fmt.Errorf("memory: renew lock %s: %w", l.ConversationID, err)
+	}
+	n, err := renewScript.Run(ctx, r.c, []string{r.keys.conv(l.ConversationID).lock}, l.Token, ms(ttl)).Int()
+	if err == nil && n == 0 {
+		err = ErrLockLost
+	}
+	if err != nil {
+		return fmt.Errorf("memory: renew lock %s: %w", l.ConversationID, err)
+	}
+	return nil
+}
+
+// CheckLock implements Store.
+func (r *Redis) CheckLock(ctx context.Context, l Lock) error {
+	token, err := r.c.Get(ctx, r.keys.conv(l.ConversationID).lock).Result()
+	if errors.Is(err, redis.Nil) || (err == nil && token != l.Token) {
+		err = ErrLockLost
+	}
+	if err != nil {
+		return fmt.Errorf("memory: check lock %s: %w", l.ConversationID, err)
+	}
+	return nil
+}
+
+// Load implements Store.
+func (r *Redis) Load(ctx context.Context, l Lock) (Snapshot, error) {
+	snap, err := r.load(ctx, l)
+	if err != nil {
+		return Snapshot{}, fmt.Errorf("memory: load %s: %w", l.ConversationID, err)
+	}
+	return snap, nil
+}
+
+func (r *Redis) load(ctx context.Context, l Lock) (Snapshot, error) {
+	k := r.keys.conv(l.ConversationID)
+	res, err := loadScript.Run(ctx, r.c, []string{k.lock, k.due, k.conv, k.msgs, k.outbox}, l.Token, l.ConversationID).Result()
+	if err != nil {
+		return Snapshot{}, err
+	}
+	parts, ok := res.([]any)
+	if !ok || len(parts) != 3 {
+		return Snapshot{}, ErrLockLost
+	}
+	flat, msgs, outbox := strs(parts[0]), strs(parts[1]), strs(parts[2])
+	fields := make(map[string]string, len(flat)/2)
+	for i := 0; i+1 < len(flat); i += 2 {
+		fields[flat[i]] = flat[i+1]
+	}
+	for _, entry := range outbox {
+		if err := r.drainOutbox(ctx, k, entry); err != nil {
+			return Snapshot{}, err
+		}
+	}
+	return decodeSnapshot(l.ConversationID, fields, msgs)
+}
+
+func strs(v any) []string {
+	items, _ := v.([]any)
+	out := make([]string, 0, len(items))
+	for _, it := range items {
+		s, _ := it.(string)
+		out = append(out, s)
+	}
+	return out
+}
+
+// outboxEntry is a commit's session appends, parked with the conversation
+// until they are applied (on Redis Cluster, where they live in other hash
+// slots).
+type outboxEntry struct {
+	ID       string          `json:"id"`
+	Sessions []SessionAppend `json:"sessions"`
+}
+
+// Commit implements Store.
+func (r *Redis) Commit(ctx context.Context, l Lock, c Commit) error {
+	k := r.keys.conv(l.ConversationID)
+	parked, err := r.commit(ctx, k, l, c)
+	if err == nil && parked != "" {
+		err = r.drainOutbox(ctx, k, parked)
+	}
+	if err != nil {
+		return fmt.Errorf("memory: commit %s: %w", l.ConversationID, err)
+	}
+	return nil
+}
+
+// commit writes c under l and returns the outbox entry it parked, if any.
+func (r *Redis) commit(ctx context.Context, k convKeys, l Lock, c Commit) (parked string, err error) {
+	conv, err := checkCommit(l, c)
+	if err == nil {
+		err = checkSessionAppends(c.Sessions)
+	}
+	if err != nil {
+		return "", err
+	}
+	deadline := ""
+	if !c.Deadline.IsZero() {
+		deadline = strconv.FormatInt(max(c.Deadline.UnixMilli(), 0), 10)
+	}
+	keys := []string{k.lock, k.due, k.conv, k.msgs, k.outbox}
+	args := []any{l.Token, conv.ID, conv.Team, conv.Channel, conv.ThreadTS, conv.State, deadline, r.convTTL(), len(c.Messages)}
+	for _, m := range c.Messages {
+		body, err := json.Marshal(m)
+		if err != nil {
+			return "", fmt.Errorf("encode message %s: %w", m.TS, err)
+		}
+		args = append(args, m.TS, body)
+	}
+	appends := slices.DeleteFunc(slices.Clone(c.Sessions), func(a SessionAppend) bool { return len(a.Entries) == 0 })
+	if !r.direct && len(appends) > 0 {
+		body, err := json.Marshal(outboxEntry{ID: newToken(), Sessions: appends})
+		if err != nil {
+			return "", fmt.Errorf("encode session appends: %w", err)
+		}
+		parked = string(body)
+	}
+	args = append(args, parked, r.opts.MaxSessionMessages)
+	if r.direct {
+		args = append(args, len(appends))
+		for _, a := range appends {
+			sk := r.keys.sessions(a.Namespace)
+			keys = append(keys, sk.list(a.Key), sk.index())
+			args = append(args, a.Key, len(a.Entries))
+			for _, e := range a.Entries {
+				body, err := json.Marshal(e)
+				if err != nil {
+					return "", fmt.Errorf("encode session entry: %w", err)
+				}
+				args = append(args, body)
+			}
+		}
+	} else {
+		args = append(args, 0)
+	}
+	n, err := commitScript.Run(ctx, r.c, keys, args...).Int()
+	if err != nil {
+		return "", err
+	}
+	if n == 0 {
+		return "", ErrLockLost
+	}
+	return parked, nil
+}
+
+// drainOutbox applies a parked commit's session appends, each at most
+// once, then drops the entry.
+func (r *Redis) drainOutbox(ctx context.Context, k convKeys, entry string) error {
+	var e outboxEntry
+	if err := json.Unmarshal([]byte(entry), &e); err != nil {
+		return fmt.Errorf("decode outbox entry: %w", err)
+	}
+	for _, a := range e.Sessions {
+		if err := r.appendSession(ctx, a, e.ID); err != nil {
+			return err
+		}
+	}
+	if err := r.c.LRem(ctx, k.outbox, 1, entry).Err(); err != nil {
+		return fmt.Errorf("drop outbox entry: %w", err)
+	}
+	return nil
+}
+
+// ReleaseLock implements Store.
+func (r *Redis) ReleaseLock(ctx context.Context, l Lock) (bool, error) {
+	k := r.keys.conv(l.ConversationID)
+	n, err := releaseScript.Run(ctx, r.c, []string{k.lock, k.due}, l.Token, l.ConversationID).Int()
+	if err != nil {
+		return false, fmt.Errorf("memory: release lock %s: %w", l.ConversationID, err)
+	}
+	return n == 1, nil
+}
+
+// appendSession appends a to its session; with a commit id, an append
+// already applied for that commit is skipped.
+func (r *Redis) appendSession(ctx context.Context, a SessionAppend, commitID string) error {
+	if len(a.Entries) == 0 {
+		return nil
+	}
+	sk := r.keys.sessions(a.Namespace)
+	keys := []string{sk.list(a.Key), sk.index()}
+	if commitID != "" {
+		keys = append(keys, sk.applied(commitID))
+	}
+	args := make([]any, 0, 3+len(a.Entries))
+	args = append(args, a.Key, r.opts.MaxSessionMessages, r.convTTL())
+	for _, e := range a.Entries {
+		body, err := json.Marshal(e)
+		if err != nil {
+			return fmt.Errorf("encode session entry: %w", err)
+		}
+		args = append(args, body)
+	}
+	if err := appendScript.Run(ctx, r.c, keys, args...).Err(); err != nil {
+		return fmt.Errorf("append to session %q of %s: %w", a.Key, a.Namespace, err)
+	}
+	return nil
+}
+
+// AppendSession implements Store.
+func (r *Redis) AppendSession(ctx context.Context, a SessionAppend) error {
+	err := checkSessionAppends([]SessionAppend{a})
+	if err == nil {
+		err = r.appendSession(ctx, a, "")
+	}
+	if err != nil {
+		return fmt.Errorf("memory: %w", err)
+	}
+	return nil
+}
+
+// ReadSession implements Store.
+func (r *Redis) ReadSession(ctx context.Context, namespace, key string, n int) ([]SessionEntry, error) {
+	from := int64(0)
+	if n > 0 {
+		from = -int64(n)
+	}
+	bodies, err := r.c.LRange(ctx, r.keys.sessions(namespace).list(key), from, -1).Result()
+	if err != nil {
+		return nil, fmt.Errorf("memory: read session %q of %s: %w", key, namespace, err)
+	}
+	out := make([]SessionEntry, 0, len(bodies))
+	for _, body := range bodies {
+		var e SessionEntry
+		if err := json.Unmarshal([]byte(body), &e); err != nil {
+			return nil, fmt.Errorf("memory: read session %q of %s: %w", key, namespace, err)
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// Sessions implements Store.
+func (r *Redis) Sessions(ctx context.Context, namespace string) ([]string, error) {
+	keys, err := r.c.SMembers(ctx, r.keys.sessions(namespace).index()).Result()
+	if err != nil {
+		return nil, fmt.Errorf("memory: sessions of %s: %w", namespace, err)
+	}
+	slices.Sort(keys)
+	return keys, nil
+}
+
+// ChannelAgents implements Store.
+func (r *Redis) ChannelAgents(ctx context.Context, channel string) ([]string, error) {
+	agents, err := r.c.LRange(ctx, r.keys.channel(channel), 0, -1).Result()
+	if err != nil {
+		return nil, fmt.Errorf("memory: agents of channel %s: %w", channel, err)
+	}
+	return agents, nil
+}
+
+// AddChannelAgent implements Store.
+func (r *Redis) AddChannelAgent(ctx context.Context, channel, ens string) (bool, error) {
+	n, err := addAgentScript.Run(ctx, r.c, []string{r.keys.channel(channel)}, ens).Int()
+	if err != nil {
+		return false, fmt.Errorf("memory: add %s to channel %s: %w", ens, channel, err)
+	}
+	return n == 1, nil
+}
+
+// RemoveChannelAgent implements Store.
+func (r *Redis) RemoveChannelAgent(ctx context.Context, channel, ens string) (bool, error) {
+	n, err := r.c.LRem(ctx, r.keys.channel(channel), 0, ens).Result()
+	if err != nil {
+		return false, fmt.Errorf("memory: remove %s from channel %s: %w", ens, channel, err)
+	}
+	return n > 0, nil
+}
+
+// PairHuman implements Store.
+func (r *Redis) PairHuman(ctx context.Context, userID, ens string) (string, string, error) {
+	if userID == "" || ens == "" {
+		return "", "", errors.New("memory: pair human: user and agent are required")
+	}
+	res, err := pairScript.Run(ctx, r.c, []string{r.keys.pairByUser(), r.keys.pairByAgent()}, userID, ens).StringSlice()
+	if err != nil {
+		return "", "", fmt.Errorf("memory: pair %s with %s: %w", userID, ens, err)
+	}
+	if len(res) != 2 {
+		return "", "", fmt.Errorf("memory: pair %s with %s: unexpected reply %q", userID, ens, res)
+	}
+	return res[0], res[1], nil
+}
+
+func (r *Redis) hget(ctx context.Context, key, field, what string) (string, error) {
+	v, err := r.c.HGet(ctx, key, field).Result()
+	if errors.Is(err, redis.Nil) {
+		err = ErrNotFound
+	}
+	if err != nil {
+		return "", fmt.Errorf("memory: %s %s: %w", what, field, err)
+	}
+	return v, nil
+}
+
+// HumanAgent implements Store.
+func (r *Redis) HumanAgent(ctx context.Context, userID string) (string, error) {
+	return r.hget(ctx, r.keys.pairByUser(), userID, "human agent of")
+}
+
+// HumanUser implements Store.
+func (r *Redis) HumanUser(ctx context.Context, ens string) (string, error) {
+	return r.hget(ctx, r.keys.pairByAgent(), ens, "user of human agent")
+}
+
+// LinkWallet implements Store.
+func (r *Redis) LinkWallet(ctx context.Context, userID, address string) error {
+	if userID == "" || address == "" {
+		return errors.New("memory: link wallet: user and address are required")
+	}
+	if err := r.c.SAdd(ctx, r.keys.wallets(userID), address).Err(); err != nil {
+		return fmt.Errorf("memory: link wallet of %s: %w", userID, err)
+	}
+	return nil
+}
+
+// Wallets implements Store.
+func (r *Redis) Wallets(ctx context.Context, userID string) ([]string, error) {
+	addrs, err := r.c.SMembers(ctx, r.keys.wallets(userID)).Result()
+	if err != nil {
+		return nil, fmt.Errorf("memory: wallets of %s: %w", userID, err)
+	}
+	slices.Sort(addrs)
+	return addrs, nil
+}
+
+// PutNonce implements Store.
+func (r *Redis) PutNonce(ctx context.Context, nonce string, value []byte, ttl time.Duration) error {
+	err := checkTTL(ttl)
+	if err == nil {
+		err = r.c.Set(ctx, r.keys.nonce(nonce), value, ttl).Err()
+	}
+	if err != nil {
+		return fmt.Errorf("memory: put nonce: %w", err)
+	}
+	return nil
+}
+
+func (r *Redis) nonce(cmd *redis.StringCmd) ([]byte, error) {
+	v, err := cmd.Bytes()
+	if errors.Is(err, redis.Nil) {
+		err = ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("memory: nonce: %w", err)
+	}
+	return v, nil
+}
+
+// PeekNonce implements Store.
+func (r *Redis) PeekNonce(ctx context.Context, nonce string) ([]byte, error) {
+	return r.nonce(r.c.Get(ctx, r.keys.nonce(nonce)))
+}
+
+// SpendNonce implements Store.
+func (r *Redis) SpendNonce(ctx context.Context, nonce string) ([]byte, error) {
+	return r.nonce(r.c.GetDel(ctx, r.keys.nonce(nonce)))
+}
+
+// Ping implements Store.
+func (r *Redis) Ping(ctx context.Context) error {
+	if err := r.c.Ping(ctx).Err(); err != nil {
+		return fmt.Errorf("memory: redis ping: %w", err)
+	}
+	return nil
+}
+
+// Close implements Store; a client passed in RedisOptions is left open.
+func (r *Redis) Close() error {
+	if !r.owned {
+		return nil
+	}
+	if err := r.c.Close(); err != nil {
+		return fmt.Errorf("memory: close redis: %w", err)
+	}
+	return nil
+}

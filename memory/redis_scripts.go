@@ -1,0 +1,218 @@
+package memory
+
+import "github.com/redis/go-redis/v9"
+
+// The Lua scripts of the Redis store. Every script touches one hash slot
+// (a conversation's shard, or one namespace), so each runs on Redis
+// Cluster too, except commit in direct mode, which the store uses only off
+// Cluster.
+//
+// The due index of a shard is a sorted set: a pending conversation scores
+// (pending since, in ms) - pendingOffset, which is negative; a conversation
+// with a deadline and no pending mark scores the deadline in ms.
+
+// luaCommon is prepended to the scripts that need it.
+const luaCommon = `
+local function push(key, args, from, count)
+  local last = from + count - 1
+  while from <= last do
+    local upto = math.min(from + 999, last)
+    redis.call('RPUSH', key, unpack(args, from, upto))
+    from = upto + 1
+  end
+end
+local function is_pending(due, id)
+  local cur = redis.call('ZSCORE', due, id)
+  return cur and tonumber(cur) < 0
+end
+local function mark_pending(due, id, score)
+  if not is_pending(due, id) then redis.call('ZADD', due, score, id) end
+end
+`
+
+// recordScript: KEYS due, conv, msgs, ts mark[, event mark];
+// ARGV id, team, channel, thread_ts, ts, message, pending score, dedup ttl
+// ms, conversation ttl ms. Returns 1 when recorded, 0 for a duplicate.
+var recordScript = redis.NewScript(luaCommon + `
+mark_pending(KEYS[1], ARGV[1], ARGV[7])
+if redis.call('EXISTS', KEYS[4]) == 1 then return 0 end
+if KEYS[5] and redis.call('EXISTS', KEYS[5]) == 1 then return 0 end
+if redis.call('HEXISTS', KEYS[3], ARGV[5]) == 1 then return 0 end
+redis.call('SET', KEYS[4], '1', 'PX', ARGV[8])
+if KEYS[5] then redis.call('SET', KEYS[5], '1', 'PX', ARGV[8]) end
+if redis.call('EXISTS', KEYS[2]) == 0 then
+  redis.call('HSET', KEYS[2], 'team', ARGV[2], 'channel', ARGV[3], 'thread_ts', ARGV[4])
+end
+redis.call('HSET', KEYS[3], ARGV[5], ARGV[6])
+redis.call('PEXPIRE', KEYS[2], ARGV[9])
+redis.call('PEXPIRE', KEYS[3], ARGV[9])
+return 1
+`)
+
+// updateScript: KEYS conv, msgs; ARGV ts, raw, text, conversation ttl ms.
+// Returns 0 when the message is unknown.
+var updateScript = redis.NewScript(`
+local v = redis.call('HGET', KEYS[2], ARGV[1])
+if not v then return 0 end
+local m = cjson.decode(v)
+if ARGV[2] == '' then m.raw = nil else m.raw = ARGV[2] end
+m.text = ARGV[3]
+redis.call('HSET', KEYS[2], ARGV[1], cjson.encode(m))
+redis.call('PEXPIRE', KEYS[1], ARGV[4])
+redis.call('PEXPIRE', KEYS[2], ARGV[4])
+return 1
+`)
+
+// deleteScript: KEYS conv, msgs; ARGV ts, conversation ttl ms.
+var deleteScript = redis.NewScript(`
+if redis.call('HDEL', KEYS[2], ARGV[1]) == 1 then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  redis.call('PEXPIRE', KEYS[2], ARGV[2])
+end
+return 1
+`)
+
+// markPendingScript: KEYS due; ARGV id, pending score.
+var markPendingScript = redis.NewScript(luaCommon + `
+mark_pending(KEYS[1], ARGV[1], ARGV[2])
+return 1
+`)
+
+// dueScript: KEYS due; ARGV now ms, limit (<= 0: all), the shard's
+// conversation key prefix. Returns id, score pairs, lowest score first. A
+// deadline whose conversation expired is dropped from the index.
+var dueScript = redis.NewScript(`
+local limit = tonumber(ARGV[2])
+local count = limit > 0 and limit or -1
+local out, kept = {}, 0
+while true do
+  local batch = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'WITHSCORES', 'LIMIT', kept, count)
+  if #batch == 0 then return out end
+  local dropped = false
+  for i = 1, #batch, 2 do
+    local id, score = batch[i], batch[i + 1]
+    local key = ARGV[3] .. id:gsub('[%%:{}]', function(c) return string.format('%%%02X', c:byte()) end)
+    if tonumber(score) < 0 or redis.call('EXISTS', key) == 1 then
+      out[#out + 1] = id
+      out[#out + 1] = score
+      kept = kept + 1
+      if kept == limit then return out end
+    else
+      redis.call('ZREM', KEYS[1], id)
+      dropped = true
+    end
+  end
+  if not dropped or count < 0 then return out end
+end
+`)
+
+// renewScript: KEYS lock; ARGV token, ttl ms. Returns 0 when not held.
+var renewScript = redis.NewScript(`
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return 1
+`)
+
+// loadScript: KEYS lock, due, conv, msgs, outbox; ARGV token, id. Returns 0
+// when the lock is not held, else {conversation fields, messages, outbox}.
+var loadScript = redis.NewScript(luaCommon + `
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+if is_pending(KEYS[2], ARGV[2]) then
+  local deadline = redis.call('HGET', KEYS[3], 'deadline')
+  if deadline then
+    redis.call('ZADD', KEYS[2], deadline, ARGV[2])
+  else
+    redis.call('ZREM', KEYS[2], ARGV[2])
+  end
+end
+return {redis.call('HGETALL', KEYS[3]), redis.call('HVALS', KEYS[4]), redis.call('LRANGE', KEYS[5], 0, -1)}
+`)
+
+// commitScript: KEYS lock, due, conv, msgs, outbox, then a session list and
+// its namespace index per direct session append;
+// ARGV token, id, team, channel, thread_ts, state, deadline ms (” for
+// none), conversation ttl ms, message count, (ts, message)…, outbox entry
+// (” for none), session bound, session count, (key, entry count,
+// entries…)…. Returns 0 when the lock is not held.
+var commitScript = redis.NewScript(luaCommon + `
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+local id, ttl = ARGV[2], ARGV[8]
+redis.call('HSET', KEYS[3], 'team', ARGV[3], 'channel', ARGV[4], 'thread_ts', ARGV[5], 'state', ARGV[6])
+local pending = is_pending(KEYS[2], id)
+if ARGV[7] == '' then
+  redis.call('HDEL', KEYS[3], 'deadline')
+  if not pending then redis.call('ZREM', KEYS[2], id) end
+else
+  redis.call('HSET', KEYS[3], 'deadline', ARGV[7])
+  if not pending then redis.call('ZADD', KEYS[2], ARGV[7], id) end
+end
+local i = 9
+local n = tonumber(ARGV[i])
+i = i + 1
+for _ = 1, n do
+  redis.call('HSET', KEYS[4], ARGV[i], ARGV[i + 1])
+  i = i + 2
+end
+redis.call('PEXPIRE', KEYS[3], ttl)
+redis.call('PEXPIRE', KEYS[4], ttl)
+if ARGV[i] ~= '' then
+  redis.call('RPUSH', KEYS[5], ARGV[i])
+  redis.call('PEXPIRE', KEYS[5], ttl)
+end
+local bound = tonumber(ARGV[i + 1])
+local sessions = tonumber(ARGV[i + 2])
+i = i + 3
+local k = 6
+for _ = 1, sessions do
+  local key, count = ARGV[i], tonumber(ARGV[i + 1])
+  push(KEYS[k], ARGV, i + 2, count)
+  redis.call('LTRIM', KEYS[k], -bound, -1)
+  redis.call('SADD', KEYS[k + 1], key)
+  i = i + 2 + count
+  k = k + 2
+end
+return 1
+`)
+
+// releaseScript: KEYS lock, due; ARGV token, id. Returns 1 when the
+// conversation is pending.
+var releaseScript = redis.NewScript(luaCommon + `
+if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
+if is_pending(KEYS[2], ARGV[2]) then return 1 end
+return 0
+`)
+
+// appendScript: KEYS list, index[, applied mark]; ARGV session key, bound,
+// mark ttl ms, entries…. With a mark, an append already applied is
+// skipped (returns 0).
+var appendScript = redis.NewScript(luaCommon + `
+if KEYS[3] and not redis.call('SET', KEYS[3], '1', 'NX', 'PX', ARGV[3]) then return 0 end
+push(KEYS[1], ARGV, 4, #ARGV - 3)
+redis.call('LTRIM', KEYS[1], -tonumber(ARGV[2]), -1)
+redis.call('SADD', KEYS[2], ARGV[1])
+return 1
+`)
+
+// addAgentScript: KEYS channel list; ARGV ens. Returns 0 when present.
+var addAgentScript = redis.NewScript(`
+if redis.call('LPOS', KEYS[1], ARGV[1]) then return 0 end
+redis.call('RPUSH', KEYS[1], ARGV[1])
+return 1
+`)
+
+// pairScript: KEYS by-user, by-agent; ARGV user, ens. Returns the earlier
+// agent of the user and user of the agent.
+var pairScript = redis.NewScript(`
+local prevAgent = redis.call('HGET', KEYS[1], ARGV[1]) or ''
+local prevUser = redis.call('HGET', KEYS[2], ARGV[2]) or ''
+if prevAgent ~= '' then redis.call('HDEL', KEYS[2], prevAgent) end
+if prevUser ~= '' then redis.call('HDEL', KEYS[1], prevUser) end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+redis.call('HSET', KEYS[2], ARGV[2], ARGV[1])
+return {prevAgent, prevUser}
+`)
+
+var allScripts = []*redis.Script{
+	recordScript, updateScript, deleteScript, markPendingScript, dueScript, renewScript,
+	loadScript, commitScript, releaseScript, appendScript, addAgentScript, pairScript,
+}
