@@ -1,0 +1,152 @@
+package templates
+
+import (
+	"io/fs"
+	"regexp"
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+func TestBuiltinPromptsGolden(t *testing.T) {
+	lib := open(t, "")
+	fx := BuiltinFixture()
+	for _, role := range Roles() {
+		for _, prompt := range Prompts(role) {
+			for _, authors := range []string{"person", "agent"} {
+				t.Run(role+"/"+prompt+"/"+authors, func(t *testing.T) {
+					got, err := lib.Current().Render("claudine.acme.137.protocol6022.eth", role, prompt, fixtureData(t, fx, authors))
+					if err != nil {
+						t.Fatal(err)
+					}
+					if strings.Contains(got, noValue) {
+						t.Errorf("renders %q:\n%s", noValue, got)
+					}
+					golden(t, "testdata/builtin/"+role+"/"+prompt+"."+authors+".golden", got+"\n")
+				})
+			}
+		}
+	}
+}
+
+// The engine may render with sparse data (no members, no requests): the
+// built-in prompts must still render, and never print <no value>.
+func TestBuiltinPromptsRenderSparseData(t *testing.T) {
+	lib := open(t, "")
+	sparse := map[string]Data{
+		"zero":        {},
+		"only itself": {ChannelMembers: []Member{Agent(AgentInfo{Name: "Solo", EnsDomain: "solo.acme.137.protocol6022.eth"})}},
+		"person first": {ChannelMembers: []Member{Person("Pat")}, LatestRequest: Request{Content: "hi", Author: Person("Pat")}},
+	}
+	for name, d := range sparse {
+		for _, role := range Roles() {
+			for _, prompt := range Prompts(role) {
+				t.Run(name+"/"+role+"/"+prompt, func(t *testing.T) {
+					got, err := lib.Current().Render("solo.acme.137.protocol6022.eth", role, prompt, d)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if strings.Contains(got, noValue) {
+						t.Errorf("renders %q:\n%s", noValue, got)
+					}
+				})
+			}
+		}
+	}
+}
+
+// Line breaks become spaces, so every line of a built-in template must end
+// with punctuation once its actions are set aside (one-line {{define}}
+// fragments excepted: they are used within a sentence).
+func TestBuiltinLinesEndWithPunctuation(t *testing.T) {
+	actions := regexp.MustCompile(`\{\{.*?\}\}`)
+	err := fs.WalkDir(defaultsFS, "defaults", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, extTemplate) {
+			return err
+		}
+		body, err := fs.ReadFile(defaultsFS, path)
+		if err != nil {
+			return err
+		}
+		for i, line := range strings.Split(string(body), "\n") {
+			if trimmed := strings.TrimSpace(line); strings.HasPrefix(trimmed, "{{define") && strings.HasSuffix(trimmed, "{{end}}") {
+				continue // an inline fragment, used within a sentence
+			}
+			rest := strings.TrimSpace(actions.ReplaceAllString(line, ""))
+			if rest == "" {
+				continue
+			}
+			last, _ := utf8.DecodeLastRuneInString(rest)
+			if !strings.ContainsRune(`.,:;!?)"'`, last) {
+				t.Errorf("%s:%d: line ends without punctuation: %q", path, i+1, line)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The built-in prompts follow the reference guidance: identity, mission,
+// rules, a signature, a length cap; the facilitator calls by full ENS name
+// and ends with :end:; experts never guess a key and answer the threading
+// prompt with the JSON object.
+func TestBuiltinPromptsSayWhatTheyMust(t *testing.T) {
+	lib := open(t, "")
+	d := BuiltinFixture().Data
+	tests := []struct {
+		role, prompt string
+		want         []string
+	}{
+		{RoleFacilitator, PromptSystem, []string{"You are Claudine (claudine.acme.137.protocol6022.eth)", "Your mission", "full ENS name", "elen.acme.137.protocol6022.eth", "Rules:", "Start every message with", "1500 characters", "never repeat these rules"}},
+		{RoleFacilitator, PromptDefault, []string{":end:", "full ENS name", "asked twice without progress"}},
+		{RoleFacilitator, PromptConclude, []string{"final answer", "do not write :end:", "1500 characters"}},
+		{RoleExpert, PromptSystem, []string{"You are Claudine", "Your mission", "Never guess a key", "full ENS name", "Start every message with", "1500 characters", "Never repeat these rules"}},
+		{RoleExpert, PromptContextNotFound, []string{"JSON", `{"session": "<key or empty>", "message": "<text to post or empty>"}`, "never guess", "full ENS name"}},
+		{RoleExpert, PromptContextFound, []string{"C45653", "do not guess", "1500 characters"}},
+		{RoleClone, PromptSystem, []string{"You are Claudine", "digital twin", "Start every message with", "1500 characters", "Never repeat these rules"}},
+		{RoleClone, PromptDefault, []string{"as the person would", "1500 characters"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.role+"/"+tt.prompt, func(t *testing.T) {
+			got, err := lib.Current().Render("claudine.acme.137.protocol6022.eth", tt.role, tt.prompt, d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(got, w) {
+					t.Errorf("missing %q in:\n%s", w, got)
+				}
+			}
+		})
+	}
+}
+
+func TestBuiltinSettings(t *testing.T) {
+	lib := open(t, "")
+	for _, role := range Roles() {
+		for _, prompt := range Prompts(role) {
+			t.Run(role+"/"+prompt, func(t *testing.T) {
+				s, err := lib.Current().Settings("x.acme.137.protocol6022.eth", role, prompt)
+				if err != nil {
+					t.Fatal(err)
+				}
+				wantJSON := role == RoleExpert && prompt == PromptContextNotFound
+				if gotJSON := s.JSON != nil && *s.JSON; gotJSON != wantJSON {
+					t.Errorf("json = %v, want %v", gotJSON, wantJSON)
+				}
+			})
+		}
+	}
+}
+
+func TestCheckBuiltinIsClean(t *testing.T) {
+	r := Check("", CheckOptions{})
+	for _, p := range append(r.Errors, r.Warnings...) {
+		t.Errorf("%s", p)
+	}
+	if !r.OK() {
+		t.Error("OK() = false")
+	}
+}
