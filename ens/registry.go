@@ -55,7 +55,7 @@ func (r *registryResolver) resolve(ctx context.Context, n Name) (Agent, error) {
 	}
 	var ref struct {
 		Collection common.Address
-		TokenId    *big.Int //nolint:revive // the ABI output name decides the field name
+		TokenId    *big.Int // named after the ABI output "tokenId"
 	}
 	var node common.Hash
 	for _, form := range n.Forms {
