@@ -112,7 +112,8 @@ func attemptedNames(text string, bases []string) []string {
 			break
 		}
 		tok := low[i:j]
-		at := i > 0 && low[i-1] == '@'
+		// "@name.eth", but not an e-mail address.
+		at := i > 0 && low[i-1] == '@' && (i == 1 || !isLabelByte(low[i-2]) && low[i-2] != '.' && low[i-2] != '_')
 		if mentionEnds(low, j) && !seen[tok] && (agentShaped(tok, bases) || at && ethShaped(tok)) {
 			seen[tok] = true
 			out = append(out, tok)

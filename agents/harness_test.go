@@ -1,0 +1,419 @@
+package agents
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/conclavehq/conclave/agents/llm"
+	"github.com/conclavehq/conclave/ens"
+	"github.com/conclavehq/conclave/memory"
+	"github.com/conclavehq/conclave/templates"
+)
+
+// The claims desk used across tests.
+const (
+	elen  = "elen.acme.137.protocol6022.eth" // facilitator
+	cora  = "cora.acme.137.protocol6022.eth" // expert: claims
+	paul  = "paul.acme.137.protocol6022.eth" // expert: policies
+	tina  = "tina.acme.137.protocol6022.eth" // human agent
+	twin  = "twin.acme.137.protocol6022.eth" // clone of tina
+	solo  = "solo.acme.137.protocol6022.eth" // expert registered nowhere by default
+	team  = "T1"
+	chanA = "C1"
+)
+
+func testAgents() map[string]ens.Agent {
+	mk := func(name, ensName string, role ens.Role) ens.Agent {
+		return ens.Agent{Name: name, EnsDomain: ensName, Role: role, Owner: "0xOwner",
+			Addresses: map[string]string{"evm": "0x1"}, Attributes: map[string]string{"role": string(role)}}
+	}
+	tw := mk("Tina's twin", twin, ens.RoleClone)
+	tw.CloneOf = tina
+	return map[string]ens.Agent{
+		elen: mk("Elen", elen, ens.RoleFacilitator),
+		cora: mk("Cora", cora, ens.RoleExpert),
+		paul: mk("Paul", paul, ens.RoleExpert),
+		tina: mk("Tina", tina, ens.RoleHuman),
+		twin: tw,
+		solo: mk("Solo", solo, ens.RoleExpert),
+	}
+}
+
+// fakeResolver knows a fixed set of agents.
+type fakeResolver struct{ agents map[string]ens.Agent }
+
+func (r fakeResolver) Resolve(_ context.Context, name string) (ens.Agent, error) {
+	if a, ok := r.agents[strings.ToLower(name)]; ok {
+		return a, nil
+	}
+	return ens.Agent{}, fmt.Errorf("resolve %q: %w", name, ens.ErrNotFound)
+}
+
+// fakeClock is a settable clock.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) Add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+// fakeChat is Slack as the engine sees it: posts get increasing ts.
+type fakeChat struct {
+	mu        sync.Mutex
+	seq       int
+	posts     []Reply
+	postTS    []string
+	ephemeral []string // "channel user text"
+	reactions map[string]map[string]bool
+	history   []Event
+	// failPost makes the next PostReply calls fail; lostPost makes them
+	// post and then fail (an uncertain outcome).
+	failPost, lostPost int
+}
+
+func newFakeChat() *fakeChat { return &fakeChat{reactions: make(map[string]map[string]bool)} }
+
+func (f *fakeChat) PostReply(_ context.Context, r Reply) (string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.failPost > 0 {
+		f.failPost--
+		return "", errors.New("slack is down")
+	}
+	f.seq++
+	ts := fmt.Sprintf("1800000000.%06d", f.seq)
+	f.posts = append(f.posts, r)
+	f.postTS = append(f.postTS, ts)
+	if f.lostPost > 0 {
+		f.lostPost--
+		return "", errors.New("connection reset")
+	}
+	return ts, nil
+}
+
+func (f *fakeChat) PostEphemeral(_ context.Context, channel, user, text string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.ephemeral = append(f.ephemeral, channel+" "+user+" "+text)
+	return nil
+}
+
+func (f *fakeChat) AddReaction(_ context.Context, channel, ts, name string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.reactions[ts] == nil {
+		f.reactions[ts] = make(map[string]bool)
+	}
+	f.reactions[ts][name] = true
+	return nil
+}
+
+func (f *fakeChat) RemoveReaction(_ context.Context, channel, ts, name string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.reactions[ts], name)
+	return nil
+}
+
+func (f *fakeChat) FindTurnPost(_ context.Context, channel, threadTS, turnID string) (string, bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i, p := range f.posts {
+		if p.TurnID == turnID {
+			return f.postTS[i], true, nil
+		}
+	}
+	return "", false, nil
+}
+
+func (f *fakeChat) ThreadHistory(_ context.Context, channel, threadTS string, limit int) ([]Event, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.history), nil
+}
+
+func (f *fakeChat) ChannelDescription(context.Context, string) (string, error) {
+	return "Claims desk", nil
+}
+
+// texts returns the posted texts, in order.
+func (f *fakeChat) texts() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	for _, p := range f.posts {
+		out = append(out, p.Username+": "+p.Text)
+	}
+	return out
+}
+
+func (f *fakeChat) reacted(ts, name string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.reactions[ts][name]
+}
+
+// anyReaction reports whether some message still carries name.
+func (f *fakeChat) anyReaction(name string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, r := range f.reactions {
+		if r[name] {
+			return true
+		}
+	}
+	return false
+}
+
+// fakeModel answers from per-agent, per-prompt scripts and records every
+// request. An agent with no script left answers "<Name-less agent> ok".
+type fakeModel struct {
+	mu       sync.Mutex
+	scripts  map[string][]any // agent|prompt → string, llm.Response or error
+	fallback func(r llm.Request) (llm.Response, error)
+	requests []llm.Request
+	profiles map[string]llm.Profile
+}
+
+func newFakeModel() *fakeModel {
+	return &fakeModel{scripts: make(map[string][]any), profiles: map[string]llm.Profile{"": {Name: ""}, "cheap": {Name: "cheap"}}}
+}
+
+// on queues answers for an agent's prompt.
+func (m *fakeModel) on(agent, prompt string, answers ...any) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.scripts[agent+"|"+prompt] = append(m.scripts[agent+"|"+prompt], answers...)
+}
+
+func (m *fakeModel) Profile(name string) (llm.Profile, error) {
+	if p, ok := m.profiles[name]; ok {
+		return p, nil
+	}
+	return llm.Profile{}, fmt.Errorf("%w %q", llm.ErrUnknownProfile, name)
+}
+
+func (m *fakeModel) Complete(_ context.Context, r llm.Request) (llm.Response, error) {
+	m.mu.Lock()
+	m.requests = append(m.requests, r)
+	key := r.Agent + "|" + r.Prompt
+	var answer any
+	if q := m.scripts[key]; len(q) > 0 {
+		answer, m.scripts[key] = q[0], q[1:]
+	}
+	fallback := m.fallback
+	m.mu.Unlock()
+	switch a := answer.(type) {
+	case string:
+		return llm.Response{Content: a, FinishReason: "stop", PromptTokens: 10, CompletionTokens: 5}, nil
+	case llm.Response:
+		return a, nil
+	case error:
+		return llm.Response{}, a
+	}
+	if fallback != nil {
+		return fallback(r)
+	}
+	if r.Prompt == templates.PromptContextNotFound {
+		return llm.Response{Content: `{"session": "", "message": ""}`}, nil
+	}
+	return llm.Response{Content: firstLabel(r.Agent) + " ok", FinishReason: "stop"}, nil
+}
+
+// calls returns the requests made for an agent's prompt.
+func (m *fakeModel) calls(agent, prompt string) []llm.Request {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []llm.Request
+	for _, r := range m.requests {
+		if (agent == "" || r.Agent == agent) && (prompt == "" || r.Prompt == prompt) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// fakePrompts renders prompts as one line that shows the fields a test
+// asserts on.
+type fakePrompts struct {
+	fail map[string]error // by agent
+}
+
+func (p fakePrompts) Render(agentENS, role, prompt string, d templates.Data) (string, error) {
+	if err := p.fail[agentENS]; err != nil {
+		return "", err
+	}
+	if prompt == templates.PromptSystem {
+		return "system of " + agentENS, nil
+	}
+	var members []string
+	for _, m := range d.ChannelMembers {
+		members = append(members, m.Name())
+	}
+	return fmt.Sprintf("%s|count=%d|session=%s|initial=%s|latest=%s|members=%s",
+		prompt, d.ConversationMessageCount, d.MemorySessionId, d.InitialRequest.Content, d.LatestRequest.Content,
+		strings.Join(members, ",")), nil
+}
+
+func (fakePrompts) Settings(agentENS, role, prompt string) (templates.Settings, error) {
+	return templates.Settings{}, nil
+}
+
+// rig is an engine on the in-process store with fakes around it.
+type rig struct {
+	t      *testing.T
+	store  *memory.InProcess
+	chat   *fakeChat
+	model  *fakeModel
+	clock  *fakeClock
+	agents map[string]ens.Agent
+	opts   Options
+	e      *Engine
+	seq    int
+}
+
+func newRig(t *testing.T, configure ...func(*rig)) *rig {
+	t.Helper()
+	clock := &fakeClock{now: time.Date(2027, 3, 1, 9, 0, 0, 0, time.UTC)}
+	r := &rig{
+		t:      t,
+		store:  memory.NewInProcess(memory.Options{Now: clock.Now}),
+		chat:   newFakeChat(),
+		model:  newFakeModel(),
+		clock:  clock,
+		agents: testAgents(),
+		opts: Options{
+			Timeout:   10 * time.Minute,
+			Channels:  []ChannelConfig{{ID: chanA, Agents: []string{elen, cora, paul}}},
+			BotUserID: "UBOT",
+		},
+	}
+	var prompts Prompts = fakePrompts{}
+	for _, f := range configure {
+		f(r)
+	}
+	if r.e == nil {
+		r.e = r.engine(prompts)
+	}
+	t.Cleanup(func() { r.store.Close() })
+	return r
+}
+
+// engine builds an engine over the rig's parts.
+func (r *rig) engine(p Prompts) *Engine {
+	return New(r.opts, Deps{
+		Store:    r.store,
+		Chat:     r.chat,
+		Model:    r.model,
+		Prompts:  func() Prompts { return p },
+		Resolver: fakeResolver{r.agents},
+		Now:      r.clock.Now,
+	})
+}
+
+// withBuiltinTemplates uses the prompts shipped in the binary.
+func withBuiltinTemplates(r *rig) {
+	lib, err := templates.Open("", templates.Options{Clock: r.clock.Now})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	r.e = r.engine(lib.Current())
+}
+
+// nextTS returns a fresh Slack ts, later than every earlier one.
+func (r *rig) nextTS() string {
+	r.seq++
+	r.clock.Add(time.Second)
+	return fmt.Sprintf("1700000000.%06d", r.seq*100)
+}
+
+// send records a message event: thread "" is a new top-level message.
+func (r *rig) send(thread, user, name, text string) Event {
+	r.t.Helper()
+	ev := Event{ID: "Ev" + fmt.Sprint(r.seq+1), Kind: EventMessage, Team: team, Channel: chanA, TS: r.nextTS(),
+		ThreadTS: thread, UserID: user, UserName: name, Raw: text, Text: text, At: r.clock.Now()}
+	if err := r.e.Handle(context.Background(), ev); err != nil {
+		r.t.Fatalf("Handle: %v", err)
+	}
+	return ev
+}
+
+// settle runs the due work until there is none, synchronously.
+func (r *rig) settle() {
+	r.t.Helper()
+	settleEngines(r.t, r.store, r.clock, r.e)
+}
+
+func settleEngines(t *testing.T, store memory.Store, clock *fakeClock, engines ...*Engine) {
+	t.Helper()
+	ctx := context.Background()
+	for range 500 {
+		ids, err := store.Due(ctx, clock.Now(), 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ids) == 0 {
+			return
+		}
+		for i, id := range ids {
+			engines[i%len(engines)].process(ctx, ctx, id)
+		}
+	}
+	t.Fatal("the engine did not settle")
+}
+
+// state reads a conversation's engine state.
+func (r *rig) state(thread string) *convState {
+	r.t.Helper()
+	snap, err := r.store.Snapshot(context.Background(), ConversationID(team, chanA, thread))
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	st, err := decodeState(snap.Conversation.State)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return st
+}
+
+// messages reads a conversation's stored messages.
+func (r *rig) messages(thread string) []memory.Message {
+	r.t.Helper()
+	snap, err := r.store.Snapshot(context.Background(), ConversationID(team, chanA, thread))
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return snap.Messages
+}
+
+// lastUser returns the final user message of a request (the phase prompt).
+func lastUser(r llm.Request) string { return r.Messages[len(r.Messages)-1].Content }
+
+// contents lists a request's message contents, "role: content".
+func contents(r llm.Request) []string {
+	var out []string
+	for _, m := range r.Messages {
+		out = append(out, m.Role+": "+m.Content)
+	}
+	return out
+}
+
+func threading(session, message string) string {
+	return fmt.Sprintf(`{"session": %q, "message": %q}`, session, message)
+}
