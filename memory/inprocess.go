@@ -367,7 +367,10 @@ func (s *InProcess) appendSession(a SessionAppend) {
 	}
 	entries := append(ns[a.Key], a.Entries...)
 	if over := len(entries) - s.opts.MaxSessionMessages; over > 0 {
-		entries = slices.Clone(entries[over:])
+		// Reslice rather than copy: the next append that outgrows the
+		// array copies only the kept entries, so the bound costs nothing
+		// per append.
+		entries = entries[over:]
 	}
 	ns[a.Key] = entries
 }

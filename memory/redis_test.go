@@ -28,7 +28,7 @@ func redisFactory(url string, adjust func(*memory.Redis)) storetest.Factory {
 	}
 }
 
-func openRedis(t *testing.T, db redistest.DB, o memory.Options, adjust func(*memory.Redis)) *memory.Redis {
+func openRedis(t testing.TB, db redistest.DB, o memory.Options, adjust func(*memory.Redis)) *memory.Redis {
 	t.Helper()
 	s, err := memory.NewRedis(t.Context(), memory.RedisOptions{
 		URL: db.URL, KeyPrefix: db.Prefix,
@@ -59,7 +59,7 @@ func TestRedisCluster(t *testing.T) {
 	storetest.Run(t, redisFactory(redistest.Cluster(t), nil))
 }
 
-func newTestRedis(t *testing.T) (*memory.Redis, redistest.DB) {
+func newTestRedis(t testing.TB) (*memory.Redis, redistest.DB) {
 	t.Helper()
 	db := redistest.New(t)
 	return openRedis(t, db, memory.Options{}, nil), db
