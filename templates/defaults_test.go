@@ -34,8 +34,8 @@ func TestBuiltinPromptsGolden(t *testing.T) {
 func TestBuiltinPromptsRenderSparseData(t *testing.T) {
 	lib := open(t, "")
 	sparse := map[string]Data{
-		"zero":        {},
-		"only itself": {ChannelMembers: []Member{Agent(AgentInfo{Name: "Solo", EnsDomain: "solo.acme.137.protocol6022.eth"})}},
+		"zero":         {},
+		"only itself":  {ChannelMembers: []Member{Agent(AgentInfo{Name: "Solo", EnsDomain: "solo.acme.137.protocol6022.eth"})}},
 		"person first": {ChannelMembers: []Member{Person("Pat")}, LatestRequest: Request{Content: "hi", Author: Person("Pat")}},
 	}
 	for name, d := range sparse {

@@ -42,6 +42,22 @@ type testCase struct {
 	order   []string
 }
 
+// runCases runs f as a subtest for each case file in dir, with the path
+// of its golden file.
+func runCases(t *testing.T, dir string, f func(t *testing.T, c testCase, goldenPath string)) {
+	t.Helper()
+	paths, err := filepath.Glob(filepath.Join(dir, "*.txt"))
+	if err != nil || len(paths) == 0 {
+		t.Fatalf("no cases in %s: %v", dir, err)
+	}
+	for _, path := range paths {
+		base := strings.TrimSuffix(path, ".txt")
+		t.Run(filepath.Base(base), func(t *testing.T) {
+			f(t, readCase(t, path), base+".golden")
+		})
+	}
+}
+
 func readCase(t *testing.T, path string) testCase {
 	t.Helper()
 	data, err := os.ReadFile(path)

@@ -29,7 +29,11 @@ func decodeSettings(name string, body []byte) (Settings, error) {
 		return Settings{}, errors.Join(errs...)
 	case errors.As(err, &decode):
 		line, _ := decode.Position()
-		return Settings{}, &Error{File: name, Line: line, Message: strings.TrimPrefix(decode.Error(), "toml: "), err: err}
+		msg := strings.TrimPrefix(decode.Error(), "toml: ")
+		if m := typeErrorRE.FindStringSubmatch(msg); m != nil {
+			msg = fmt.Sprintf("%s must be %s, not a TOML %s", strings.Join(decode.Key(), "."), tomlTypeNames[m[2]], m[1])
+		}
+		return Settings{}, &Error{File: name, Line: line, Message: msg, err: err}
 	case err != nil:
 		return Settings{}, &Error{File: name, Message: err.Error(), err: err}
 	}
@@ -51,6 +55,10 @@ func decodeSettings(name string, body []byte) (Settings, error) {
 	}
 	return s, nil
 }
+
+var typeErrorRE = regexp.MustCompile(`^cannot decode TOML (\w+) into struct field \S+ of type \*?(\w+)`)
+
+var tomlTypeNames = map[string]string{"string": "a string", "float64": "a number", "int": "an integer", "bool": "true or false"}
 
 const settingsKeys = "llm_profile, model, temperature, max_tokens, max_input_tokens, include_history, json"
 

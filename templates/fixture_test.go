@@ -1,0 +1,102 @@
+package templates
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestBuiltinFixture(t *testing.T) {
+	f := BuiltinFixture()
+	d := f.Data
+	if len(d.ChannelMembers) != 5 || !d.ChannelMembers[0].IsAgent() || d.ChannelMembers[4].IsAgent() {
+		t.Fatalf("members: %+v", d.ChannelMembers)
+	}
+	if d.InitialRequest.Author.IsAgent() || !d.LatestRequest.Author.IsAgent() {
+		t.Error("want a person's initial request and an agent's latest")
+	}
+	if a, ok := d.LatestRequest.Author.AgentInfo(); !ok || a.EnsDomain != "elen.acme.137.protocol6022.eth" {
+		t.Errorf("latest author: %+v", a)
+	}
+	if len(f.Messages) != 2 || len(f.SessionHistory) != 2 || f.Messages[1].Author.Name() != "Elen" {
+		t.Errorf("messages %+v, history %+v", f.Messages, f.SessionHistory)
+	}
+}
+
+func TestLoadFixture(t *testing.T) {
+	f, err := LoadFixture("testdata/examples-fixture.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Role != RoleClone || f.Name != "testdata/examples-fixture.json" || f.Data.LatestRequest.Author.Name() != "Bea Novak" {
+		t.Errorf("fixture: %+v", f)
+	}
+	if _, err := LoadFixture(filepath.Join(t.TempDir(), "missing.json")); !os.IsNotExist(unwrapAll(err)) {
+		t.Errorf("missing file: %v", err)
+	}
+}
+
+func unwrapAll(err error) error {
+	for {
+		u, ok := err.(interface{ Unwrap() error })
+		if !ok || u.Unwrap() == nil {
+			return err
+		}
+		err = u.Unwrap()
+	}
+}
+
+func TestParseFixtureErrors(t *testing.T) {
+	tests := []struct {
+		name, body, want string
+	}{
+		{"syntax error names the line", "{\n  \"role\": \"expert\",\n  oops\n}", "f.json:3: invalid character"},
+		{"wrong type names the line", "{\n\"ConversationMessageCount\": \"two\"\n}", "f.json:2: json: cannot unmarshal string"},
+		{"unknown key", `{"Conversation": "x"}`, `unknown field "Conversation"`},
+		{"unknown member key", `{"ChannelMembers": [{"Name": "x", "Role": "expert"}]}`, `unknown field "Role"`},
+		{"role without prompts", `{"role": "human"}`, `role "human" has no prompts`},
+		{"person with agent fields", `{"ChannelMembers": [{"Name": "Pat", "EnsDomain": "pat.eth"}]}`, `ChannelMembers[0]: member "Pat" has agent fields but IsAgent is false`},
+		{"author naming no member", `{"LatestRequest": {"Content": "hi", "Author": "Nobody"}}`, `LatestRequest: author "Nobody" is not the Name or EnsDomain of a channel member`},
+		{"message author naming no member", `{"messages": [{"author": "Nobody", "content": "hi"}]}`, `messages[0]: author "Nobody"`},
+		{"history role", `{"session_history": [{"role": "tool", "content": "x"}]}`, `session_history[0]: role "tool" is not user, assistant or system`},
+		{"attribute not a string", `{"ChannelMembers": [{"Name": "A", "IsAgent": true, "Attributes": {"n": 1}}]}`, "cannot unmarshal number"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := ParseFixture("f.json", []byte(tt.body))
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("error %v, want one containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// Authors may be given inline, or by the Name or EnsDomain of a member.
+func TestParseFixtureAuthors(t *testing.T) {
+	body := `{
+  "ChannelMembers": [
+    {"Name": "Kim", "IsAgent": true, "EnsDomain": "kim.acme.137.protocol6022.eth"},
+    {"Name": "Pat"}
+  ],
+  "InitialRequest": {"Content": "a", "Author": {"Name": "Guest"}},
+  "LatestRequest": {"Content": "b", "Author": "KIM.acme.137.protocol6022.eth"},
+  "messages": [{"author": "Pat", "content": "c"}, {"author": {"Name": "Bot", "IsAgent": true, "EnsDomain": "bot.eth"}, "content": "d"}]
+}`
+	f, err := ParseFixture("f.json", []byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := []string{
+		f.Data.InitialRequest.Author.Name(),
+		f.Data.LatestRequest.Author.Name(),
+		f.Messages[0].Author.Name(),
+		f.Messages[1].Author.Name(),
+	}
+	if want := "Guest Kim Pat Bot"; strings.Join(got, " ") != want {
+		t.Errorf("authors %v, want %s", got, want)
+	}
+	if !f.Data.LatestRequest.Author.IsAgent() || f.Data.InitialRequest.Author.IsAgent() || !f.Messages[1].Author.IsAgent() {
+		t.Error("agent flags lost")
+	}
+}

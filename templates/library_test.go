@@ -1,0 +1,382 @@
+package templates
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+const testAgent = "claudine.acme.137.protocol6022.eth"
+
+// renderSystem renders the expert system prompt of testAgent with the
+// built-in fixture.
+func renderSystem(t *testing.T, s *Set) string {
+	t.Helper()
+	got, err := s.Render(testAgent, RoleExpert, PromptSystem, BuiltinFixture().Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+func TestOpenMissingDir(t *testing.T) {
+	_, err := Open(filepath.Join(t.TempDir(), "nope"), Options{})
+	if !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("err = %v, want fs.ErrNotExist", err)
+	}
+}
+
+func TestOpenEmptyDirUsesBuiltins(t *testing.T) {
+	want := renderSystem(t, open(t, "").Current())
+	if got := renderSystem(t, open(t, t.TempDir()).Current()); got != want {
+		t.Errorf("empty repository renders\n%s\nwant the built-in\n%s", got, want)
+	}
+}
+
+func TestOpenStartsNoGoroutine(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "expert/system.tmpl"), "v1.")
+	before := runtime.NumGoroutine()
+	open(t, dir)
+	if after := runtime.NumGoroutine(); after > before {
+		t.Errorf("goroutines: %d before Open, %d after", before, after)
+	}
+}
+
+// A Set is immutable: a turn that holds one keeps rendering with it after
+// a reload.
+func TestReloadSwapsWhileHeldSetStays(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "expert/system.tmpl")
+	writeFile(t, path, "version one.")
+	lib := open(t, dir)
+	held := lib.Current()
+	writeFile(t, path, "version two.")
+	if err := lib.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if got := renderSystem(t, held); got != "version one." {
+		t.Errorf("held set renders %q, want version one.", got)
+	}
+	if got := renderSystem(t, lib.Current()); got != "version two." {
+		t.Errorf("current set renders %q, want version two.", got)
+	}
+}
+
+func TestReloadKeepsSetWhenDirIsGone(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "repo")
+	writeFile(t, filepath.Join(dir, "expert/system.tmpl"), "kept.")
+	lib := open(t, dir)
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := lib.Reload(); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("Reload err = %v, want fs.ErrNotExist", err)
+	}
+	if got := renderSystem(t, lib.Current()); got != "kept." {
+		t.Errorf("renders %q, want kept.", got)
+	}
+}
+
+// TestPollSeesChanges drives one poll after each kind of change, as Run
+// does every second.
+func TestPollSeesChanges(t *testing.T) {
+	tests := []struct {
+		name   string
+		setup  func(t *testing.T, root string) string // returns the repository dir
+		change func(t *testing.T, root string)
+		want   string // rendered after the change; "" means the built-in
+	}{
+		{
+			name: "edit",
+			setup: func(t *testing.T, root string) string {
+				writeFile(t, filepath.Join(root, "expert/system.tmpl"), "before.")
+				return root
+			},
+			change: func(t *testing.T, root string) {
+				writeFile(t, filepath.Join(root, "expert/system.tmpl"), "after, longer.")
+			},
+			want: "after, longer.",
+		},
+		{
+			name: "same size and time, other content",
+			setup: func(t *testing.T, root string) string {
+				writeFile(t, filepath.Join(root, "expert/system.tmpl"), "aaaa.")
+				return root
+			},
+			change: func(t *testing.T, root string) {
+				path := filepath.Join(root, "expert/system.tmpl")
+				info, err := os.Stat(path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				writeFile(t, path, "bbbb.")
+				if err := os.Chtimes(path, info.ModTime(), info.ModTime()); err != nil {
+					t.Fatal(err)
+				}
+			},
+			want: "bbbb.",
+		},
+		{
+			name: "file added",
+			setup: func(t *testing.T, root string) string {
+				writeFile(t, filepath.Join(root, "clone/system.tmpl"), "clone.")
+				return root
+			},
+			change: func(t *testing.T, root string) {
+				writeFile(t, filepath.Join(root, "all/system.tmpl"), "added.")
+			},
+			want: "added.",
+		},
+		{
+			name: "file removed",
+			setup: func(t *testing.T, root string) string {
+				writeFile(t, filepath.Join(root, "expert/system.tmpl"), "removed soon.")
+				return root
+			},
+			change: func(t *testing.T, root string) {
+				if err := os.Remove(filepath.Join(root, "expert/system.tmpl")); err != nil {
+					t.Fatal(err)
+				}
+			},
+			want: "",
+		},
+		{
+			name: "git-sync swaps the repository link",
+			setup: func(t *testing.T, root string) string {
+				writeFile(t, filepath.Join(root, "rev1/expert/system.tmpl"), "revision one.")
+				writeFile(t, filepath.Join(root, "rev2/expert/system.tmpl"), "revision two.")
+				symlink(t, "rev1", filepath.Join(root, "repo"))
+				return filepath.Join(root, "repo")
+			},
+			change: func(t *testing.T, root string) {
+				swapLink(t, "rev2", filepath.Join(root, "repo"))
+			},
+			want: "revision two.",
+		},
+		{
+			name: "Kubernetes swaps ..data",
+			setup: func(t *testing.T, root string) string {
+				writeFile(t, filepath.Join(root, "..2025_01/expert/system.tmpl"), "volume one.")
+				writeFile(t, filepath.Join(root, "..2025_02/expert/system.tmpl"), "volume two.")
+				symlink(t, "..2025_01", filepath.Join(root, "..data"))
+				symlink(t, "..data/expert", filepath.Join(root, "expert"))
+				return root
+			},
+			change: func(t *testing.T, root string) {
+				swapLink(t, "..2025_02", filepath.Join(root, "..data"))
+			},
+			want: "volume two.",
+		},
+	}
+	builtin := renderSystem(t, open(t, "").Current())
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			root := t.TempDir()
+			lib := open(t, tt.setup(t, root))
+			lib.poll()
+			if got := lib.Current(); got.files == nil {
+				t.Fatal("no files recorded")
+			}
+			unchanged := lib.Current()
+			lib.poll()
+			if lib.Current() != unchanged {
+				t.Error("a poll without change swapped the set")
+			}
+			tt.change(t, root)
+			lib.poll()
+			want := tt.want
+			if want == "" {
+				want = builtin
+			}
+			if got := renderSystem(t, lib.Current()); got != want {
+				t.Errorf("after the change renders %q, want %q", got, want)
+			}
+		})
+	}
+}
+
+func symlink(t *testing.T, target, link string) {
+	t.Helper()
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// swapLink points link at target atomically, as git-sync and the kubelet
+// do: a new link renamed over the old one.
+func swapLink(t *testing.T, target, link string) {
+	t.Helper()
+	tmp := link + ".tmp"
+	symlink(t, target, tmp)
+	if err := os.Rename(tmp, link); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// countingHandler counts log records by level.
+type countingHandler struct {
+	mu     sync.Mutex
+	counts map[slog.Level]int
+	msgs   []string
+}
+
+func (h *countingHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h *countingHandler) Handle(_ context.Context, r slog.Record) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.counts[r.Level]++
+	r.Attrs(func(a slog.Attr) bool {
+		h.msgs = append(h.msgs, r.Message+" "+a.Value.String())
+		return true
+	})
+	return nil
+}
+func (h *countingHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *countingHandler) WithGroup(string) slog.Handler      { return h }
+
+func (h *countingHandler) count(l slog.Level) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.counts[l]
+}
+
+func TestPollLogsAnUnreadableRepositoryOnce(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "repo")
+	writeFile(t, filepath.Join(dir, "expert/system.tmpl"), "kept.")
+	h := &countingHandler{counts: map[slog.Level]int{}}
+	lib, err := Open(dir, Options{Logger: slog.New(h)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		lib.poll()
+	}
+	if n := h.count(slog.LevelWarn); n != 1 {
+		t.Errorf("%d warnings for a vanished repository, want 1", n)
+	}
+	if got := renderSystem(t, lib.Current()); got != "kept." {
+		t.Errorf("renders %q, want the kept set", got)
+	}
+	writeFile(t, filepath.Join(dir, "expert/system.tmpl"), "back.")
+	lib.poll()
+	if got := renderSystem(t, lib.Current()); got != "back." {
+		t.Errorf("renders %q, want back.", got)
+	}
+}
+
+func TestProblemsAreListedAndLogged(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "expert/system.tmpl"), "fine.\n{{if}}")
+	writeFile(t, filepath.Join(dir, "expert/default.tmpl"), "misplaced.")
+	writeFile(t, filepath.Join(dir, "all/system.toml"), "colour = 1")
+	h := &countingHandler{counts: map[slog.Level]int{}}
+	lib, err := Open(dir, Options{Logger: slog.New(h)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, p := range lib.Current().Problems() {
+		got = append(got, strings.ReplaceAll(p.Error(), dir, "$DIR"))
+	}
+	want := []string{
+		`$DIR/all/system.toml:1: unknown key "colour" (keys: ` + settingsKeys + `)`,
+		`$DIR/expert/default.tmpl: unknown file: expert has no prompt "default"; the prompts here are system, context-not-found, context-found`,
+		`$DIR/expert/system.tmpl:2: missing value for if`,
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("problems:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if n := h.count(slog.LevelWarn); n != len(want) {
+		t.Errorf("%d warnings logged, want %d", n, len(want))
+	}
+}
+
+func TestRunFollowsChangesAndStops(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "expert/system.tmpl")
+	writeFile(t, path, "first.")
+	lib := open(t, dir)
+	lib.interval = 10 * time.Millisecond
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- lib.Run(ctx) }()
+	stopped := false
+	t.Cleanup(func() {
+		if !stopped {
+			cancel()
+			<-done
+		}
+	})
+
+	writeFile(t, path, "second, picked up by Run.")
+	deadline := time.Now().Add(20 * time.Second) // a bound for a broken Run, not a speed check
+	for renderSystem(t, lib.Current()) != "second, picked up by Run." {
+		if time.Now().After(deadline) {
+			t.Fatal("Run never picked up the change")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	err := <-done
+	stopped = true
+	if err != nil {
+		t.Errorf("Run returned %v, want nil", err)
+	}
+}
+
+func TestRunWithoutRepositoryWaitsForContext(t *testing.T) {
+	lib := open(t, "")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := lib.Run(ctx); err != nil {
+		t.Errorf("Run = %v, want nil", err)
+	}
+	if err := lib.Reload(); err != nil {
+		t.Errorf("Reload without a repository = %v, want nil", err)
+	}
+}
+
+// Turns render while reloads swap sets: run with -race.
+func TestRenderDuringReloads(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "expert/system.tmpl")
+	writeFile(t, path, "v0 {{.MemorySessionId}}.")
+	lib := open(t, dir)
+	d := BuiltinFixture().Data
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for range 4 {
+		wg.Go(func() {
+			for range 200 {
+				got, err := lib.Current().Render(testAgent, RoleExpert, PromptSystem, d)
+				if err != nil || !strings.HasSuffix(got, " C45653.") {
+					errs <- errors.Join(err, errors.New("unexpected render: "+got))
+					return
+				}
+			}
+		})
+	}
+	for i := range 20 {
+		writeFile(t, path, "v"+strings.Repeat("x", i)+" {{.MemorySessionId}}.")
+		if err := lib.Reload(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}

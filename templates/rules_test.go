@@ -1,0 +1,104 @@
+package templates
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestCollapseControls(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"plain text", "plain text"},
+		{"a\nb", "a b"},
+		{"a\r\n\t\tb", "a b"},
+		{"a \n b", "a   b"},
+		{"a\u2028b\u2029c", "a b c"},
+		{"a\x00\x1f\x7f\u0080\u009fb", "a b"},
+		{"\nedges\n", " edges "},
+		{"bad \xff\xfe utf-8\n", "bad \xff\xfe utf-8 "},
+		{"no-break\u00a0space and\u200bzero-width", "no-break\u00a0space and\u200bzero-width"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			if got := collapseControls(tt.in); got != tt.want {
+				t.Errorf("collapseControls(%q) = %q, want %q", tt.in, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestFunctions(t *testing.T) {
+	members := []memberView{personView("Ann"), agentView(AgentInfo{Name: "Bo"})}
+	tests := []struct {
+		name string
+		got  any
+		want any
+	}{
+		{"join members", must(join(", ", members)), "Ann, Bo"},
+		{"join strings", must(join("-", []string{"a", "b"})), "a-b"},
+		{"join any", must(join(" ", []any{1, "x", nil})), "1 x <no value>"},
+		{"join string", must(join(",", "solo")), "solo"},
+		{"join nothing", must(join(",", nil)), noValue},
+		{"truncate", truncate(3, "abcdef"), "abc"},
+		{"truncate runes", truncate(2, "éèà"), "éè"},
+		{"truncate from the end", truncate(-2, "abcdef"), "ef"},
+		{"truncate longer", truncate(10, "abc"), "abc"},
+		{"truncate longer from the end", truncate(-10, "abc"), "abc"},
+		{"truncate zero", truncate(0, "abc"), ""},
+		{"truncate a number", truncate(2, 12345), "12"},
+		{"truncate nothing", truncate(2, nil), noValue},
+		{"default on nil", defaultValue("d", nil), "d"},
+		{"default on empty string", defaultValue("d", ""), "d"},
+		{"default on zero", defaultValue("d", 0), "d"},
+		{"default on false", defaultValue("d", false), "d"},
+		{"default on empty list", defaultValue("d", []memberView{}), "d"},
+		{"default on value", defaultValue("d", "v"), "v"},
+		{"default on true", defaultValue("d", true), true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.got != tt.want {
+				t.Errorf("got %#v, want %#v", tt.got, tt.want)
+			}
+		})
+	}
+	if _, err := join(",", 3); err == nil || !strings.Contains(err.Error(), "join needs a list") {
+		t.Errorf("join of a number: %v", err)
+	}
+	clock := func() time.Time { return time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC) }
+	if got := funcMap(clock)["now"].(func() time.Time)(); !got.Equal(clock()) {
+		t.Errorf("now = %v, want the injected clock", got)
+	}
+}
+
+func must(s string, err error) string {
+	if err != nil {
+		panic(err)
+	}
+	return s
+}
+
+// The function set is closed: nothing reads files, the network or the
+// environment.
+func TestFunctionSet(t *testing.T) {
+	var names []string
+	for name := range funcMap(time.Now) {
+		names = append(names, name)
+	}
+	if got, want := strings.Join(slices.Sorted(slices.Values(names)), " "), "default join lower now trim truncate upper"; got != want {
+		t.Errorf("functions %q, want %q", got, want)
+	}
+}
+
+// A member copied into a template keeps what it was built with, whatever
+// the caller does to its maps afterwards.
+func TestAgentCopiesItsMaps(t *testing.T) {
+	attrs := map[string]string{"role": "expert"}
+	m := Agent(AgentInfo{Name: "A", EnsDomain: "a.eth", Attributes: attrs})
+	attrs["role"] = "changed"
+	got, err := m.templateView().Attributes()
+	if err != nil || got["role"] != "expert" {
+		t.Errorf("attributes %v, %v", got, err)
+	}
+}
