@@ -503,6 +503,13 @@ func (c *convo) next(ctx context.Context) func(context.Context) error {
 	if st.Conclude != nil {
 		return c.concludeTurn
 	}
+	if st.Turns >= c.e.opts.MaxTurns {
+		return func(ctx context.Context) error {
+			c.log.Warn("max_turns reached; concluding", slog.Int("turns", st.Turns))
+			c.requestConclude(ctx, &concludeRequest{Reason: concludeByGuard})
+			return nil
+		}
+	}
 	var expired []humanCall
 	calls := st.Calls[:0]
 	for _, h := range st.Calls {
