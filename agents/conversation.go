@@ -53,8 +53,11 @@ func (e *Engine) step(ctx context.Context, lock memory.Lock) (bool, error) {
 	}
 	c.route(ctx)
 	act := c.next(ctx)
-	if act == nil {
-		return false, c.commit(ctx)
+	// The routing is committed before anything slow happens, so that a
+	// replica that dies or shuts down mid-turn leaves the work due for the
+	// others (and notices are not sent twice).
+	if err := c.commit(ctx); err != nil || act == nil {
+		return false, err
 	}
 	if err := act(ctx); err != nil {
 		return false, err
