@@ -103,7 +103,6 @@ func BenchmarkTurn(b *testing.B) {
 	})
 	b.Run("redis", func(b *testing.B) {
 		s, counter, _ := countingRedis(b)
-		defer s.Close()
 		counter.n.Store(0)
 		n := 0
 		for i := 0; b.Loop(); i++ {
@@ -121,7 +120,6 @@ func BenchmarkTurn(b *testing.B) {
 // replies), a 400-byte engine state and a deadline.
 func BenchmarkRedisConversationBytes(b *testing.B) {
 	s, _, db := countingRedis(b)
-	defer s.Close()
 	ctx := b.Context()
 	for i := range 10 {
 		if err := turn(ctx, s, i); err != nil {

@@ -92,7 +92,6 @@ var storeKinds = map[string]func(t *testing.T) memory.Store{
 	"in-process": func(t *testing.T) memory.Store { return memory.NewInProcess(memory.Options{}) },
 	"redis": func(t *testing.T) memory.Store {
 		s, _ := newTestRedis(t)
-		t.Cleanup(func() { s.Close() })
 		return s
 	},
 }

@@ -24,23 +24,12 @@ func redisFactory(url string, adjust func(*memory.Redis)) storetest.Factory {
 		} else {
 			db = redistest.WithPrefix(t, url)
 		}
-		return openRedis(t, db, o, adjust)
+		s := db.Store(t, o)
+		if adjust != nil {
+			adjust(s)
+		}
+		return s
 	}
-}
-
-func openRedis(t testing.TB, db redistest.DB, o memory.Options, adjust func(*memory.Redis)) *memory.Redis {
-	t.Helper()
-	s, err := memory.NewRedis(t.Context(), memory.RedisOptions{
-		URL: db.URL, KeyPrefix: db.Prefix,
-		MaxSessionMessages: o.MaxSessionMessages, ConversationTTL: o.ConversationTTL, Now: o.Now,
-	})
-	if err != nil {
-		t.Fatalf("NewRedis: %v", err)
-	}
-	if adjust != nil {
-		adjust(s)
-	}
-	return s
 }
 
 func TestRedis(t *testing.T) {
@@ -59,15 +48,20 @@ func TestRedisCluster(t *testing.T) {
 	storetest.Run(t, redisFactory(redistest.Cluster(t), nil))
 }
 
+// TestRedisSentinel runs the suite through a local Sentinel (opt-in:
+// CONCLAVE_REDIS_SENTINEL=1).
+func TestRedisSentinel(t *testing.T) {
+	storetest.Run(t, redisFactory(redistest.Sentinel(t), nil))
+}
+
 func newTestRedis(t testing.TB) (*memory.Redis, redistest.DB) {
 	t.Helper()
 	db := redistest.New(t)
-	return openRedis(t, db, memory.Options{}, nil), db
+	return db.Store(t, memory.Options{}), db
 }
 
 func TestRedisParkedCommitIsAppliedByLoad(t *testing.T) {
 	s, _ := newTestRedis(t)
-	t.Cleanup(func() { s.Close() })
 	s.ParkSessions()
 	ctx := t.Context()
 	l, err := s.AcquireLock(ctx, "c1", time.Minute)
@@ -105,7 +99,6 @@ func TestRedisParkedCommitIsAppliedByLoad(t *testing.T) {
 
 func TestRedisAppendOnce(t *testing.T) {
 	s, _ := newTestRedis(t)
-	t.Cleanup(func() { s.Close() })
 	a := memory.SessionAppend{Namespace: "x.eth", Key: "k", Entries: []memory.SessionEntry{{Role: "user", Content: "a"}}}
 	for range 3 {
 		if err := s.AppendOnce(t.Context(), a, "commit-1"); err != nil {
@@ -123,7 +116,6 @@ func TestRedisAppendOnce(t *testing.T) {
 // and pairings for good.
 func TestRedisKeys(t *testing.T) {
 	s, db := newTestRedis(t)
-	t.Cleanup(func() { s.Close() })
 	ctx := t.Context()
 	conv := memory.Conversation{ID: "6f1c5e0e-0000-5000-8000-000000000001", Channel: "C1", ThreadTS: "1700000000.000100"}
 	if _, err := s.RecordMessage(ctx, conv, memory.Message{TS: "1700000000.000100", Text: "hi"}, "Ev1"); err != nil {
@@ -191,8 +183,7 @@ func TestRedisKeys(t *testing.T) {
 func TestRedisRestart(t *testing.T) {
 	srv := redistest.Start(t)
 	db := redistest.WithPrefix(t, srv.URL())
-	s := openRedis(t, db, memory.Options{}, nil)
-	t.Cleanup(func() { s.Close() })
+	s := db.Store(t, memory.Options{})
 	ctx := t.Context()
 	conv := memory.Conversation{ID: "c1", Channel: "C1", ThreadTS: "1700000000.000100"}
 	m := memory.Message{TS: "1700000000.000100", Text: "before"}

@@ -10,7 +10,9 @@
 //
 // Start runs a dedicated redis-server that a test may stop and restart
 // (with appendonly, so data survives a restart). Cluster starts a
-// three-node Redis Cluster, only when CONCLAVE_REDIS_CLUSTER is set.
+// three-node Redis Cluster, only when CONCLAVE_REDIS_CLUSTER is set, and
+// Sentinel a primary behind a Sentinel, only when CONCLAVE_REDIS_SENTINEL
+// is set.
 package redistest
 
 import (
@@ -32,14 +34,16 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/conclavehq/conclave/memory"
 	"github.com/conclavehq/conclave/memory/internal/redisurl"
 )
 
 // Environment variables the helpers read.
 const (
-	EnvURL     = "REDIS_URL"
-	EnvRequire = "CONCLAVE_REQUIRE_REDIS"
-	EnvCluster = "CONCLAVE_REDIS_CLUSTER"
+	EnvURL      = "REDIS_URL"
+	EnvRequire  = "CONCLAVE_REQUIRE_REDIS"
+	EnvCluster  = "CONCLAVE_REDIS_CLUSTER"
+	EnvSentinel = "CONCLAVE_REDIS_SENTINEL"
 )
 
 const localURL = "redis://127.0.0.1:6379"
@@ -70,6 +74,21 @@ func WithPrefix(t testing.TB, url string) DB {
 		}
 	})
 	return db
+}
+
+// Store opens a Redis store on db with o's bounds and clock, closed when t
+// ends.
+func (db DB) Store(t testing.TB, o memory.Options) *memory.Redis {
+	t.Helper()
+	s, err := memory.NewRedis(t.Context(), memory.RedisOptions{
+		URL: db.URL, KeyPrefix: db.Prefix,
+		MaxSessionMessages: o.MaxSessionMessages, ConversationTTL: o.ConversationTTL, Now: o.Now,
+	})
+	if err != nil {
+		t.Fatalf("redistest: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
 }
 
 // Client returns a client for db.URL, closed when t ends.
@@ -184,7 +203,7 @@ type Server struct {
 	bin  string
 	dir  string
 	port int
-	args []string
+	argv []string
 
 	mu  sync.Mutex
 	cmd *exec.Cmd
@@ -195,11 +214,23 @@ type Server struct {
 // redis-server arguments ("--maxmemory", "10mb", …).
 func Start(t testing.TB, extra ...string) *Server {
 	t.Helper()
+	return start(t, func(s *Server) []string {
+		return append([]string{
+			"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1", "--dir", s.dir,
+			"--save", "", "--appendonly", "yes", "--daemonize", "no", "--protected-mode", "no",
+			"--logfile", filepath.Join(s.dir, "redis.log"),
+		}, extra...)
+	})
+}
+
+func start(t testing.TB, argv func(*Server) []string) *Server {
+	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		unavailable(t, "no Redis answers and redis-server is not installed")
 	}
-	s := &Server{t: t, bin: bin, dir: t.TempDir(), port: freePort(t), args: extra}
+	s := &Server{t: t, bin: bin, dir: t.TempDir(), port: freePort(t)}
+	s.argv = argv(s)
 	t.Cleanup(func() { s.Stop() })
 	s.Restart()
 	return s
@@ -238,12 +269,7 @@ func (s *Server) Restart() {
 	s.Stop()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	args := append([]string{
-		"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1", "--dir", s.dir,
-		"--save", "", "--appendonly", "yes", "--daemonize", "no", "--protected-mode", "no",
-		"--logfile", filepath.Join(s.dir, "redis.log"),
-	}, s.args...)
-	cmd := exec.Command(s.bin, args...)
+	cmd := exec.Command(s.bin, s.argv...)
 	if err := cmd.Start(); err != nil {
 		s.t.Fatalf("redistest: start redis-server: %v", err)
 	}
@@ -273,6 +299,26 @@ func freePort(t testing.TB) int {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
+}
+
+// Sentinel starts a primary watched by one Sentinel (master name
+// "mymaster") for t and returns its URL (redis+sentinel://…). It is opt-in:
+// without CONCLAVE_REDIS_SENTINEL set, t is skipped.
+func Sentinel(t testing.TB) string {
+	t.Helper()
+	if os.Getenv(EnvSentinel) == "" {
+		t.Skipf("redistest: Redis Sentinel tests are opt-in; set %s=1 (needs redis-server)", EnvSentinel)
+	}
+	primary := Start(t)
+	sentinel := start(t, func(s *Server) []string {
+		conf := filepath.Join(s.dir, "sentinel.conf")
+		body := fmt.Sprintf("port %d\nbind 127.0.0.1\nsentinel monitor mymaster 127.0.0.1 %d 1\n", s.port, primary.port)
+		if err := os.WriteFile(conf, []byte(body), 0o600); err != nil {
+			t.Fatalf("redistest: %v", err)
+		}
+		return []string{conf, "--sentinel", "--dir", s.dir, "--logfile", filepath.Join(s.dir, "redis.log")}
+	})
+	return "redis+sentinel://" + sentinel.Addr() + "?master_name=mymaster"
 }
 
 // Cluster starts a Redis Cluster of three primaries (no replicas) for t and
