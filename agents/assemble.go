@@ -240,3 +240,26 @@ func sessionHistory(entries []memory.SessionEntry) []HistoryMessage {
 	}
 	return out
 }
+
+// FixturePrompt builds the TurnPrompt for rendering one prompt of agent a
+// against a template fixture (conclave templates render): the fixture's
+// session history, then its messages labelled as a turn labels them (the
+// agent's own as assistant). Budget fields are left for the caller.
+func FixturePrompt(a ens.Agent, prompt string, f templates.Fixture) TurnPrompt {
+	var history []HistoryMessage
+	for _, h := range f.SessionHistory {
+		history = append(history, sessionHistory([]memory.SessionEntry{{Role: h.Role, Content: h.Content}})...)
+	}
+	for _, m := range f.Messages {
+		info, isAgent := m.Author.AgentInfo()
+		switch {
+		case isAgent && strings.EqualFold(info.EnsDomain, a.EnsDomain):
+			history = append(history, HistoryMessage{Role: llm.RoleAssistant, Content: m.Content})
+		case isAgent:
+			history = append(history, HistoryMessage{Role: llm.RoleUser, Content: speakerLabel(info.Name, info.EnsDomain) + ": " + m.Content})
+		default:
+			history = append(history, HistoryMessage{Role: llm.RoleUser, Content: speakerLabel(m.Author.Name(), "") + ": " + m.Content})
+		}
+	}
+	return TurnPrompt{Agent: a, Prompt: prompt, Data: f.Data, History: history}
+}

@@ -439,3 +439,30 @@ func TestRunShutdownLeavesUnfinishedTurnsQueued(t *testing.T) {
 		t.Errorf("lock not released: %v", err)
 	}
 }
+
+func TestFixturePrompt(t *testing.T) {
+	lib, err := templates.Open("", templates.Options{Clock: func() time.Time { return time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := templates.BuiltinFixture()
+	if len(f.Data.ChannelMembers) == 0 {
+		t.Fatal("built-in fixture has no members")
+	}
+	self, ok := f.Data.ChannelMembers[0].AgentInfo()
+	if !ok {
+		t.Fatal("the fixture's first member is not an agent")
+	}
+	a := ens.Agent{Name: self.Name, EnsDomain: self.EnsDomain, Role: ens.RoleExpert, Attributes: self.Attributes}
+	p := FixturePrompt(a, templates.PromptContextFound, f)
+	if len(p.History) != len(f.Messages)+len(f.SessionHistory) {
+		t.Errorf("history %d, want %d", len(p.History), len(f.Messages)+len(f.SessionHistory))
+	}
+	req, _, err := BuildRequest(lib.Current(), newFakeModel(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if req.Messages[0].Role != llm.RoleSystem || req.Messages[len(req.Messages)-1].Role != llm.RoleUser || req.Prompt != templates.PromptContextFound {
+		t.Errorf("request %q", contents(req))
+	}
+}

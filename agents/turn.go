@@ -258,6 +258,9 @@ func (c *convo) notify(ctx context.Context, t *turn, reason string) {
 	if c.e.opts.Notify != NotifyThread {
 		return
 	}
+	if err := c.e.deps.Store.CheckLock(ctx, c.lock); err != nil {
+		return // another holder carries on; it must not see this notice twice
+	}
 	text := fmt.Sprintf("⚠️ %s could not answer: %s (ref %s)", t.agent.Name, reason, t.id)
 	if _, err := c.e.deps.Chat.PostReply(ctx, c.reply(t.agent, text, t.id+"-notice", nil)); err != nil {
 		c.log.Warn("post a failure notice", slog.String(logTurn, t.id), slog.Any(logError, err))
