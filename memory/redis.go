@@ -439,6 +439,14 @@ func (r *Redis) drainOutbox(ctx context.Context, k convKeys, entry string) error
 	if err := r.c.LRem(ctx, k.outbox, 1, entry).Err(); err != nil {
 		return fmt.Errorf("drop outbox entry: %w", err)
 	}
+	// With the entry gone its applied marks have nothing left to guard.
+	// Failing to drop them is harmless: they expire.
+	_, _ = r.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, a := range e.Sessions {
+			p.Del(ctx, r.keys.sessions(a.Namespace).applied(e.ID))
+		}
+		return nil
+	})
 	return nil
 }
 

@@ -61,7 +61,7 @@ func newTestRedis(t testing.TB) (*memory.Redis, redistest.DB) {
 }
 
 func TestRedisParkedCommitIsAppliedByLoad(t *testing.T) {
-	s, _ := newTestRedis(t)
+	s, db := newTestRedis(t)
 	s.ParkSessions()
 	ctx := t.Context()
 	l, err := s.AcquireLock(ctx, "c1", time.Minute)
@@ -93,6 +93,15 @@ func TestRedisParkedCommitIsAppliedByLoad(t *testing.T) {
 		}
 		if n := read(); n != 1 {
 			t.Errorf("after Load: %d entries, want the parked one exactly once", n)
+		}
+	}
+	left, err := db.Client(t).Keys(ctx, db.Prefix+"*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range left {
+		if strings.Contains(k, ":applied:") || strings.Contains(k, ":outbox:") {
+			t.Errorf("%s is left once the parked append is applied", k)
 		}
 	}
 }
@@ -259,5 +268,30 @@ func TestNewRedisWithClient(t *testing.T) {
 	}
 	if err := c.Ping(t.Context()).Err(); err != nil {
 		t.Errorf("the caller's client was closed with the store: %v", err)
+	}
+}
+
+// TestRedisDown: with Redis unreachable, recording fails (so the Slack
+// envelope is not acknowledged and comes again), and works again once
+// Redis is back.
+func TestRedisDown(t *testing.T) {
+	srv := redistest.Start(t)
+	s := redistest.WithPrefix(t, srv.URL()).Store(t, memory.Options{})
+	conv := memory.Conversation{ID: "c1", Channel: "C1", ThreadTS: "1700000000.000100"}
+	m := memory.Message{TS: "1700000000.000100", Text: "hi"}
+
+	srv.Stop()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+	defer cancel()
+	if ok, err := s.RecordMessage(ctx, conv, m, "Ev1"); err == nil {
+		t.Fatalf("RecordMessage with Redis down = %v, nil; want an error", ok)
+	}
+	if err := s.Ping(ctx); err == nil {
+		t.Error("Ping with Redis down succeeded")
+	}
+
+	srv.Restart()
+	if ok, err := s.RecordMessage(t.Context(), conv, m, "Ev1"); err != nil || !ok {
+		t.Errorf("RecordMessage once Redis is back = %v, %v; want recorded", ok, err)
 	}
 }

@@ -11,6 +11,10 @@
 // own URL options (dial_timeout, read_timeout, pool_size, …). In the
 // Sentinel form the user and password of the URL are the Sentinels'; the
 // master's go in the username and password options.
+//
+// Every client honours the deadlines of the contexts it is given (go-redis'
+// ContextTimeoutEnabled), so a caller that must answer in time (Slack's
+// acknowledgement) is not held by the client's own timeouts.
 package redisurl
 
 import (
@@ -37,6 +41,7 @@ func NewClient(rawURL string) (redis.UniversalClient, error) {
 		if err != nil {
 			return nil, clean(err)
 		}
+		o.ContextTimeoutEnabled = true
 		return redis.NewClient(o), nil
 	case "sentinel":
 		o, err := redis.ParseFailoverURL(base + rest)
@@ -46,12 +51,14 @@ func NewClient(rawURL string) (redis.UniversalClient, error) {
 		if o.MasterName == "" {
 			return nil, errors.New("redis url: a sentinel URL needs master_name")
 		}
+		o.ContextTimeoutEnabled = true
 		return redis.NewFailoverClient(o), nil
 	case "cluster":
 		o, err := redis.ParseClusterURL(base + rest)
 		if err != nil {
 			return nil, clean(err)
 		}
+		o.ContextTimeoutEnabled = true
 		return redis.NewClusterClient(o), nil
 	}
 	return nil, fmt.Errorf("redis url: unknown scheme %q (want redis, rediss, unix, redis+sentinel or redis+cluster)", scheme)
