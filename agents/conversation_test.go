@@ -13,7 +13,11 @@ import (
 )
 
 func TestClaimsDesk(t *testing.T) {
-	r := newRig(t, withBuiltinTemplates)
+	t.Run("in-process", func(t *testing.T) { testClaimsDesk(t, newRig(t, withBuiltinTemplates)) })
+	t.Run("redis", func(t *testing.T) { testClaimsDesk(t, newRig(t, withRedis, withBuiltinTemplates)) })
+}
+
+func testClaimsDesk(t *testing.T, r *rig) {
 	r.model.on(elen, templates.PromptDefault,
 		"Let me check. "+cora+" please look at claim C45653; "+paul+" please check the policy behind claim C45653.",
 		":end:")

@@ -13,6 +13,7 @@ import (
 	"github.com/conclavehq/conclave/agents/llm"
 	"github.com/conclavehq/conclave/ens"
 	"github.com/conclavehq/conclave/memory"
+	"github.com/conclavehq/conclave/memory/redistest"
 	"github.com/conclavehq/conclave/templates"
 )
 
@@ -278,7 +279,7 @@ func (fakePrompts) Settings(agentENS, role, prompt string) (templates.Settings, 
 // rig is an engine on the in-process store with fakes around it.
 type rig struct {
 	t      *testing.T
-	store  *memory.InProcess
+	store  memory.Store
 	chat   *fakeChat
 	model  *fakeModel
 	clock  *fakeClock
@@ -334,6 +335,11 @@ func withBuiltinTemplates(r *rig) {
 		r.t.Fatal(err)
 	}
 	r.e = r.engine(lib.Current())
+}
+
+// withRedis puts the rig on a real Redis (its own key prefix).
+func withRedis(r *rig) {
+	r.store = redistest.New(r.t).Store(r.t, memory.Options{Now: r.clock.Now})
 }
 
 // nextTS returns a fresh Slack ts, later than every earlier one.

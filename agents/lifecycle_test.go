@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/conclavehq/conclave/agents/llm"
+	"github.com/conclavehq/conclave/memory"
 	"github.com/conclavehq/conclave/templates"
 )
 
@@ -80,9 +81,9 @@ func TestCloneAnswersWithHumanHistory(t *testing.T) {
 	if !strings.Contains(lastUser(req), "session="+group+"|") {
 		t.Errorf("clone session: %q, want %s", lastUser(req), group)
 	}
-	memory := indexOf(req, "Tina ("+tina+"): For the record: my favourite colour is teal.")
+	remembered := indexOf(req, "Tina ("+tina+"): For the record: my favourite colour is teal.")
 	question := indexOf(req, "what is your favourite colour?")
-	if memory < 0 || question < 0 || memory > question {
+	if remembered < 0 || question < 0 || remembered > question {
 		t.Fatalf("the human's history is not before the question:\n%s", strings.Join(contents(req), "\n"))
 	}
 	entries, err := r.store.ReadSession(ctx, tina, group, 0)
@@ -103,6 +104,7 @@ func TestRestart(t *testing.T) {
 		{name: "person", user: "U2", wantRestart: true},
 		{name: "human agent", user: "UT", wantRestart: true},
 		{name: "another app's bot", bot: "B9"},
+		{name: "an agent", user: "agent"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -118,7 +120,13 @@ func TestRestart(t *testing.T) {
 			}
 			ev := Event{ID: "EvX", Team: team, Channel: chanA, TS: r.nextTS(), ThreadTS: root.TS,
 				UserID: tt.user, BotID: tt.bot, UserName: "X", Text: "one more thing", Raw: "one more thing"}
-			if err := r.e.Handle(context.Background(), ev); err != nil {
+			if tt.user == "agent" { // a late reply another replica posted
+				conv := memory.Conversation{ID: ConversationID(team, chanA, root.TS), Team: team, Channel: chanA, ThreadTS: root.TS}
+				late := memory.Message{TS: ev.TS, Agent: cora, Kind: kindAgent, Text: "one more thing", At: r.clock.Now()}
+				if _, err := r.store.RecordMessage(context.Background(), conv, late, ""); err != nil {
+					t.Fatal(err)
+				}
+			} else if err := r.e.Handle(context.Background(), ev); err != nil {
 				t.Fatal(err)
 			}
 			r.settle()

@@ -10,6 +10,7 @@ import (
 
 	"github.com/conclavehq/conclave/agents/llm"
 	"github.com/conclavehq/conclave/ens"
+	"github.com/conclavehq/conclave/memory"
 	"github.com/conclavehq/conclave/templates"
 )
 
@@ -333,9 +334,25 @@ func (f fixedPrompts) Settings(_, _, _ string) (templates.Settings, error) { ret
 
 // TestReplicas runs two engines on one store, each handling every event
 // (as two replicas would after a reconnect), and checks each trigger is
-// answered exactly once.
+// answered exactly once, on the in-process store and on Redis.
 func TestReplicas(t *testing.T) {
-	r := newRig(t)
+	tests := []struct {
+		name  string
+		store func(t *testing.T, r *rig) memory.Store
+	}{
+		{name: "in-process", store: func(t *testing.T, r *rig) memory.Store { return r.store }},
+		{name: "redis", store: func(t *testing.T, r *rig) memory.Store { withRedis(r); return r.store }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newRig(t)
+			r.store = tt.store(t, r)
+			testReplicas(t, r)
+		})
+	}
+}
+
+func testReplicas(t *testing.T, r *rig) {
 	var mu sync.Mutex
 	turns := 0
 	done := make(chan struct{})
