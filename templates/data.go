@@ -79,16 +79,16 @@ type Member struct {
 	agent   AgentInfo
 	// view is what templates read, built once by Person and Agent so a
 	// render does not rebuild it for every member.
-	view memberView
+	view any
 }
 
 // Person is a member who is not an agent.
-func Person(name string) Member { return Member{name: name, view: personView(name)} }
+func Person(name string) Member { return Member{name: name, view: newPersonView(name)} }
 
 // Agent is a member that is a registered agent (human agents included).
 // The maps are copied: later changes to a's maps do not reach templates.
 func Agent(a AgentInfo) Member {
-	return Member{name: a.Name, isAgent: true, agent: a, view: agentView(a)}
+	return Member{name: a.Name, isAgent: true, agent: a, view: newAgentView(a)}
 }
 
 // Name is the member's name.

@@ -29,7 +29,7 @@ func TestCollapseControls(t *testing.T) {
 }
 
 func TestFunctions(t *testing.T) {
-	members := []memberView{personView("Ann"), agentView(AgentInfo{Name: "Bo"})}
+	members := []any{newPersonView("Ann"), newAgentView(AgentInfo{Name: "Bo"})}
 	tests := []struct {
 		name string
 		got  any
@@ -52,7 +52,7 @@ func TestFunctions(t *testing.T) {
 		{"default on empty string", defaultValue("d", ""), "d"},
 		{"default on zero", defaultValue("d", 0), "d"},
 		{"default on false", defaultValue("d", false), "d"},
-		{"default on empty list", defaultValue("d", []memberView{}), "d"},
+		{"default on empty list", defaultValue("d", []any{}), "d"},
 		{"default on value", defaultValue("d", "v"), "v"},
 		{"default on true", defaultValue("d", true), true},
 	}
@@ -97,8 +97,7 @@ func TestAgentCopiesItsMaps(t *testing.T) {
 	attrs := map[string]string{"role": "expert"}
 	m := Agent(AgentInfo{Name: "A", EnsDomain: "a.eth", Attributes: attrs})
 	attrs["role"] = "changed"
-	got, err := m.templateView().Attributes()
-	if err != nil || got["role"] != "expert" {
-		t.Errorf("attributes %v, %v", got, err)
+	if got := m.templateView().(agentView)["Attributes"].(map[string]any); got["role"] != "expert" {
+		t.Errorf("attributes %v", got)
 	}
 }

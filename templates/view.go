@@ -4,38 +4,31 @@ import "fmt"
 
 // Templates read maps, not structs: text/template prints "<no value>" for
 // a missing map key and carries on through any depth, where a missing
-// struct field would stop the render. Methods on the map types come before
-// keys, which is how agent-only fields fail on persons.
+// struct field would stop the render.
 
-// memberView is a member as templates see it: keys Name and IsAgent, and
-// the agent-only fields as methods that fail for persons.
-type memberView map[string]any
+// A member is one of two map types. An agent's holds every member field
+// as a key, so reading one is a plain map lookup. A person's holds Name and
+// IsAgent, and its methods, which come before keys, fail for the
+// agent-only fields with an error naming the field and the person.
 
-// agentKey holds the agent-only fields of an agent's view. It cannot be
-// written as a field name in a template.
-const agentKey = "\x00agent"
+// agentView is an agent as templates see it.
+type agentView map[string]any
 
-type agentFields struct {
-	ensDomain  string
-	owner      string
-	addresses  map[string]any
-	attributes map[string]any
+// personView is a person as templates see it.
+type personView map[string]any
+
+func newPersonView(name string) personView {
+	return personView{"Name": name, "IsAgent": false}
 }
 
-func personView(name string) memberView {
-	return memberView{"Name": name, "IsAgent": false}
-}
-
-func agentView(a AgentInfo) memberView {
-	return memberView{
-		"Name":    a.Name,
-		"IsAgent": true,
-		agentKey: &agentFields{
-			ensDomain:  a.EnsDomain,
-			owner:      a.Owner,
-			addresses:  anyMap(a.Addresses),
-			attributes: anyMap(a.Attributes),
-		},
+func newAgentView(a AgentInfo) agentView {
+	return agentView{
+		"Name":       a.Name,
+		"IsAgent":    true,
+		"EnsDomain":  a.EnsDomain,
+		"Owner":      a.Owner,
+		"Addresses":  anyMap(a.Addresses),
+		"Attributes": anyMap(a.Attributes),
 	}
 }
 
@@ -49,6 +42,19 @@ func anyMap(m map[string]string) map[string]any {
 	return out
 }
 
+// String is the agent's name, so {{.LatestRequest.Author}} and join print
+// names.
+func (m agentView) String() string {
+	name, _ := m["Name"].(string)
+	return name
+}
+
+// String is the person's name.
+func (m personView) String() string {
+	name, _ := m["Name"].(string)
+	return name
+}
+
 // agentOnlyError reports an agent-only field read on a person.
 type agentOnlyError struct {
 	field  string
@@ -59,62 +65,28 @@ func (e *agentOnlyError) Error() string {
 	return fmt.Sprintf("%s is only set for agents, and %q is a person (guard it with {{if .IsAgent}})", e.field, e.member)
 }
 
-func (m memberView) agent(field string) (*agentFields, error) {
-	if a, ok := m[agentKey].(*agentFields); ok {
-		return a, nil
-	}
-	return nil, &agentOnlyError{field: field, member: m.String()}
+// EnsDomain fails: a person has no ENS name.
+func (m personView) EnsDomain() (string, error) { return "", m.agentOnly("EnsDomain") }
+
+// Owner fails: a person has no owner.
+func (m personView) Owner() (string, error) { return "", m.agentOnly("Owner") }
+
+// Addresses fails: a person has no addresses.
+func (m personView) Addresses() (map[string]any, error) { return nil, m.agentOnly("Addresses") }
+
+// Attributes fails: a person has no attributes.
+func (m personView) Attributes() (map[string]any, error) { return nil, m.agentOnly("Attributes") }
+
+func (m personView) agentOnly(field string) error {
+	return &agentOnlyError{field: field, member: m.String()}
 }
 
-// EnsDomain is the agent's full ENS name; an error for a person.
-func (m memberView) EnsDomain() (string, error) {
-	a, err := m.agent("EnsDomain")
-	if err != nil {
-		return "", err
-	}
-	return a.ensDomain, nil
-}
-
-// Owner is the agent's owner address; an error for a person.
-func (m memberView) Owner() (string, error) {
-	a, err := m.agent("Owner")
-	if err != nil {
-		return "", err
-	}
-	return a.owner, nil
-}
-
-// Addresses maps an address type to the agent's address; an error for a
-// person.
-func (m memberView) Addresses() (map[string]any, error) {
-	a, err := m.agent("Addresses")
-	if err != nil {
-		return nil, err
-	}
-	return a.addresses, nil
-}
-
-// Attributes are the agent's attributes; an error for a person.
-func (m memberView) Attributes() (map[string]any, error) {
-	a, err := m.agent("Attributes")
-	if err != nil {
-		return nil, err
-	}
-	return a.attributes, nil
-}
-
-// String is the member's name, so {{.LatestRequest.Author}} and join print
-// names.
-func (m memberView) String() string {
-	name, _ := m["Name"].(string)
-	return name
-}
-
-func (m Member) templateView() memberView {
+// templateView is an agentView or a personView.
+func (m Member) templateView() any {
 	if m.view != nil {
 		return m.view
 	}
-	return personView(m.name)
+	return newPersonView(m.name)
 }
 
 func (r Request) templateView() map[string]any {
@@ -123,7 +95,7 @@ func (r Request) templateView() map[string]any {
 
 // templateView is the root value a template executes on.
 func (d *Data) templateView() map[string]any {
-	members := make([]memberView, len(d.ChannelMembers))
+	members := make([]any, len(d.ChannelMembers))
 	for i, m := range d.ChannelMembers {
 		members[i] = m.templateView()
 	}
