@@ -278,7 +278,7 @@ func (fakePrompts) Settings(agentENS, role, prompt string) (templates.Settings, 
 
 // rig is an engine on the in-process store with fakes around it.
 type rig struct {
-	t      *testing.T
+	t      testing.TB
 	store  memory.Store
 	chat   *fakeChat
 	model  *fakeModel
@@ -289,7 +289,7 @@ type rig struct {
 	seq    int
 }
 
-func newRig(t *testing.T, configure ...func(*rig)) *rig {
+func newRig(t testing.TB, configure ...func(*rig)) *rig {
 	t.Helper()
 	clock := &fakeClock{now: time.Date(2027, 3, 1, 9, 0, 0, 0, time.UTC)}
 	r := &rig{
@@ -366,7 +366,7 @@ func (r *rig) settle() {
 	settleEngines(r.t, r.store, r.clock, r.e)
 }
 
-func settleEngines(t *testing.T, store memory.Store, clock *fakeClock, engines ...*Engine) {
+func settleEngines(t testing.TB, store memory.Store, clock *fakeClock, engines ...*Engine) {
 	t.Helper()
 	ctx := context.Background()
 	for range 500 {

@@ -3,6 +3,7 @@ package agents
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -481,5 +482,70 @@ func TestFixturePrompt(t *testing.T) {
 	}
 	if req.Messages[0].Role != llm.RoleSystem || req.Messages[len(req.Messages)-1].Role != llm.RoleUser || req.Prompt != templates.PromptContextFound {
 		t.Errorf("request %q", contents(req))
+	}
+}
+
+func TestChannelRegistry(t *testing.T) {
+	r := newRig(t, func(r *rig) {
+		r.opts.Channels = []ChannelConfig{{ID: chanA, Agents: []string{cora, "ELEN.acme.137.6022.eth"}}}
+	})
+	r.agents["rex.acme.137.protocol6022.eth"] = ens.Agent{Name: "Rex", EnsDomain: "rex.acme.137.protocol6022.eth", Role: ens.RoleFacilitator}
+	ctx := context.Background()
+	steps := []struct {
+		name    string
+		do      func() error
+		wantErr error
+	}{
+		{"add", func() error { _, err := r.e.AddAgent(ctx, chanA, "@Solo.acme.137.6022.eth"); return err }, nil},
+		{"add again", func() error { _, err := r.e.AddAgent(ctx, chanA, solo); return err }, ErrAgentPresent},
+		{"add a static one", func() error { _, err := r.e.AddAgent(ctx, chanA, elen); return err }, ErrAgentPresent},
+		{"second facilitator", func() error { _, err := r.e.AddAgent(ctx, chanA, "rex.acme.137.protocol6022.eth"); return err }, ErrSecondFacilitator},
+		{"unknown", func() error { _, err := r.e.AddAgent(ctx, chanA, "nobody.acme.137.protocol6022.eth"); return err }, ens.ErrNotFound},
+		{"add twin", func() error { _, err := r.e.AddAgent(ctx, chanA, twin); return err }, nil},
+		{"remove static", func() error { return r.e.RemoveAgent(ctx, chanA, cora) }, ErrStaticAgent},
+		{"remove twin", func() error { return r.e.RemoveAgent(ctx, chanA, twin) }, nil},
+		{"remove absent", func() error { return r.e.RemoveAgent(ctx, chanA, twin) }, ErrAgentAbsent},
+	}
+	for _, s := range steps {
+		if err := s.do(); !errors.Is(err, s.wantErr) {
+			t.Errorf("%s: err = %v, want %v", s.name, err, s.wantErr)
+		}
+	}
+	list, err := r.e.ChannelAgents(ctx, chanA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, a := range list {
+		got = append(got, fmt.Sprintf("%s static=%v", a.Agent.EnsDomain, a.Static))
+	}
+	want := []string{elen + " static=true", cora + " static=true", solo + " static=false"}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("list:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	// The agent added at run time is served.
+	r.send("", "U1", "Alice", solo+" hello")
+	r.settle()
+	if n := len(r.model.calls(solo, "")); n != 1 {
+		t.Errorf("the added agent took %d turns, want 1", n)
+	}
+}
+
+func TestChannelSessionScope(t *testing.T) {
+	r := newRig(t, func(r *rig) { r.opts.SessionScope = ScopeChannel })
+	r.model.on(cora, templates.PromptContextNotFound, threading("C1", ""))
+	r.send("", "U1", "Alice", cora+" claim C1")
+	r.settle()
+	ctx := context.Background()
+	scoped, err := r.store.Sessions(ctx, cora+"#"+chanA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	global, err := r.store.Sessions(ctx, cora)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(scoped) != 1 || scoped[0] != "C1" || len(global) != 0 {
+		t.Errorf("channel-scoped sessions %q, agent-wide %q", scoped, global)
 	}
 }
