@@ -2,6 +2,7 @@ package llm
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -322,4 +323,23 @@ func sleepContext(ctx context.Context, d time.Duration) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// RequestBody returns the JSON body Complete would send for req (the first
+// attempt's), for tools that show operators exactly what a model receives.
+// The body never holds the API key, which travels in a header.
+func (c *Client) RequestBody(req Request) (endpointURL string, body []byte, err error) {
+	ep, err := c.endpoint(req.Profile)
+	if err != nil {
+		return "", nil, err
+	}
+	call, err := buildCall(ep.profile, req)
+	if err != nil {
+		return "", nil, fmt.Errorf("llm: profile %q: %w", ep.profile.Name, err)
+	}
+	body, err = json.MarshalIndent(call, "", "  ")
+	if err != nil {
+		return "", nil, fmt.Errorf("llm: encode request: %w", err)
+	}
+	return strings.TrimRight(ep.profile.BaseURL, "/") + "/chat/completions", body, nil
 }
