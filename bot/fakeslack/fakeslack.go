@@ -449,16 +449,17 @@ type Metadata struct {
 // MarkdownTexts returns the text of each markdown block of the post.
 func (p Post) MarkdownTexts() []string {
 	var blocks []struct {
-		Type string `json:"type"`
-		Text string `json:"text"`
+		Type string          `json:"type"`
+		Text json.RawMessage `json:"text"`
 	}
 	if json.Unmarshal(p.Blocks, &blocks) != nil {
 		return nil
 	}
 	var out []string
 	for _, b := range blocks {
-		if b.Type == "markdown" {
-			out = append(out, b.Text)
+		var text string
+		if b.Type == "markdown" && json.Unmarshal(b.Text, &text) == nil {
+			out = append(out, text)
 		}
 	}
 	return out

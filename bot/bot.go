@@ -1,0 +1,365 @@
+// Package bot is conclave's Slack transport. It keeps a Socket Mode
+// connection open (reconnecting with backoff), turns message events into
+// agents.Event values for the engine, acknowledging each envelope only once
+// the engine has recorded it, and implements agents.Chat: replies posted as
+// the agent, made inert for Slack and split to fit, reactions, ephemeral
+// notices and thread history.
+package bot
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/slack-go/slack"
+	"github.com/slack-go/slack/socketmode"
+
+	"github.com/conclavehq/conclave/agents"
+)
+
+// Handler records inbound message events. It is the engine's side of the
+// transport.
+type Handler interface {
+	// Handle records ev durably and returns; it must not run a model call.
+	// An error (the store cannot be reached) leaves the envelope
+	// unacknowledged, so Slack delivers it again.
+	Handle(ctx context.Context, ev agents.Event) error
+}
+
+// HandlerFunc adapts a function to Handler.
+type HandlerFunc func(ctx context.Context, ev agents.Event) error
+
+// Handle calls f.
+func (f HandlerFunc) Handle(ctx context.Context, ev agents.Event) error { return f(ctx, ev) }
+
+// CommandHandler answers slash commands. The envelope is acknowledged before
+// HandleCommand is called, so it may take its time; it answers through
+// Bot.ReplyToCommand.
+type CommandHandler interface {
+	HandleCommand(ctx context.Context, cmd slack.SlashCommand)
+}
+
+// RequiredScopes are the bot token scopes conclave uses.
+var RequiredScopes = []string{
+	"chat:write", "chat:write.customize", "reactions:write",
+	"channels:history", "groups:history", "channels:read", "groups:read",
+	"users:read", "commands",
+}
+
+// Options configure a Bot. Tokens are required; the rest has defaults.
+type Options struct {
+	AppToken        string // xapp-…, for Socket Mode
+	BotToken        string // xoxb-…, for the Web API
+	APIURL          string // default slack.APIURL; must end with "/"
+	WorkingReaction string // used when AddReaction/RemoveReaction get no name; default hourglass_flowing_sand
+	IPFSGateway     string // for ipfs:// avatars; default https://ipfs.io/ipfs/
+
+	// ReadyGrace is how long Ready keeps reporting ready while the socket
+	// reconnects; default 30s.
+	ReadyGrace time.Duration
+	// PingTimeout: with no WebSocket ping from Slack for this long the
+	// socket is considered dead and reopened; default 30s.
+	PingTimeout time.Duration
+	// HandleTimeout bounds one Handler.Handle call; default 2s, so the
+	// envelope is acknowledged within Slack's 3 s or not at all.
+	HandleTimeout time.Duration
+	// LookupTimeout bounds the user and channel name look-ups made to
+	// normalise one event's text; default 1s. Names not found in time stay
+	// as ids.
+	LookupTimeout time.Duration
+
+	HTTPClient *http.Client          // optional
+	Registerer prometheus.Registerer // optional: Slack metrics are registered here
+}
+
+func (o *Options) setDefaults() {
+	if o.APIURL == "" {
+		o.APIURL = slack.APIURL
+	}
+	if o.WorkingReaction == "" {
+		o.WorkingReaction = "hourglass_flowing_sand"
+	}
+	if o.IPFSGateway == "" {
+		o.IPFSGateway = "https://ipfs.io/ipfs/"
+	}
+	if !strings.HasSuffix(o.IPFSGateway, "/") {
+		o.IPFSGateway += "/"
+	}
+	if o.ReadyGrace <= 0 {
+		o.ReadyGrace = 30 * time.Second
+	}
+	if o.PingTimeout <= 0 {
+		o.PingTimeout = 30 * time.Second
+	}
+	if o.HandleTimeout <= 0 {
+		o.HandleTimeout = 2 * time.Second
+	}
+	if o.LookupTimeout <= 0 {
+		o.LookupTimeout = time.Second
+	}
+}
+
+// Identity is who conclave is in the workspace, from auth.test.
+type Identity struct {
+	TeamID string
+	Team   string
+	UserID string // conclave's bot user
+	BotID  string // conclave's bot id, on every message it posts
+}
+
+// Bot is the Slack transport. Create it with New, then call Run.
+type Bot struct {
+	opts     Options
+	handler  Handler
+	log      *slog.Logger
+	api      *slack.Client
+	socket   *socketmode.Client
+	metrics  *metrics
+	now      func() time.Time
+	users    *ttlCache[string]
+	channels *ttlCache[channelInfo]
+
+	mu           sync.Mutex
+	self         Identity
+	identified   bool
+	commands     CommandHandler
+	connected    bool
+	everUp       bool
+	disconnected time.Time
+
+	commandWG    sync.WaitGroup
+	commandSlots chan struct{}
+}
+
+var _ agents.Chat = (*Bot)(nil)
+
+// New builds a Bot. It starts nothing: Run connects.
+func New(opts Options, handler Handler, logger *slog.Logger) *Bot {
+	opts.setDefaults()
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	logger = logger.With(slog.String("component", "slack"))
+	apiOpts := []slack.Option{slack.OptionAPIURL(opts.APIURL), slack.OptionAppLevelToken(opts.AppToken)}
+	if opts.HTTPClient != nil {
+		apiOpts = append(apiOpts, slack.OptionHTTPClient(opts.HTTPClient))
+	}
+	api := slack.New(opts.BotToken, apiOpts...)
+	b := &Bot{
+		opts:    opts,
+		handler: handler,
+		log:     logger,
+		api:     api,
+		socket: socketmode.New(api,
+			socketmode.OptionPingInterval(opts.PingTimeout),
+			socketmode.OptionLog(slog.NewLogLogger(logger.Handler(), slog.LevelDebug))),
+		metrics:      newMetrics(opts.Registerer),
+		now:          time.Now,
+		users:        newTTLCache[string](time.Hour, 10000),
+		channels:     newTTLCache[channelInfo](5*time.Minute, 2000),
+		commandSlots: make(chan struct{}, 4),
+	}
+	return b
+}
+
+// SetCommandHandler sets who answers slash commands; call it before Run.
+// Without one, commands are answered with a short "not available" notice.
+func (b *Bot) SetCommandHandler(h CommandHandler) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.commands = h
+}
+
+// Identify calls auth.test (once; the answer is kept), learns conclave's
+// bot user and bot id, and logs any scope the token lacks. Run calls it;
+// wiring may call it earlier to learn the bot user id.
+func (b *Bot) Identify(ctx context.Context) (Identity, error) {
+	b.mu.Lock()
+	if b.identified {
+		defer b.mu.Unlock()
+		return b.self, nil
+	}
+	b.mu.Unlock()
+	if b.opts.BotToken == "" {
+		return Identity{}, errors.New("bot: no bot token (slack.bot_token or SLACK_BOT_TOKEN)")
+	}
+	var res *slack.AuthTestResponse
+	err := b.call(ctx, "auth.test", true, func(ctx context.Context) (err error) {
+		res, err = b.api.AuthTestContext(ctx)
+		return err
+	})
+	if err != nil {
+		return Identity{}, fmt.Errorf("bot: auth.test: %w", err)
+	}
+	self := Identity{TeamID: res.TeamID, Team: res.Team, UserID: res.UserID, BotID: res.BotID}
+	b.checkScopes(res.Header.Get("X-OAuth-Scopes"))
+	b.log.Info("slack identity", slog.String("team", self.TeamID), slog.String("bot_user", self.UserID), slog.String("bot_id", self.BotID))
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.self, b.identified = self, true
+	return self, nil
+}
+
+// checkScopes logs the required scopes missing from the X-OAuth-Scopes header.
+func (b *Bot) checkScopes(header string) {
+	if header == "" {
+		b.log.Warn("auth.test did not report the token's scopes; cannot check them")
+		return
+	}
+	have := strings.Split(header, ",")
+	for i := range have {
+		have[i] = strings.TrimSpace(have[i])
+	}
+	var missing []string
+	for _, s := range RequiredScopes {
+		if !slices.Contains(have, s) {
+			missing = append(missing, s)
+		}
+	}
+	if len(missing) > 0 {
+		b.log.Error("the Slack bot token lacks scopes conclave needs; add them to the app and reinstall it",
+			slog.String("missing", strings.Join(missing, ",")))
+	}
+}
+
+func (b *Bot) identity() Identity {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.self
+}
+
+// Run identifies the bot, connects over Socket Mode and handles envelopes
+// until ctx ends (then it returns nil) or the tokens are refused.
+func (b *Bot) Run(ctx context.Context) error {
+	if b.opts.AppToken == "" {
+		return errors.New("bot: no app-level token (slack.app_token or SLACK_APP_TOKEN)")
+	}
+	if _, err := b.Identify(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	var connErr error
+	wg.Go(func() {
+		defer cancel()
+		connErr = b.connect(ctx)
+	})
+	for done := false; !done; {
+		select {
+		case <-ctx.Done():
+			done = true
+		case ev := <-b.socket.Events:
+			b.dispatch(ctx, ev)
+		}
+	}
+	wg.Wait()
+	b.commandWG.Wait()
+	if connErr != nil && !errors.Is(connErr, context.Canceled) {
+		return connErr
+	}
+	return nil
+}
+
+// connect runs the socketmode client, which reconnects by itself after
+// drops, disconnect requests and missed pings; when it gives up on an error
+// other than refused credentials, it is started again after a backoff.
+func (b *Bot) connect(ctx context.Context) error {
+	delay := time.Second
+	for {
+		err := b.socket.RunContext(ctx)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if isAuthError(err) {
+			b.log.Error("Slack refused the app-level token", slog.Any(logError, err))
+			return fmt.Errorf("bot: socket mode: %w", err)
+		}
+		b.log.Warn("socket mode stopped; starting again", slog.Any(logError, err), slog.Duration("in", delay))
+		if err := sleep(ctx, delay); err != nil {
+			return err
+		}
+		delay = min(2*delay, time.Minute)
+	}
+}
+
+// isAuthError reports whether Slack refused a token.
+func isAuthError(err error) bool {
+	var se slack.SlackErrorResponse
+	if !errors.As(err, &se) {
+		return false
+	}
+	switch se.Err {
+	case "invalid_auth", "not_authed", "account_inactive", "token_revoked", "token_expired", "not_allowed_token_type":
+		return true
+	}
+	return false
+}
+
+func (b *Bot) setConnected(up bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.connected && !up {
+		b.disconnected = b.now()
+		b.metrics.reconnects.Inc()
+	}
+	b.connected = up
+	if up {
+		b.everUp = true
+	}
+}
+
+// Ready reports nil while the Socket Mode connection is up, and for
+// Options.ReadyGrace after it went down (Slack asks clients to reconnect
+// regularly); an error before the first connection and after the grace.
+func (b *Bot) Ready() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	switch {
+	case b.connected:
+		return nil
+	case !b.everUp:
+		return errors.New("bot: not connected to Slack yet")
+	case b.now().Sub(b.disconnected) < b.opts.ReadyGrace:
+		return nil
+	default:
+		return fmt.Errorf("bot: disconnected from Slack since %s", b.disconnected.UTC().Format(time.RFC3339))
+	}
+}
+
+// sleep waits d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Log attribute keys.
+const (
+	logError    = "err"
+	logEnvelope = "envelope"
+	logEventID  = "event_id"
+	logChannel  = "channel"
+	logMethod   = "method"
+)
+
+func (b *Bot) isConnected() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.connected
+}

@@ -1,0 +1,405 @@
+package bot
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/slack-go/slack"
+	"github.com/slack-go/slack/socketmode"
+
+	"github.com/conclavehq/conclave/agents"
+)
+
+// dispatch handles one event of the socketmode client. Envelopes are handled
+// one at a time, in arrival order; slash commands run beside, after their ack.
+func (b *Bot) dispatch(ctx context.Context, ev socketmode.Event) {
+	switch ev.Type {
+	case socketmode.EventTypeConnecting:
+		b.setConnected(false)
+		b.log.Debug("connecting to Slack")
+	case socketmode.EventTypeConnectionError:
+		b.setConnected(false)
+		if e, ok := ev.Data.(*slack.ConnectionErrorEvent); ok {
+			b.log.Warn("could not connect to Slack", slog.Int("attempt", e.Attempt),
+				slog.Duration("retry_in", e.Backoff), slog.Any(logError, e.ErrorObj))
+		}
+	case socketmode.EventTypeInvalidAuth:
+		b.setConnected(false)
+		b.log.Error("Slack refused the app-level token")
+	case socketmode.EventTypeConnected:
+		b.log.Debug("socket open")
+	case socketmode.EventTypeHello:
+		b.setConnected(true)
+		b.log.Info("connected to Slack")
+	case socketmode.EventTypeIncomingError:
+		if e, ok := ev.Data.(*slack.IncomingEventError); ok {
+			b.log.Warn("socket read failed", slog.Any(logError, e.ErrorObj))
+		}
+	case socketmode.EventTypeErrorWriteFailed:
+		if e, ok := ev.Data.(*socketmode.ErrorWriteFailed); ok {
+			b.log.Warn("acknowledgement not sent; Slack will deliver the envelope again",
+				slog.String(logEnvelope, e.Response.EnvelopeID), slog.Any(logError, e.Cause))
+		}
+	case socketmode.EventTypeEventsAPI:
+		b.metrics.envelopes.WithLabelValues("events_api").Inc()
+		b.handleEnvelope(ctx, *ev.Request)
+	case socketmode.EventTypeSlashCommand:
+		b.metrics.envelopes.WithLabelValues("slash_commands").Inc()
+		b.handleCommand(ctx, ev)
+	case socketmode.EventTypeInteractive:
+		b.metrics.envelopes.WithLabelValues("interactive").Inc()
+		b.ack(ctx, *ev.Request, nil)
+	case socketmode.EventTypeErrorBadMessage:
+		b.handleBadMessage(ctx, ev)
+	}
+}
+
+// handleEnvelope records one events_api envelope: decode, drop what is not
+// for conclave, normalise, Handle, then ack. A Handle error leaves the
+// envelope unacknowledged so that Slack delivers it again.
+func (b *Bot) handleEnvelope(ctx context.Context, req socketmode.Request) {
+	log := b.log.With(slog.String(logEnvelope, req.EnvelopeID))
+	if req.RetryAttempt > 0 {
+		log = log.With(slog.Int("retry_attempt", req.RetryAttempt), slog.String("retry_reason", req.RetryReason))
+	}
+	ev, skip, err := decodeMessage(req.Payload, b.identity())
+	switch {
+	case err != nil:
+		// It will not decode better next time: acknowledge and drop it.
+		b.metrics.skipped.WithLabelValues("undecodable").Inc()
+		log.Warn("dropped an event that does not decode", slog.Any(logError, err))
+		b.ack(ctx, req, nil)
+		return
+	case skip != "":
+		b.metrics.skipped.WithLabelValues(string(skip)).Inc()
+		if skip == skipRateLimited {
+			log.Warn("Slack reports that it is dropping events for this app (over 30,000 an hour)")
+		} else {
+			log.Debug("event ignored", slog.String("reason", string(skip)))
+		}
+		b.ack(ctx, req, nil)
+		return
+	}
+	b.normalize(ctx, &ev)
+	hctx, cancel := context.WithTimeout(ctx, b.opts.HandleTimeout)
+	err = b.handler.Handle(hctx, ev)
+	cancel()
+	if err != nil {
+		b.metrics.handleErrors.Inc()
+		log.Warn("event not recorded; left unacknowledged so that Slack delivers it again",
+			slog.String(logEventID, ev.ID), slog.String(logChannel, ev.Channel), slog.Any(logError, err))
+		return
+	}
+	b.ack(ctx, req, nil)
+}
+
+// handleBadMessage deals with a frame the socketmode client could not parse
+// (an inner event type it does not know, say): conclave's own decoder gets a
+// chance at events_api envelopes, and anything else with an envelope id is
+// acknowledged so that it is not delivered again and again.
+func (b *Bot) handleBadMessage(ctx context.Context, ev socketmode.Event) {
+	bad, ok := ev.Data.(*socketmode.ErrorBadMessage)
+	if !ok {
+		return
+	}
+	var req socketmode.Request
+	if err := json.Unmarshal(bad.Message, &req); err != nil || req.EnvelopeID == "" {
+		b.log.Warn("unreadable frame from Slack", slog.Any(logError, bad.Cause))
+		return
+	}
+	if req.Type == socketmode.RequestTypeEventsAPI {
+		b.metrics.envelopes.WithLabelValues("events_api").Inc()
+		b.handleEnvelope(ctx, req)
+		return
+	}
+	b.log.Warn("acknowledged an envelope that does not parse", slog.String(logEnvelope, req.EnvelopeID),
+		slog.String("type", req.Type), slog.Any(logError, bad.Cause))
+	b.ack(ctx, req, nil)
+}
+
+// handleCommand acknowledges a slash command at once, then lets the command
+// handler answer it.
+func (b *Bot) handleCommand(ctx context.Context, ev socketmode.Event) {
+	cmd, ok := ev.Data.(slack.SlashCommand)
+	b.mu.Lock()
+	h := b.commands
+	b.mu.Unlock()
+	if !ok || h == nil {
+		b.ack(ctx, *ev.Request, map[string]any{
+			"response_type": "ephemeral",
+			"text":          "conclave cannot answer commands right now.",
+		})
+		return
+	}
+	b.ack(ctx, *ev.Request, nil)
+	select {
+	case b.commandSlots <- struct{}{}:
+	case <-ctx.Done():
+		return
+	}
+	b.commandWG.Go(func() {
+		defer func() { <-b.commandSlots }()
+		h.HandleCommand(ctx, cmd)
+	})
+}
+
+// ReplyToCommand answers a slash command privately to whoever typed it:
+// through its response_url, else with chat.postEphemeral. The text is sent
+// as is (mrkdwn); callers escape anything they did not write themselves.
+func (b *Bot) ReplyToCommand(ctx context.Context, cmd slack.SlashCommand, text string) error {
+	if cmd.ResponseURL != "" {
+		err := b.call(ctx, "response_url", false, func(ctx context.Context) error {
+			return slack.PostWebhookCustomHTTPContext(ctx, cmd.ResponseURL, b.httpClient(),
+				&slack.WebhookMessage{Text: text, ResponseType: slack.ResponseTypeEphemeral})
+		})
+		if err == nil {
+			return nil
+		}
+		b.log.Warn("command response_url failed; trying chat.postEphemeral", slog.Any(logError, err))
+	}
+	return b.postEphemeral(ctx, cmd.ChannelID, cmd.UserID, text)
+}
+
+// ack queues the acknowledgement of an envelope; it is written on the open
+// socket (or the next one), and given up when ctx ends.
+func (b *Bot) ack(ctx context.Context, req socketmode.Request, payload any) {
+	if err := b.socket.AckCtx(ctx, req.EnvelopeID, payload); err != nil {
+		b.log.Warn("acknowledgement not queued", slog.String(logEnvelope, req.EnvelopeID), slog.Any(logError, err))
+	}
+}
+
+// skipReason says why an event never reaches the handler. The values are
+// metric labels.
+type skipReason string
+
+const (
+	skipNotCallback   skipReason = "not_event_callback"
+	skipRateLimited   skipReason = "app_rate_limited"
+	skipNotMessage    skipReason = "not_message"
+	skipDirect        skipReason = "direct_message"
+	skipOwn           skipReason = "own_post"
+	skipSubtype       skipReason = "subtype"
+	skipUnchanged     skipReason = "unchanged_edit"
+	skipHiddenUnknown skipReason = "hidden"
+)
+
+// wireMessage is the part of a Slack message event (or of a message inside
+// message_changed, message_deleted, conversations.replies) conclave reads.
+type wireMessage struct {
+	Type            string       `json:"type"`
+	Subtype         string       `json:"subtype"`
+	Channel         string       `json:"channel"`
+	ChannelType     string       `json:"channel_type"`
+	User            string       `json:"user"`
+	BotID           string       `json:"bot_id"`
+	Username        string       `json:"username"`
+	BotProfile      *botProfile  `json:"bot_profile"`
+	Text            string       `json:"text"`
+	TS              string       `json:"ts"`
+	ThreadTS        string       `json:"thread_ts"`
+	EventTS         string       `json:"event_ts"`
+	Team            string       `json:"team"`
+	Files           []wireFile   `json:"files"`
+	Hidden          bool         `json:"hidden"`
+	DeletedTS       string       `json:"deleted_ts"`
+	Message         *wireMessage `json:"message"`
+	PreviousMessage *wireMessage `json:"previous_message"`
+}
+
+type botProfile struct {
+	Name string `json:"name"`
+}
+
+type wireFile struct {
+	ID    string `json:"id"`
+	Name  string `json:"name"`
+	Title string `json:"title"`
+}
+
+// contentSubtypes are the message subtypes that carry something said in the
+// channel; every other subtype (joins, topic changes, pins, …) is noise.
+var contentSubtypes = map[string]bool{
+	"": true, "thread_broadcast": true, "file_share": true, "me_message": true, "bot_message": true,
+}
+
+// decodeMessage turns an events_api payload into an Event with Raw set
+// (Text and UserName are filled in by normalize), or says why the event is
+// not for the handler. self is conclave's own identity, whose posts are
+// skipped.
+func decodeMessage(payload []byte, self Identity) (agents.Event, skipReason, error) {
+	var outer struct {
+		Type      string          `json:"type"`
+		TeamID    string          `json:"team_id"`
+		EventID   string          `json:"event_id"`
+		EventTime int64           `json:"event_time"`
+		Event     json.RawMessage `json:"event"`
+	}
+	if err := json.Unmarshal(payload, &outer); err != nil {
+		return agents.Event{}, "", fmt.Errorf("payload: %w", err)
+	}
+	switch outer.Type {
+	case "event_callback":
+	case "app_rate_limited":
+		return agents.Event{}, skipRateLimited, nil
+	default:
+		return agents.Event{}, skipNotCallback, nil
+	}
+	var m wireMessage
+	if err := json.Unmarshal(outer.Event, &m); err != nil {
+		return agents.Event{}, "", fmt.Errorf("event %s: %w", outer.EventID, err)
+	}
+	if m.Type != "message" {
+		return agents.Event{}, skipNotMessage, nil
+	}
+	if m.ChannelType == "im" || m.ChannelType == "mpim" || strings.HasPrefix(m.Channel, "D") {
+		return agents.Event{}, skipDirect, nil
+	}
+	ev := agents.Event{ID: outer.EventID, Team: outer.TeamID, Channel: m.Channel, At: tsTime(m.EventTS)}
+	if ev.Team == "" {
+		ev.Team = m.Team
+	}
+	var skip skipReason
+	switch m.Subtype {
+	case "message_changed":
+		skip = decodeEdit(&ev, &m, self)
+	case "message_deleted":
+		ev.Kind = agents.EventDeleted
+		ev.TS = m.DeletedTS
+		if p := m.PreviousMessage; p != nil {
+			ev.ThreadTS, ev.UserID, ev.BotID = p.ThreadTS, p.User, p.BotID
+		}
+	default:
+		skip = fillMessage(&ev, &m, self)
+	}
+	if skip != "" {
+		return agents.Event{}, skip, nil
+	}
+	if ev.Channel == "" || ev.TS == "" {
+		return agents.Event{}, "", fmt.Errorf("event %s: message without channel or ts", outer.EventID)
+	}
+	if ev.ThreadTS == ev.TS {
+		ev.ThreadTS = ""
+	}
+	if ev.At.IsZero() {
+		ev.At = tsTime(ev.TS)
+	}
+	return ev, "", nil
+}
+
+// decodeEdit fills ev from a message_changed event.
+func decodeEdit(ev *agents.Event, m *wireMessage, self Identity) skipReason {
+	cur := m.Message
+	if cur == nil {
+		return skipHiddenUnknown
+	}
+	if p := m.PreviousMessage; p != nil && p.Text == cur.Text && len(p.Files) == len(cur.Files) {
+		// Slack also sends message_changed when an unfurl is attached or
+		// a reply count changes: nothing was said.
+		return skipUnchanged
+	}
+	if skip := fillMessage(ev, cur, self); skip != "" {
+		return skip
+	}
+	ev.Kind = agents.EventEdited
+	return ""
+}
+
+// fillMessage fills ev from a message that says something, or says why it
+// is skipped.
+func fillMessage(ev *agents.Event, m *wireMessage, self Identity) skipReason {
+	if !contentSubtypes[m.Subtype] {
+		return skipSubtype
+	}
+	if isOwn(m, self) {
+		return skipOwn
+	}
+	ev.TS, ev.ThreadTS, ev.UserID, ev.BotID, ev.Subtype = m.TS, m.ThreadTS, m.User, m.BotID, m.Subtype
+	ev.Raw = withFiles(m.Text, m.Files)
+	if m.BotID != "" {
+		ev.UserName = botName(m)
+	}
+	return ""
+}
+
+func isOwn(m *wireMessage, self Identity) bool {
+	return self.BotID != "" && m.BotID == self.BotID || self.UserID != "" && m.User == self.UserID
+}
+
+func botName(m *wireMessage) string {
+	switch {
+	case m.Username != "":
+		return m.Username
+	case m.BotProfile != nil && m.BotProfile.Name != "":
+		return m.BotProfile.Name
+	}
+	return m.BotID
+}
+
+// withFiles appends "[file: name]" for each file shared with a message.
+func withFiles(text string, files []wireFile) string {
+	if len(files) == 0 {
+		return text
+	}
+	parts := make([]string, 0, len(files)+1)
+	if text != "" {
+		parts = append(parts, text)
+	}
+	for _, f := range files {
+		name := f.Name
+		if name == "" {
+			name = f.Title
+		}
+		if name == "" {
+			name = f.ID
+		}
+		parts = append(parts, "[file: "+name+"]")
+	}
+	return strings.Join(parts, "\n")
+}
+
+// normalize fills ev.Text and ev.UserName, looking names up within
+// Options.LookupTimeout.
+func (b *Bot) normalize(ctx context.Context, ev *agents.Event) {
+	if ev.Kind == agents.EventDeleted {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, b.opts.LookupTimeout)
+	defer cancel()
+	ev.Text = normalizeText(ev.Raw, b.lookup(ctx))
+	if ev.UserName == "" && ev.UserID != "" {
+		if name, ok := b.userName(ctx, ev.UserID); ok {
+			ev.UserName = name
+		} else {
+			ev.UserName = ev.UserID
+		}
+	}
+}
+
+// tsTime reads a Slack ts ("1700000000.000100"); zero when it is not one.
+func tsTime(ts string) time.Time {
+	sec, frac, _ := strings.Cut(ts, ".")
+	s, err := strconv.ParseInt(sec, 10, 64)
+	if err != nil || s <= 0 {
+		return time.Time{}
+	}
+	var us int64
+	if len(frac) == 6 {
+		us, _ = strconv.ParseInt(frac, 10, 64)
+	}
+	return time.Unix(s, us*1000)
+}
+
+// errorCode is the error code of a Slack ok:false answer, or "".
+func errorCode(err error) string {
+	var se slack.SlackErrorResponse
+	if errors.As(err, &se) {
+		return se.Err
+	}
+	return ""
+}

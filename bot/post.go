@@ -1,0 +1,401 @@
+package bot
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"regexp"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/slack-go/slack"
+
+	"github.com/conclavehq/conclave/agents"
+)
+
+// Slack's limits, with room to spare.
+const (
+	// blockLimit bounds one markdown block, in bytes (so at most as many
+	// characters); Slack allows 12,000 characters of markdown per message.
+	blockLimit = 10000
+	// fallbackLimit bounds the plain-text fallback of a message; longer
+	// plain text has been refused with msg_too_long around 4,000.
+	fallbackLimit = 3000
+	// usernameLimit is Slack's limit on a custom username.
+	usernameLimit = 80
+	// turnEventType names the message metadata that carries a turn id.
+	turnEventType = "conclave_turn"
+)
+
+// ErrEmptyReply is returned by PostReply for a reply with nothing to post.
+var ErrEmptyReply = errors.New("bot: empty reply")
+
+var slackUserID = regexp.MustCompile(`^[UW][A-Z0-9]+$`)
+
+// PostReply posts r in its thread as the agent: the text escaped and its
+// Markdown links spelled out (see escapeSlack and spellOutLinks), the users
+// in r.Mention named first, split into as many messages as needed, each
+// with a markdown block, a plain-text fallback, unfurling off and message
+// metadata carrying the turn id. Rate limits are waited out for as long as
+// ctx allows. It returns the ts of the first message; when a later part
+// fails, that ts and the error.
+func (b *Bot) PostReply(ctx context.Context, r agents.Reply) (string, error) {
+	if r.Channel == "" {
+		return "", errors.New("bot: post reply: no channel")
+	}
+	var mentions []string
+	for _, u := range r.Mention {
+		if slackUserID.MatchString(u) {
+			mentions = append(mentions, "<@"+u+">")
+		} else {
+			b.log.Warn("not a Slack user id; not mentioned", slog.String("user", u))
+		}
+	}
+	parts := splitText(escapeSlack(spellOutLinks(strings.TrimSpace(r.Text))), blockLimit)
+	if len(parts) == 0 && len(mentions) == 0 {
+		return "", ErrEmptyReply
+	}
+	if len(parts) == 0 {
+		parts = []string{""}
+	}
+	common := []slack.MsgOption{
+		slack.MsgOptionDisableLinkUnfurl(),
+		slack.MsgOptionDisableMediaUnfurl(),
+		slack.MsgOptionLinkNames(false),
+	}
+	if r.ThreadTS != "" {
+		common = append(common, slack.MsgOptionTS(r.ThreadTS))
+	}
+	if name := truncateRunes(strings.TrimSpace(r.Username), usernameLimit); name != "" {
+		common = append(common, slack.MsgOptionUsername(name))
+	}
+	if icon := b.avatarURL(r.IconURL); icon != "" {
+		common = append(common, slack.MsgOptionIconURL(icon))
+	}
+
+	var first string
+	for i, part := range parts {
+		var blocks []slack.Block
+		fallback := fallbackText(part)
+		if i == 0 && len(mentions) > 0 {
+			who := strings.Join(mentions, " ")
+			blocks = append(blocks, slack.NewSectionBlock(slack.NewTextBlockObject(slack.MarkdownType, who, false, true), nil, nil))
+			fallback = strings.TrimSpace(who + " " + fallback)
+		}
+		if part != "" {
+			blocks = append(blocks, slack.NewMarkdownBlock("", part))
+		}
+		opts := append(common[:len(common):len(common)],
+			slack.MsgOptionText(fallback, false),
+			slack.MsgOptionBlocks(blocks...))
+		if r.TurnID != "" {
+			opts = append(opts, slack.MsgOptionMetadata(slack.SlackMetadata{
+				EventType:    turnEventType,
+				EventPayload: map[string]any{"turn_id": r.TurnID, "part": i + 1, "parts": len(parts)},
+			}))
+		}
+		var ts string
+		err := b.call(ctx, "chat.postMessage", false, func(ctx context.Context) (err error) {
+			_, ts, err = b.api.PostMessageContext(ctx, r.Channel, opts...)
+			return err
+		})
+		if err != nil {
+			return first, fmt.Errorf("bot: post reply in %s (part %d of %d): %w", r.Channel, i+1, len(parts), err)
+		}
+		if i == 0 {
+			first = ts
+		}
+	}
+	return first, nil
+}
+
+// fallbackText is the plain-text fallback of one part: the part itself, or
+// its beginning and " …".
+func fallbackText(part string) string {
+	if len(part) <= fallbackLimit {
+		return part
+	}
+	return splitText(part, fallbackLimit)[0] + " …"
+}
+
+func truncateRunes(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	return string([]rune(s)[:n])
+}
+
+// avatarURL makes an agent's avatar usable as icon_url: ipfs:// through the
+// gateway, http(s) as it is; anything else (an NFT reference such as
+// eip155:1/erc721:…) is dropped.
+func (b *Bot) avatarURL(u string) string {
+	u = strings.TrimSpace(u)
+	if rest, ok := strings.CutPrefix(u, "ipfs://"); ok {
+		rest = strings.TrimPrefix(rest, "ipfs/")
+		if rest == "" {
+			return ""
+		}
+		return b.opts.IPFSGateway + rest
+	}
+	if strings.HasPrefix(u, "https://") || strings.HasPrefix(u, "http://") {
+		return u
+	}
+	return ""
+}
+
+// PostEphemeral shows text to one user in a channel. The text is escaped
+// like a reply.
+func (b *Bot) PostEphemeral(ctx context.Context, channel, user, text string) error {
+	return b.postEphemeral(ctx, channel, user, fallbackText(escapeSlack(spellOutLinks(text))))
+}
+
+// postEphemeral posts mrkdwn text as it is.
+func (b *Bot) postEphemeral(ctx context.Context, channel, user, text string) error {
+	err := b.call(ctx, "chat.postEphemeral", false, func(ctx context.Context) error {
+		_, err := b.api.PostEphemeralContext(ctx, channel, user,
+			slack.MsgOptionText(text, false), slack.MsgOptionLinkNames(false))
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("bot: ephemeral message in %s: %w", channel, err)
+	}
+	return nil
+}
+
+// AddReaction adds an emoji (default: Options.WorkingReaction) to a
+// message; one already there is not an error.
+func (b *Bot) AddReaction(ctx context.Context, channel, ts, name string) error {
+	name = b.reactionName(name)
+	err := b.call(ctx, "reactions.add", true, func(ctx context.Context) error {
+		return b.api.AddReactionContext(ctx, name, slack.NewRefToMessage(channel, ts))
+	})
+	if err != nil && errorCode(err) != "already_reacted" {
+		return fmt.Errorf("bot: add reaction %s to %s/%s: %w", name, channel, ts, err)
+	}
+	return nil
+}
+
+// RemoveReaction removes conclave's emoji (default:
+// Options.WorkingReaction) from a message; one not there is not an error.
+func (b *Bot) RemoveReaction(ctx context.Context, channel, ts, name string) error {
+	name = b.reactionName(name)
+	err := b.call(ctx, "reactions.remove", true, func(ctx context.Context) error {
+		return b.api.RemoveReactionContext(ctx, name, slack.NewRefToMessage(channel, ts))
+	})
+	if err != nil && errorCode(err) != "no_reaction" {
+		return fmt.Errorf("bot: remove reaction %s from %s/%s: %w", name, channel, ts, err)
+	}
+	return nil
+}
+
+func (b *Bot) reactionName(name string) string {
+	name = strings.Trim(strings.TrimSpace(name), ":")
+	if name == "" {
+		return b.opts.WorkingReaction
+	}
+	return name
+}
+
+// FindTurnPost looks through a thread for a message conclave posted with
+// turnID in its metadata, and returns the ts of the earliest. A thread that
+// no longer exists holds no such message.
+func (b *Bot) FindTurnPost(ctx context.Context, channel, threadTS, turnID string) (string, bool, error) {
+	self := b.identity()
+	var found string
+	err := b.replies(ctx, channel, threadTS, true, func(m slack.Message) bool {
+		md := m.Metadata
+		if md.EventType != turnEventType || md.EventPayload["turn_id"] != turnID {
+			return true
+		}
+		if self.BotID != "" && m.BotID != self.BotID {
+			return true
+		}
+		found = m.Timestamp
+		return false
+	})
+	if errorCode(err) == "thread_not_found" {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, fmt.Errorf("bot: look for turn %s in %s/%s: %w", turnID, channel, threadTS, err)
+	}
+	return found, found != "", nil
+}
+
+// ThreadHistory returns the last limit messages of a thread (all when limit
+// ≤ 0), oldest first, as events with normalised text. Noise (joins, topic
+// changes) is left out; conclave's own posts are kept, with UserID set to
+// its bot user and UserName to the agent they were posted as.
+func (b *Bot) ThreadHistory(ctx context.Context, channel, threadTS string, limit int) ([]agents.Event, error) {
+	self := b.identity()
+	var msgs []wireMessage
+	err := b.replies(ctx, channel, threadTS, false, func(m slack.Message) bool {
+		if !contentSubtypes[m.SubType] || m.Timestamp == "" {
+			return true
+		}
+		msgs = append(msgs, wireFromMessage(m))
+		if limit > 0 && len(msgs) > 2*limit {
+			msgs = append(msgs[:0], msgs[len(msgs)-limit:]...)
+		}
+		return true
+	})
+	if err != nil {
+		return nil, fmt.Errorf("bot: history of %s/%s: %w", channel, threadTS, err)
+	}
+	out := make([]agents.Event, 0, len(msgs))
+	lookup := b.lookup(ctx)
+	for i := range msgs {
+		m := &msgs[i]
+		ev := agents.Event{
+			Channel: channel, TS: m.TS, ThreadTS: m.ThreadTS, UserID: m.User, BotID: m.BotID,
+			Subtype: m.Subtype, Raw: withFiles(m.Text, m.Files), At: tsTime(m.TS), Team: self.TeamID,
+		}
+		if ev.ThreadTS == ev.TS {
+			ev.ThreadTS = ""
+		}
+		switch {
+		case isOwn(m, self):
+			if ev.UserID == "" {
+				ev.UserID = self.UserID
+			}
+			ev.UserName = botName(m)
+		case m.BotID != "":
+			ev.UserName = botName(m)
+		case m.User != "":
+			ev.UserName = m.User
+			if name, ok := b.userName(ctx, m.User); ok {
+				ev.UserName = name
+			}
+		}
+		ev.Text = normalizeText(ev.Raw, lookup)
+		out = append(out, ev)
+	}
+	if limit > 0 && len(out) > limit {
+		out = out[len(out)-limit:]
+	}
+	return out, nil
+}
+
+func wireFromMessage(m slack.Message) wireMessage {
+	w := wireMessage{
+		Type: m.Type, Subtype: m.SubType, User: m.User, BotID: m.BotID, Username: m.Username,
+		Text: m.Text, TS: m.Timestamp, ThreadTS: m.ThreadTimestamp,
+	}
+	if m.BotProfile != nil {
+		w.BotProfile = &botProfile{Name: m.BotProfile.Name}
+	}
+	for _, f := range m.Files {
+		w.Files = append(w.Files, wireFile{ID: f.ID, Name: f.Name, Title: f.Title})
+	}
+	return w
+}
+
+// replies pages through conversations.replies, calling fn for each message
+// in order until it returns false.
+func (b *Bot) replies(ctx context.Context, channel, threadTS string, metadata bool, fn func(slack.Message) bool) error {
+	params := &slack.GetConversationRepliesParameters{
+		ChannelID: channel, Timestamp: threadTS, Limit: 200, IncludeAllMetadata: metadata,
+	}
+	for {
+		var msgs []slack.Message
+		var more bool
+		var next string
+		err := b.call(ctx, "conversations.replies", true, func(ctx context.Context) (err error) {
+			msgs, more, next, err = b.api.GetConversationRepliesContext(ctx, params)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		for _, m := range msgs {
+			if !fn(m) {
+				return nil
+			}
+		}
+		if !more || next == "" {
+			return nil
+		}
+		params.Cursor = next
+	}
+}
+
+// ChannelDescription returns a channel's purpose, normalised; it is cached
+// for at most five minutes.
+func (b *Bot) ChannelDescription(ctx context.Context, channel string) (string, error) {
+	info, err := b.channelInfo(ctx, channel)
+	if err != nil {
+		return "", fmt.Errorf("bot: channel %s: %w", channel, err)
+	}
+	return normalizeText(info.purpose, b.lookup(ctx)), nil
+}
+
+// call runs one Web API request. A rate limit (HTTP 429) is waited out, as
+// long as its Retry-After says (at least a second), for as long as ctx
+// allows: Slack did not act on the request, so retrying cannot double it.
+// When idempotent, a server error or a network failure is retried up to
+// three times with backoff; other errors are returned at once.
+func (b *Bot) call(ctx context.Context, method string, idempotent bool, fn func(context.Context) error) error {
+	transient := 0
+	for {
+		err := fn(ctx)
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return err
+		}
+		var wait time.Duration
+		if limited, after := rateLimit(err); limited {
+			wait = max(after, time.Second)
+			b.metrics.rateLimited.WithLabelValues(method).Inc()
+			b.log.Info("Slack rate limit; waiting", slog.String(logMethod, method), slog.Duration("for", wait))
+		} else if idempotent && transient < 3 && isTransient(err) {
+			transient++
+			wait = time.Duration(250<<transient) * time.Millisecond
+			b.log.Debug("Slack call failed; retrying", slog.String(logMethod, method), slog.Any(logError, err))
+		} else {
+			b.metrics.apiErrors.WithLabelValues(method).Inc()
+			return err
+		}
+		if serr := sleep(ctx, wait); serr != nil {
+			b.metrics.apiErrors.WithLabelValues(method).Inc()
+			return fmt.Errorf("%w (stopped waiting: %w)", err, serr)
+		}
+	}
+}
+
+// rateLimit reports whether err is Slack's rate limit, and the Retry-After.
+func rateLimit(err error) (bool, time.Duration) {
+	var rl *slack.RateLimitedError
+	if errors.As(err, &rl) {
+		return true, rl.RetryAfter
+	}
+	var sc slack.StatusCodeError
+	if errors.As(err, &sc) && sc.Code == http.StatusTooManyRequests || errorCode(err) == "ratelimited" {
+		return true, 0
+	}
+	return false, 0
+}
+
+// isTransient reports a failure worth retrying: a 5xx or a network error.
+func isTransient(err error) bool {
+	var sc slack.StatusCodeError
+	if errors.As(err, &sc) {
+		return sc.Code >= 500
+	}
+	if errorCode(err) != "" {
+		return false
+	}
+	limited, _ := rateLimit(err)
+	return !limited && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
+}
+
+func (b *Bot) httpClient() *http.Client {
+	if b.opts.HTTPClient != nil {
+		return b.opts.HTTPClient
+	}
+	return http.DefaultClient
+}
