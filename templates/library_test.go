@@ -380,3 +380,48 @@ func TestRenderDuringReloads(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// A prompt or settings file that cannot be read fails its prompt like a
+// broken one; it is never skipped in favour of a lower level.
+func TestUnreadableFilesFailTheirPrompt(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "expert/system.tmpl"), "role level.")
+	writeFile(t, filepath.Join(dir, "expert/context-found.tmpl"), strings.Repeat("x", maxFileSize+1))
+	writeFile(t, filepath.Join(dir, "all/system.toml"), `model = "m"`)
+	if err := os.MkdirAll(filepath.Join(dir, "agents", testAgent), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	symlink(t, "missing.tmpl", filepath.Join(dir, "agents", testAgent, "system.tmpl"))
+	symlink(t, "missing.toml", filepath.Join(dir, "expert", "system.toml"))
+	set := open(t, dir).Current()
+	d := BuiltinFixture().Data
+	tests := []struct {
+		name string
+		err  func() error
+		want string
+	}{
+		{"dangling link to a template", func() error {
+			_, err := set.Render(testAgent, RoleExpert, PromptSystem, d)
+			return err
+		}, "/agents/" + testAgent + "/system.tmpl: cannot read: "},
+		{"file too large", func() error {
+			_, err := set.Render(testAgent, RoleExpert, PromptContextFound, d)
+			return err
+		}, "/expert/context-found.tmpl: cannot read: larger than 1048576 bytes"},
+		{"dangling link to settings", func() error {
+			_, err := set.Settings("marc.acme.137.protocol6022.eth", RoleExpert, PromptSystem)
+			return err
+		}, "/expert/system.toml: cannot read: "},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.err()
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("error %v, want one containing %q", err, tt.want)
+			}
+		})
+	}
+	if got, err := set.Render("marc.acme.137.protocol6022.eth", RoleExpert, PromptSystem, d); err != nil || got != "role level." {
+		t.Errorf("another agent: %q, %v", got, err)
+	}
+}

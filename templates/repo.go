@@ -117,7 +117,6 @@ type settingsFile struct {
 type repo struct {
 	prompts  map[string]*promptFile   // by relative path
 	settings map[string]*settingsFile // by relative path
-	partials map[string]*template.Template
 	problems []*Error
 }
 
@@ -125,39 +124,63 @@ type repo struct {
 // errors show. A broken file is recorded, never fatal: it fails only the
 // prompts that use it.
 func buildRepo(files map[string]fileData, display func(string) string, funcs template.FuncMap) *repo {
-	r := &repo{
-		prompts:  map[string]*promptFile{},
-		settings: map[string]*settingsFile{},
-		partials: map[string]*template.Template{},
-	}
-	base := template.New("").Funcs(funcs)
-	var brokenPartials []string
-	definedBy := map[string]string{}
+	r := &repo{prompts: map[string]*promptFile{}, settings: map[string]*settingsFile{}}
+	base, brokenPartials := r.parsePartials(files, display, funcs)
 	for _, rel := range slices.Sorted(maps.Keys(files)) {
-		f := files[rel]
-		name := display(rel)
-		p := classify(rel)
-		switch {
-		case p.kind == kindUnknown:
+		f, name, p := files[rel], display(rel), classify(rel)
+		if p.kind == kindUnknown {
 			r.problems = append(r.problems, &Error{File: name, Message: "unknown file: " + p.why})
 			continue
-		case f.err != nil:
-			r.problems = append(r.problems, &Error{File: name, Message: "cannot read: " + f.err.Error(), err: f.err})
-			if p.kind == kindPartial {
-				brokenPartials = append(brokenPartials, name)
+		}
+		var unreadable error
+		if f.err != nil {
+			unreadable = &Error{File: name, Message: "cannot read: " + f.err.Error(), err: f.err}
+			r.problems = append(r.problems, flatten(unreadable)...)
+		}
+		switch {
+		case p.kind == kindPrompt && unreadable != nil:
+			r.prompts[rel] = &promptFile{err: unreadable}
+		case p.kind == kindPrompt:
+			pf := parsePrompt(name, string(f.body), base, funcs, brokenPartials)
+			if pf.err != nil {
+				r.problems = append(r.problems, flatten(pf.err)...)
 			}
+			r.prompts[rel] = pf
+		case p.kind == kindSettings && unreadable != nil:
+			r.settings[rel] = &settingsFile{err: unreadable}
+		case p.kind == kindSettings:
+			s, err := decodeSettings(name, f.body)
+			if err != nil {
+				r.problems = append(r.problems, flatten(err)...)
+			}
+			r.settings[rel] = &settingsFile{settings: s, err: err}
+		}
+	}
+	sortErrors(r.problems)
+	return r
+}
+
+// parsePartials parses every partial into one namespace, the base of every
+// prompt's, and lists the partials that cannot be used.
+func (r *repo) parsePartials(files map[string]fileData, display func(string) string, funcs template.FuncMap) (*template.Template, []string) {
+	base := template.New("").Funcs(funcs)
+	var broken []string
+	definedBy := map[string]string{}
+	for _, rel := range slices.Sorted(maps.Keys(files)) {
+		f, name := files[rel], display(rel)
+		if classify(rel).kind != kindPartial {
 			continue
 		}
-		if p.kind != kindPartial {
+		if f.err != nil {
+			broken = append(broken, name) // reported with the other files
 			continue
 		}
 		t, err := parseFile(name, string(f.body), funcs)
 		if err != nil {
-			r.problems = append(r.problems, err.(*Error))
-			brokenPartials = append(brokenPartials, name)
+			r.problems = append(r.problems, flatten(err)...)
+			broken = append(broken, name)
 			continue
 		}
-		r.partials[rel] = t
 		for _, d := range t.Templates() {
 			if other, ok := definedBy[d.Name()]; ok && other != name && !parse.IsEmptyTree(d.Tree.Root) {
 				r.problems = append(r.problems, &Error{File: name, Message: fmt.Sprintf("template %q is also defined in %s; this one is used", d.Name(), other)})
@@ -168,41 +191,7 @@ func buildRepo(files map[string]fileData, display func(string) string, funcs tem
 			}
 		}
 	}
-	for rel, f := range files {
-		if f.err != nil {
-			continue
-		}
-		name := display(rel)
-		switch classify(rel).kind {
-		case kindPrompt:
-			pf := parsePrompt(name, string(f.body), base, funcs, brokenPartials)
-			if pf.err != nil {
-				r.problems = append(r.problems, flatten(pf.err)...)
-			}
-			r.prompts[rel] = pf
-		case kindSettings:
-			s, err := decodeSettings(name, f.body)
-			if err != nil {
-				r.problems = append(r.problems, flatten(err)...)
-			}
-			r.settings[rel] = &settingsFile{settings: s, err: err}
-		}
-	}
-	// An unreadable prompt or settings file fails its prompt like a broken one.
-	for rel, f := range files {
-		if f.err == nil {
-			continue
-		}
-		err := &Error{File: display(rel), Message: "cannot read: " + f.err.Error(), err: f.err}
-		switch classify(rel).kind {
-		case kindPrompt:
-			r.prompts[rel] = &promptFile{err: err}
-		case kindSettings:
-			r.settings[rel] = &settingsFile{err: err}
-		}
-	}
-	sortErrors(r.problems)
-	return r
+	return base, broken
 }
 
 // parsePrompt parses one prompt file in a namespace of its own: the

@@ -101,3 +101,22 @@ func TestAgentCopiesItsMaps(t *testing.T) {
 		t.Errorf("attributes %v", got)
 	}
 }
+
+// A huge message with control characters and template syntax is data: it
+// is inserted whole, exactly as it came (cutting it to the input budget is
+// the engine's job).
+func TestHugeMessageIsData(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir+"/expert/system.tmpl", "Latest:\n{{.LatestRequest.Content}}\nEnd.")
+	content := strings.Repeat("{{.ConversationId}}\x00\n\t\u2028{{template \"x\"}} é ", 1200)
+	content = string([]rune(content)[:40000])
+	d := BuiltinFixture().Data
+	d.LatestRequest.Content = content
+	got, err := open(t, dir).Current().Render(testAgent, RoleExpert, PromptSystem, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "Latest: " + content + " End."; got != want {
+		t.Errorf("the message was changed: got %d bytes, want %d", len(got), len(want))
+	}
+}
