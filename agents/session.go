@@ -13,9 +13,9 @@ import (
 // name, or "<ens>#<channel>" with expert.session_scope = "channel".
 func (c *convo) expertNamespace(name string) string {
 	if c.e.opts.SessionScope == ScopeChannel {
-		return name + "#" + c.conv.Channel
+		return ExpertNamespace(name, c.conv.Channel)
 	}
-	return name
+	return ExpertNamespace(name, "")
 }
 
 // humanOf is the human a clone or human agent stands for: a clone's
