@@ -224,7 +224,8 @@ func (r *Redis) MarkPending(ctx context.Context, convID string) error {
 // Due implements Store. It asks every shard in one pipeline.
 func (r *Redis) Due(ctx context.Context, now time.Time, limit int) ([]string, error) {
 	cmds := make([]*redis.Cmd, dueShards)
-	_, err := r.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+	// Errors are read per command below.
+	_, _ = r.c.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i := range cmds {
 			cmds[i] = dueScript.EvalSha(ctx, p, []string{r.keys.due(i)}, now.UnixMilli(), limit, r.keys.shard(i)+"conv:")
 		}
@@ -238,7 +239,7 @@ func (r *Redis) Due(ctx context.Context, now time.Time, limit int) ([]string, er
 			res, cerr = dueScript.Run(ctx, r.c, []string{r.keys.due(i)}, now.UnixMilli(), limit, r.keys.shard(i)+"conv:").Slice()
 		}
 		if cerr != nil {
-			return nil, fmt.Errorf("memory: due: %w", errors.Join(cerr, err))
+			return nil, fmt.Errorf("memory: due: %w", cerr)
 		}
 		for j := 0; j+1 < len(res); j += 2 {
 			id, _ := res[j].(string)
