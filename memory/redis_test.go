@@ -3,8 +3,10 @@ package memory_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -293,5 +295,98 @@ func TestRedisDown(t *testing.T) {
 	srv.Restart()
 	if ok, err := s.RecordMessage(t.Context(), conv, m, "Ev1"); err != nil || !ok {
 		t.Errorf("RecordMessage once Redis is back = %v, %v; want recorded", ok, err)
+	}
+}
+
+// TestRedisReplicasLoseNoWakeup runs the engine's protocol (Due, lock,
+// Load, release, again while pending) on two replicas while messages
+// arrive through both: once everything settles, the last Load of every
+// conversation saw all of its messages.
+func TestRedisReplicasLoseNoWakeup(t *testing.T) {
+	db := redistest.New(t)
+	replicas := []*memory.Redis{db.Store(t, memory.Options{}), db.Store(t, memory.Options{})}
+	ctx := t.Context()
+	const convs, perConv = 5, 40
+
+	var mu sync.Mutex
+	seen := map[string]int{} // conversation → messages in its latest Load
+	work := func(s *memory.Redis) error {
+		ids, err := s.Due(ctx, time.Now(), 10)
+		if err != nil {
+			return err
+		}
+		for _, id := range ids {
+			for {
+				l, err := s.AcquireLock(ctx, id, time.Minute)
+				if errors.Is(err, memory.ErrLocked) {
+					break
+				}
+				if err != nil {
+					return err
+				}
+				snap, err := s.Load(ctx, l)
+				if err != nil {
+					return err
+				}
+				mu.Lock()
+				seen[id] = max(seen[id], len(snap.Messages))
+				mu.Unlock()
+				pending, err := s.ReleaseLock(ctx, l)
+				if err != nil {
+					return err
+				}
+				if !pending {
+					break
+				}
+			}
+		}
+		return nil
+	}
+
+	var producers, workers sync.WaitGroup
+	done := make(chan struct{})
+	for i := range convs {
+		producers.Go(func() {
+			conv := memory.Conversation{ID: fmt.Sprintf("c%d", i), Channel: "C1"}
+			for j := range perConv {
+				m := memory.Message{TS: fmt.Sprintf("1700000000.%06d", j), Text: "x"}
+				if _, err := replicas[j%2].RecordMessage(ctx, conv, m, ""); err != nil {
+					t.Errorf("RecordMessage: %v", err)
+				}
+			}
+		})
+	}
+	for w := range 4 {
+		workers.Go(func() {
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				if err := work(replicas[w%2]); err != nil {
+					t.Errorf("worker: %v", err)
+					return
+				}
+			}
+		})
+	}
+	producers.Wait()
+	close(done)
+	workers.Wait()
+	// Whatever is still due is picked up now, as the next sweep would.
+	for range 10 {
+		if err := work(replicas[0]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ids, err := replicas[1].Due(ctx, time.Now(), 0); err != nil || len(ids) != 0 {
+		t.Errorf("still due after settling: %q, %v", ids, err)
+	}
+	for i := range convs {
+		id := fmt.Sprintf("c%d", i)
+		if seen[id] != perConv {
+			t.Errorf("%s: the latest Load saw %d messages, want %d", id, seen[id], perConv)
+		}
 	}
 }
