@@ -67,8 +67,9 @@ type Options struct {
 	// PingTimeout: with no WebSocket ping from Slack for this long the
 	// socket is considered dead and reopened; default 30s.
 	PingTimeout time.Duration
-	// HandleTimeout bounds one Handler.Handle call; default 2s, so the
-	// envelope is acknowledged within Slack's 3 s or not at all.
+	// HandleTimeout bounds one Handler.Handle call; default 1.5s, so that
+	// with the name look-ups the envelope is acknowledged within Slack's
+	// 3 s or not at all.
 	HandleTimeout time.Duration
 	// LookupTimeout bounds the user and channel name look-ups made to
 	// normalise one event's text; default 1s. Names not found in time stay
@@ -99,7 +100,7 @@ func (o *Options) setDefaults() {
 		o.PingTimeout = 30 * time.Second
 	}
 	if o.HandleTimeout <= 0 {
-		o.HandleTimeout = 2 * time.Second
+		o.HandleTimeout = 1500 * time.Millisecond
 	}
 	if o.LookupTimeout <= 0 {
 		o.LookupTimeout = time.Second

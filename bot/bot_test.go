@@ -869,3 +869,47 @@ func TestReplicasShareTheEvents(t *testing.T) {
 		}
 	}
 }
+
+func TestRetriesAndDuplicatesReachTheEngine(t *testing.T) {
+	r := newRig(t, fakeslack.Options{}, nil)
+	r.run(t)
+	ctx := testContext(t)
+	d := r.fake.SendMessage(fakeslack.Message{Channel: "C1", User: "U1", Text: "once"})
+	if _, err := r.fake.WaitAck(ctx, d.EventID); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := r.fake.Redeliver(d.EventID, "timeout"); !ok {
+		t.Fatal("no redelivery")
+	}
+	dup := r.fake.SendMessage(fakeslack.Message{Channel: "C1", User: "U1", Text: "once", TS: d.TS})
+	evs := r.rec.wait(t, 3)
+	ids := []string{evs[0].ID, evs[1].ID, evs[2].ID}
+	if ids[0] != d.EventID || ids[1] != d.EventID || ids[2] != dup.EventID || dup.EventID == d.EventID {
+		t.Errorf("event ids = %v, want the retry with its id and the duplicate with its own", ids)
+	}
+	for _, ev := range evs {
+		if ev.TS != d.TS || ev.Channel != "C1" {
+			t.Errorf("event %+v does not carry the message's channel and ts", ev)
+		}
+	}
+}
+
+func TestLargeAndOddMessagesAreData(t *testing.T) {
+	r := newRig(t, fakeslack.Options{}, nil)
+	r.run(t)
+	body := strings.Repeat("x", 40000)
+	texts := []struct{ raw, want string }{
+		{body, body},
+		{"tab\tbell\a nul\x00 line\u2028end", "tab\tbell\a nul\x00 line\u2028end"},
+		{"{{ .Secret }} {{template \"x\"}} &lt;{{end}}&gt;", "{{ .Secret }} {{template \"x\"}} <{{end}}>"},
+	}
+	for _, tt := range texts {
+		r.fake.SendMessage(fakeslack.Message{Channel: "C1", User: "U1", Text: tt.raw})
+	}
+	evs := r.rec.wait(t, len(texts))
+	for i, tt := range texts {
+		if evs[i].Raw != tt.raw || evs[i].Text != tt.want {
+			t.Errorf("message %d: raw %q…, text %q…", i, abbreviate([]string{evs[i].Raw}), abbreviate([]string{evs[i].Text}))
+		}
+	}
+}
