@@ -1,0 +1,123 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/conclavehq/conclave/agents"
+	"github.com/conclavehq/conclave/ens"
+	"github.com/conclavehq/conclave/memory"
+)
+
+const memoryUsage = `Usage:
+  conclave memory hydrate --agent ENS (--session KEY | --group ENS,ENS,...) --file F.jsonl [--channel C] [--config FILE]
+`
+
+func runMemory(ctx context.Context, args []string, e env) error {
+	if len(args) == 0 || args[0] != "hydrate" {
+		return fmt.Errorf("%w: memory needs the sub-command hydrate\n%s", errUsage, memoryUsage)
+	}
+	return runHydrate(ctx, args[1:], e)
+}
+
+// runHydrate appends a JSONL file of {"role","content"} lines to one memory
+// session, all or nothing, after validating the whole file.
+func runHydrate(ctx context.Context, args []string, e env) error {
+	fs := flag.NewFlagSet("memory hydrate", flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	load := configFlag(fs, e)
+	agentName := fs.String("agent", "", "the agent whose memory is hydrated (required)")
+	session := fs.String("session", "", "the session key (an expert's business key)")
+	group := fs.String("group", "", "comma-separated ENS names: hydrate the clone/human session of this group")
+	channel := fs.String("channel", "", "the channel, when expert.session_scope = \"channel\"")
+	file := fs.String("file", "", "the JSONL file (required; - for stdin)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *agentName == "" || *file == "" || (*session == "") == (*group == "") || fs.NArg() > 0 {
+		return fmt.Errorf("%w: hydrate needs --agent, --file and one of --session or --group\n%s", errUsage, memoryUsage)
+	}
+	cfg, _, err := load()
+	if err != nil {
+		return err
+	}
+	if cfg.Memory.RedisURL == "" {
+		return errors.New("memory hydrate: memory.redis_url is not set; the in-process store lives only inside a running conclave, so there is nothing to hydrate")
+	}
+	names, err := ens.NewNames(cfg.ENS.BaseDomains)
+	if err != nil {
+		return err
+	}
+	agent, err := names.Parse(*agentName)
+	if err != nil {
+		return fmt.Errorf("memory hydrate: --agent: %w", err)
+	}
+	namespace, key := agent.Canonical, *session
+	if *group != "" {
+		var members []string
+		for _, g := range strings.Split(*group, ",") {
+			n, err := names.Parse(strings.TrimSpace(g))
+			if err != nil {
+				return fmt.Errorf("memory hydrate: --group: %w", err)
+			}
+			members = append(members, humanOfStatic(cfg, n.Canonical))
+		}
+		key = agents.GroupSessionID(members)
+		// Group sessions live under the human's namespace, where its twin
+		// reads them too.
+		namespace = humanOfStatic(cfg, agent.Canonical)
+	} else if *channel != "" {
+		if cfg.Expert.SessionScope != "channel" {
+			return fmt.Errorf("%w: --channel only applies with expert.session_scope = \"channel\"", errUsage)
+		}
+		namespace = agents.ExpertNamespace(agent.Canonical, *channel)
+	}
+
+	entries, err := readJSONL(*file, e)
+	if err != nil {
+		return err
+	}
+	store, err := memory.NewRedis(ctx, memory.RedisOptions{
+		URL:                cfg.Memory.RedisURL,
+		KeyPrefix:          cfg.Memory.KeyPrefix,
+		MaxSessionMessages: cfg.Memory.MaxSessionMessages,
+		ConversationTTL:    cfg.Memory.ConversationTTL.Duration,
+	})
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	if err := memory.Hydrate(ctx, store, namespace, key, entries, time.Now()); err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stdout, "appended %d message(s) to session %q of %s\n", len(entries), key, namespace)
+	return nil
+}
+
+func readJSONL(path string, e env) ([]memory.SessionEntry, error) {
+	if path == "-" {
+		return memory.ParseJSONL("stdin", e.stdin)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("memory hydrate: %w", err)
+	}
+	defer f.Close()
+	return memory.ParseJSONL(path, f)
+}
+
+// humanOfStatic maps a clone declared in the configuration to the human
+// it was forked from; any other name stays as it is.
+func humanOfStatic(cfg Config, name string) string {
+	for _, a := range cfg.Agents {
+		if a.ENS == name && strings.EqualFold(a.Role, "clone") && a.CloneOf != "" {
+			return strings.ToLower(a.CloneOf)
+		}
+	}
+	return name
+}

@@ -1,0 +1,341 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/slack-go/slack"
+
+	"github.com/conclavehq/conclave/agents"
+	"github.com/conclavehq/conclave/agents/llm"
+	"github.com/conclavehq/conclave/bot"
+	"github.com/conclavehq/conclave/ens"
+	"github.com/conclavehq/conclave/memory"
+	"github.com/conclavehq/conclave/templates"
+)
+
+// Log attribute keys of this package.
+const (
+	logComponent = "component"
+	logErr       = "err"
+)
+
+// runBot is `conclave run`: it wires the store, prompts, identities, model
+// client, Slack transport and engine, and runs them until ctx ends
+// (SIGTERM), then drains in-flight turns within shutdown_grace.
+func runBot(ctx context.Context, args []string, e env) error {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	load := configFlag(fs, e)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
+	}
+	cfg, secretsInFile, err := load()
+	if err != nil {
+		return err
+	}
+	log := newLogger(cfg.Log, e.stderr)
+	log.Info("starting conclave", slog.String("version", versionString()))
+	for _, key := range secretsInFile {
+		log.Warn("a secret is written in the configuration file; prefer its environment variable", slog.String("key", key))
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metrics := newRunMetrics(reg)
+
+	store, err := openStore(ctx, cfg.Memory, log)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+
+	lib, err := openTemplates(cfg.Templates.Dir, log)
+	if err != nil {
+		return err
+	}
+
+	directory, err := ens.New(ensOptions(cfg.ENS, log.With(slog.String(logComponent, "ens"))), staticAgents(cfg.Agents))
+	if err != nil {
+		return err
+	}
+	defer directory.Close()
+
+	def, named := llmProfiles(cfg.LLM)
+	model, err := llm.New(def, named, llm.WithLogger(log.With(slog.String(logComponent, "llm"))))
+	if err != nil {
+		return err
+	}
+
+	checks := []readinessCheck{
+		{"memory", store.Ping},
+		{"templates", func(context.Context) error {
+			if lib.Current() == nil {
+				return errors.New("not loaded")
+			}
+			return nil
+		}},
+	}
+
+	// Everything that runs until shutdown; each part's error ends the run.
+	runCtx, cancelRun := context.WithCancel(ctx)
+	defer cancelRun()
+	var parts partGroup
+	parts.start(runCtx, cancelRun, log, "templates", lib.Run)
+	parts.start(runCtx, cancelRun, log, "reload", func(ctx context.Context) error {
+		return reloadOnHUP(ctx, e.hup, lib, log)
+	})
+
+	// The engine gets its own context: when the process is told to stop,
+	// the Slack transport stops reading events at once (runCtx) while the
+	// engine drains in-flight turns within shutdown_grace.
+	engineCtx, stopEngine := context.WithCancel(ctx)
+	defer stopEngine()
+	engineDone := make(chan struct{})
+	if cfg.Slack.AppToken == "" || cfg.Slack.BotToken == "" {
+		close(engineDone)
+		log.Error("Slack tokens are not set: not connecting to Slack; set SLACK_APP_TOKEN (xapp-…) and SLACK_BOT_TOKEN (xoxb-…), see README")
+		checks = append(checks, readinessCheck{"slack", func(context.Context) error { return errors.New("not configured") }})
+	} else {
+		var eng *agents.Engine
+		b := bot.New(bot.Options{
+			AppToken:        cfg.Slack.AppToken,
+			BotToken:        cfg.Slack.BotToken,
+			APIURL:          cfg.Slack.APIURL,
+			WorkingReaction: cfg.Slack.WorkingReaction,
+			IPFSGateway:     cfg.Slack.IPFSGateway,
+			Registerer:      reg,
+		}, bot.HandlerFunc(func(ctx context.Context, ev agents.Event) error {
+			return eng.Handle(ctx, ev)
+		}), log)
+		checks = append(checks, readinessCheck{"slack", func(context.Context) error { return b.Ready() }})
+		id, err := identify(runCtx, b, log)
+		if err != nil {
+			return err
+		}
+		eng = agents.New(engineOptions(cfg, id.UserID), agents.Deps{
+			Store:    store,
+			Chat:     b,
+			Model:    model,
+			Prompts:  func() agents.Prompts { return lib.Current() },
+			Resolver: directory,
+			Logger:   log.With(slog.String(logComponent, "engine")),
+			OnTurn:   metrics.observeTurn,
+		})
+		go func() {
+			defer close(engineDone)
+			if err := eng.Run(engineCtx); err != nil {
+				log.Error("engine stopped", slog.Any(logErr, err))
+				cancelRun()
+			}
+		}()
+		parts.start(runCtx, cancelRun, log, "slack", b.Run)
+	}
+
+	mux := newOpsMux(checks)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	httpCtx, stopHTTP := context.WithCancel(context.Background())
+	defer stopHTTP()
+	httpDone := make(chan error, 1)
+	go func() { httpDone <- serveHTTP(httpCtx, cfg.HTTP.Addr, mux, e.ready) }()
+
+	var httpErr error
+	select {
+	case <-runCtx.Done():
+	case httpErr = <-httpDone:
+		cancelRun()
+	}
+	log.Info("shutting down")
+	parts.wait()
+	stopEngine()
+	<-engineDone
+	stopHTTP()
+	if httpErr == nil {
+		httpErr = <-httpDone
+	}
+	if httpErr != nil {
+		return httpErr
+	}
+	if err := parts.err(); err != nil {
+		return err
+	}
+	log.Info("stopped")
+	return nil
+}
+
+// identify learns conclave's own Slack identity, retrying while Slack
+// cannot be reached; a token Slack refuses is a configuration error.
+func identify(ctx context.Context, b *bot.Bot, log *slog.Logger) (bot.Identity, error) {
+	wait := time.Second
+	for {
+		id, err := b.Identify(ctx)
+		if err == nil {
+			return id, nil
+		}
+		var slackErr slack.SlackErrorResponse
+		if errors.As(err, &slackErr) || isAuthError(err) {
+			return bot.Identity{}, fmt.Errorf("slack: the bot token was refused: %w", err)
+		}
+		log.Warn("cannot reach Slack; retrying", slog.Any(logErr, err), slog.Duration("in", wait))
+		select {
+		case <-ctx.Done():
+			return bot.Identity{}, ctx.Err()
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 30*time.Second)
+	}
+}
+
+func isAuthError(err error) bool {
+	for _, s := range []string{"invalid_auth", "not_authed", "token_revoked", "account_inactive", "token_expired"} {
+		if strings.Contains(err.Error(), s) {
+			return true
+		}
+	}
+	return false
+}
+
+// engineOptions maps the configuration onto the engine's options.
+func engineOptions(cfg Config, botUserID string) agents.Options {
+	o := agents.Options{
+		Timeout:          cfg.Conversation.Timeout.Duration,
+		CallTimeout:      cfg.Conversation.CallTimeout.Duration,
+		MaxTurns:         cfg.Conversation.MaxTurns,
+		MaxTurnsPerAgent: cfg.Conversation.MaxTurnsPerAgent,
+		MaxParallel:      cfg.Conversation.MaxParallel,
+		MaxMessageChars:  cfg.Conversation.MaxMessageChars,
+		MaxInputTokens:   *cfg.LLM.MaxInputTokens,
+		MatchThreshold:   cfg.Expert.MatchThreshold,
+		SessionScope:     cfg.Expert.SessionScope,
+		Notify:           cfg.Errors.Notify,
+		WorkingReaction:  cfg.Slack.WorkingReaction,
+		BotUserID:        botUserID,
+		BaseDomains:      cfg.ENS.BaseDomains,
+		ShutdownGrace:    cfg.ShutdownGrace.Duration,
+		Agents:           map[string]agents.AgentSettings{},
+	}
+	for _, ch := range cfg.Channels {
+		o.Channels = append(o.Channels, agents.ChannelConfig{ID: ch.ID, Agents: ch.Agents, Start: ch.Start})
+	}
+	for name, s := range cfg.AgentSetting {
+		o.Agents[strings.ToLower(name)] = agents.AgentSettings{LLMProfile: s.LLMProfile, SessionPolicy: s.SessionPolicy, SessionPattern: s.SessionPattern}
+	}
+	for _, a := range cfg.Agents {
+		o.Agents[a.ENS] = agents.AgentSettings{LLMProfile: a.LLMProfile, SessionPolicy: a.SessionPolicy, SessionPattern: a.SessionPattern}
+	}
+	return o
+}
+
+// openStore opens Redis when memory.redis_url is set, else the in-process
+// store, which is announced: one replica, nothing kept across restarts.
+func openStore(ctx context.Context, c MemoryConfig, log *slog.Logger) (memory.Store, error) {
+	if c.RedisURL == "" {
+		log.Warn("memory: using the in-process store: run a single replica; conversations and memory are lost on exit (set memory.redis_url to keep them)")
+		return memory.NewInProcess(memory.Options{MaxSessionMessages: c.MaxSessionMessages, ConversationTTL: c.ConversationTTL.Duration}), nil
+	}
+	s, err := memory.NewRedis(ctx, memory.RedisOptions{
+		URL:                c.RedisURL,
+		KeyPrefix:          c.KeyPrefix,
+		MaxSessionMessages: c.MaxSessionMessages,
+		ConversationTTL:    c.ConversationTTL.Duration,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// openTemplates opens the config repository; a directory that does not
+// exist means the built-in prompts (said in the log).
+func openTemplates(dir string, log *slog.Logger) (*templates.Library, error) {
+	opts := templates.Options{Logger: log.With(slog.String(logComponent, "templates"))}
+	lib, err := templates.Open(dir, opts)
+	if errors.Is(err, fs.ErrNotExist) {
+		log.Info("templates: no config repository; using the built-in prompts", slog.String("dir", dir))
+		return templates.Open("", opts)
+	}
+	return lib, err
+}
+
+// reloadOnHUP reloads the prompts on SIGHUP (or on hup, in tests).
+func reloadOnHUP(ctx context.Context, hup <-chan os.Signal, lib *templates.Library, log *slog.Logger) error {
+	if hup == nil {
+		ch := make(chan os.Signal, 1)
+		signal.Notify(ch, syscall.SIGHUP)
+		defer signal.Stop(ch)
+		hup = ch
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-hup:
+			if err := lib.Reload(); err != nil {
+				log.Error("templates: reload on SIGHUP failed", slog.Any(logErr, err))
+				continue
+			}
+			log.Info("templates: reloaded on SIGHUP")
+		}
+	}
+}
+
+func newLogger(c LogConfig, w io.Writer) *slog.Logger {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(c.Level))
+	opts := &slog.HandlerOptions{Level: level}
+	if c.Format == "text" {
+		return slog.New(slog.NewTextHandler(w, opts))
+	}
+	return slog.New(slog.NewJSONHandler(w, opts))
+}
+
+// partGroup runs the long-lived parts of the process and keeps the first
+// error.
+type partGroup struct {
+	wg    sync.WaitGroup
+	mu    sync.Mutex
+	first error
+}
+
+func (g *partGroup) start(ctx context.Context, cancel context.CancelFunc, log *slog.Logger, name string, run func(context.Context) error) {
+	g.wg.Add(1)
+	go func() {
+		defer g.wg.Done()
+		err := run(ctx)
+		if err == nil || errors.Is(err, context.Canceled) {
+			return
+		}
+		log.Error("stopped with an error", slog.String(logComponent, name), slog.Any(logErr, err))
+		g.mu.Lock()
+		if g.first == nil {
+			g.first = fmt.Errorf("%s: %w", name, err)
+		}
+		g.mu.Unlock()
+		cancel()
+	}()
+}
+
+func (g *partGroup) wait() { g.wg.Wait() }
+
+func (g *partGroup) err() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.first
+}

@@ -1,0 +1,191 @@
+package main
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"strings"
+
+	"github.com/conclavehq/conclave/agents"
+	"github.com/conclavehq/conclave/agents/llm"
+	"github.com/conclavehq/conclave/ens"
+	"github.com/conclavehq/conclave/templates"
+)
+
+const templatesUsage = `Usage:
+  conclave templates check [--dir D] [--fixture F.json]...
+  conclave templates render --agent ENS --prompt P [--fixture F.json] [--dir D] [--config FILE]
+`
+
+func runTemplates(ctx context.Context, args []string, e env) error {
+	if len(args) == 0 {
+		return fmt.Errorf("%w: templates needs a sub-command\n%s", errUsage, templatesUsage)
+	}
+	switch args[0] {
+	case "check":
+		return runTemplatesCheck(args[1:], e)
+	case "render":
+		return runTemplatesRender(ctx, args[1:], e)
+	default:
+		return fmt.Errorf("%w: unknown templates sub-command %q\n%s", errUsage, args[0], templatesUsage)
+	}
+}
+
+// fixtureList collects repeated --fixture flags.
+type fixtureList []string
+
+func (f *fixtureList) String() string     { return strings.Join(*f, ",") }
+func (f *fixtureList) Set(v string) error { *f = append(*f, v); return nil }
+
+// runTemplatesCheck checks a config repository: errors as file:line:
+// message on stdout and a non-zero exit; warnings do not fail.
+func runTemplatesCheck(args []string, e env) error {
+	fs := flag.NewFlagSet("templates check", flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	dir := fs.String("dir", "templates", "the config repository of prompts")
+	var fixtures fixtureList
+	fs.Var(&fixtures, "fixture", "a JSON fixture to render with (repeatable; default: the built-in one)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
+	}
+	opts := templates.CheckOptions{}
+	for _, path := range fixtures {
+		f, err := templates.LoadFixture(path)
+		if err != nil {
+			return err
+		}
+		opts.Fixtures = append(opts.Fixtures, f)
+	}
+	report := templates.Check(*dir, opts)
+	for _, p := range report.Errors {
+		fmt.Fprintln(e.stdout, p.String())
+	}
+	for _, p := range report.Warnings {
+		fmt.Fprintln(e.stdout, "warning: "+p.String())
+	}
+	if !report.OK() {
+		fmt.Fprintf(e.stderr, "templates check: %d error(s), %d warning(s)\n", len(report.Errors), len(report.Warnings))
+		return errFailed
+	}
+	fmt.Fprintf(e.stderr, "templates check: ok (%d warning(s))\n", len(report.Warnings))
+	return nil
+}
+
+// runTemplatesRender prints the request body conclave would send for one
+// prompt of one agent, rendered against a fixture.
+func runTemplatesRender(ctx context.Context, args []string, e env) error {
+	fs := flag.NewFlagSet("templates render", flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	load := configFlag(fs, e)
+	dir := fs.String("dir", "", "the config repository of prompts (default: templates.dir of the config)")
+	agentName := fs.String("agent", "", "the agent's ENS name (required)")
+	prompt := fs.String("prompt", "", "the phase prompt: default, conclude, context-not-found or context-found (required)")
+	fixturePath := fs.String("fixture", "", "a JSON fixture (default: the built-in one)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *agentName == "" || *prompt == "" || fs.NArg() > 0 {
+		return fmt.Errorf("%w: templates render needs --agent and --prompt\n%s", errUsage, templatesUsage)
+	}
+	if *prompt == templates.PromptSystem {
+		return fmt.Errorf("%w: the system prompt is part of every request; name the phase prompt (default, conclude, context-not-found, context-found)", errUsage)
+	}
+	cfg, _, err := load()
+	if err != nil {
+		return err
+	}
+	if *dir == "" {
+		*dir = cfg.Templates.Dir
+	}
+	fixture := templates.BuiltinFixture()
+	if *fixturePath != "" {
+		if fixture, err = templates.LoadFixture(*fixturePath); err != nil {
+			return err
+		}
+	}
+	agent, err := renderAgent(ctx, cfg, *agentName, fixture)
+	if err != nil {
+		return err
+	}
+	lib, err := templates.Open(*dir, templates.Options{Clock: templates.FixedClock})
+	if err != nil {
+		return err
+	}
+	def, named := llmProfiles(cfg.LLM)
+	client, err := llm.New(def, named)
+	if err != nil {
+		return err
+	}
+	tp := agents.FixturePrompt(agent, *prompt, fixture)
+	tp.AgentProfile = agentProfile(cfg, agent.EnsDomain)
+	tp.MaxInputTokens = *cfg.LLM.MaxInputTokens
+	tp.MaxMessageChars = cfg.Conversation.MaxMessageChars
+	req, info, err := agents.BuildRequest(lib.Current(), client, tp)
+	if err != nil {
+		return err
+	}
+	url, body, err := client.RequestBody(req)
+	if err != nil {
+		return err
+	}
+	var pretty bytes.Buffer
+	if err := json.Indent(&pretty, body, "", "  "); err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stderr, "POST %s (profile %q, ~%d of %d input tokens, %d history message(s) cut)\n",
+		url, cmp.Or(req.Profile, "default"), info.Tokens, info.Budget, info.Dropped)
+	for _, w := range info.Warnings {
+		fmt.Fprintln(e.stderr, "warning: "+w)
+	}
+	pretty.WriteByte('\n')
+	_, err = e.stdout.Write(pretty.Bytes())
+	return err
+}
+
+// renderAgent finds the agent to render for: the static directory, else
+// the chain (when configured), else — for a name no resolver knows — an
+// agent with the fixture's role, so authors can render before minting.
+func renderAgent(ctx context.Context, cfg Config, name string, f templates.Fixture) (ens.Agent, error) {
+	dir, err := ens.New(ensOptions(cfg.ENS, nil), staticAgents(cfg.Agents))
+	if err != nil {
+		return ens.Agent{}, err
+	}
+	defer dir.Close()
+	a, err := dir.Resolve(ctx, name)
+	switch {
+	case err == nil:
+		return a, nil
+	case errors.Is(err, ens.ErrNotFound) || errors.Is(err, ens.ErrNoRPC):
+		if f.Role == "" {
+			return ens.Agent{}, fmt.Errorf("%w (declare it in [[agents]] or give the fixture a role)", err)
+		}
+		n, perr := dir.Names().Parse(name)
+		if perr != nil {
+			return ens.Agent{}, perr
+		}
+		role := ens.ParseRole(f.Role)
+		return ens.Agent{
+			Name: n.FirstLabel(), EnsDomain: n.Canonical, Role: role,
+			Attributes: map[string]string{"role": string(role)},
+		}, nil
+	default:
+		return ens.Agent{}, err
+	}
+}
+
+// agentProfile is the llm_profile the configuration gives an agent.
+func agentProfile(cfg Config, name string) string {
+	for _, a := range cfg.Agents {
+		if a.ENS == name {
+			return a.LLMProfile
+		}
+	}
+	return cfg.AgentSetting[name].LLMProfile
+}
