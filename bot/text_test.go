@@ -245,3 +245,29 @@ func TestSplitLongFenceReopensWithLanguage(t *testing.T) {
 		}
 	}
 }
+
+func BenchmarkNormalizeText(b *testing.B) {
+	msg := "Hi <@U1>, can <http://elen.acme.137.protocol6022.eth|elen.acme.137.protocol6022.eth> look at claim C45653 " +
+		"in <#C2>? Details: <https://x.example/claims?id=1&amp;v=2|the claim> &amp; the scan."
+	b.SetBytes(int64(len(msg)))
+	for b.Loop() {
+		normalizeText(msg, testNames)
+	}
+}
+
+func BenchmarkPrepareReply(b *testing.B) {
+	var sb strings.Builder
+	for i := range 60 {
+		sb.WriteString("A paragraph about the claim, with a [link](https://x.example/a) and a < b & c. ")
+		sb.WriteString(strings.Repeat("More words follow here. ", 15))
+		sb.WriteString("\n\n")
+		if i%20 == 0 {
+			sb.WriteString("```go\n" + strings.Repeat("if a < b && c > d { return }\n", 20) + "```\n\n")
+		}
+	}
+	text := sb.String()
+	b.SetBytes(int64(len(text)))
+	for b.Loop() {
+		splitText(escapeSlack(spellOutLinks(text)), blockLimit)
+	}
+}
