@@ -54,8 +54,8 @@ type Library struct {
 
 	current atomic.Pointer[Set]
 
-	mu        sync.Mutex // serialises loads
-	lastError string     // the last read error Run logged, to log it once
+	mu      sync.Mutex            // serialises loads
+	readErr atomic.Pointer[error] // why the last read failed; nil after a successful one
 }
 
 // Open loads the config repository in dir. With dir "" only the built-in
@@ -120,11 +120,35 @@ func (l *Library) Reload() error {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	files, err := readRepo(l.fsys)
+	files, err := l.read()
 	if err != nil {
-		return fmt.Errorf("templates: read %s: %w", l.dir, err)
+		return err
 	}
 	l.install(files)
+	return nil
+}
+
+// read reads the repository and records the outcome for Err. Callers hold
+// mu.
+func (l *Library) read() (map[string]fileData, error) {
+	files, err := readRepo(l.fsys)
+	if err != nil {
+		err = fmt.Errorf("templates: read %s: %w", l.dir, err)
+		l.readErr.Store(&err)
+		return nil, err
+	}
+	l.readErr.Store(nil)
+	return files, nil
+}
+
+// Err reports why the repository could not be read at the last attempt
+// (Reload or Run's polling), when the prompts loaded before stay in use;
+// nil when the last read succeeded. It is for health checks: a volume
+// that vanished or a broken symbolic link swap shows here.
+func (l *Library) Err() error {
+	if p := l.readErr.Load(); p != nil {
+		return *p
+	}
 	return nil
 }
 
@@ -153,15 +177,14 @@ func (l *Library) Run(ctx context.Context) error {
 func (l *Library) poll() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	files, err := readRepo(l.fsys)
+	before := l.Err()
+	files, err := l.read()
 	if err != nil {
-		if msg := err.Error(); msg != l.lastError {
-			l.lastError = msg
+		if before == nil || before.Error() != err.Error() {
 			l.log.Warn("templates: cannot read the repository; keeping the loaded prompts", logKeyDir, l.dir, logKeyError, err)
 		}
 		return
 	}
-	l.lastError = ""
 	if sameFiles(files, l.Current().files) {
 		return
 	}

@@ -81,6 +81,9 @@ func TestReloadKeepsSetWhenDirIsGone(t *testing.T) {
 	if err := lib.Reload(); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("Reload err = %v, want fs.ErrNotExist", err)
 	}
+	if err := lib.Err(); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("Err() = %v, want fs.ErrNotExist", err)
+	}
 	if got := renderSystem(t, lib.Current()); got != "kept." {
 		t.Errorf("renders %q, want kept.", got)
 	}
@@ -266,6 +269,9 @@ func TestPollLogsAnUnreadableRepositoryOnce(t *testing.T) {
 	if n := h.count(slog.LevelWarn); n != 1 {
 		t.Errorf("%d warnings for a vanished repository, want 1", n)
 	}
+	if err := lib.Err(); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("Err() = %v, want fs.ErrNotExist", err)
+	}
 	if got := renderSystem(t, lib.Current()); got != "kept." {
 		t.Errorf("renders %q, want the kept set", got)
 	}
@@ -273,6 +279,9 @@ func TestPollLogsAnUnreadableRepositoryOnce(t *testing.T) {
 	lib.poll()
 	if got := renderSystem(t, lib.Current()); got != "back." {
 		t.Errorf("renders %q, want back.", got)
+	}
+	if err := lib.Err(); err != nil {
+		t.Errorf("Err() = %v after a good read, want nil", err)
 	}
 }
 
