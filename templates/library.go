@@ -3,6 +3,7 @@ package templates
 import (
 	"context"
 	"embed"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -27,6 +28,8 @@ const (
 	logKeyFiles    = "files"
 	logKeyProblems = "problems"
 	logKeyProblem  = "problem"
+	logKeyIgnored  = "ignored"
+	logKeyFirst    = "first"
 	logKeyError    = "error"
 )
 
@@ -197,7 +200,19 @@ func (l *Library) install(files map[string]fileData) {
 	set := &Set{files: files, repo: buildRepo(files, display, l.funcs), builtin: l.builtin}
 	l.current.Store(set)
 	l.log.Info("templates: loaded", logKeyDir, l.dir, logKeyFiles, len(files), logKeyProblems, len(set.repo.problems))
+	// Files outside the layout are ignored and summed up in one line (a
+	// directory that is not a config repository would otherwise flood the
+	// log); every other problem fails some prompts and is logged on its own.
+	var ignored []string
 	for _, p := range set.repo.problems {
+		if errors.Is(p, errUnknownFile) {
+			ignored = append(ignored, p.File)
+			continue
+		}
 		l.log.Warn("templates: problem", logKeyProblem, p.Error())
+	}
+	if len(ignored) > 0 {
+		l.log.Warn("templates: files outside the layout are ignored; conclave templates check lists them",
+			logKeyDir, l.dir, logKeyIgnored, len(ignored), logKeyFirst, ignored[0])
 	}
 }

@@ -29,6 +29,10 @@ func (e *Error) Error() string {
 	return e.File + ": " + e.Message
 }
 
+// errUnknownFile marks files outside the layout: check fails on them, a
+// running conclave ignores them.
+var errUnknownFile = errors.New("not a place of the layout")
+
 // Unwrap returns the underlying error, if any.
 func (e *Error) Unwrap() error { return e.err }
 

@@ -129,7 +129,7 @@ func buildRepo(files map[string]fileData, display func(string) string, funcs tem
 	for _, rel := range slices.Sorted(maps.Keys(files)) {
 		f, name, p := files[rel], display(rel), classify(rel)
 		if p.kind == kindUnknown {
-			r.problems = append(r.problems, &Error{File: name, Message: "unknown file: " + p.why})
+			r.problems = append(r.problems, &Error{File: name, Message: "unknown file: " + p.why, err: errUnknownFile})
 			continue
 		}
 		var unreadable error
