@@ -1,22 +1,48 @@
 package main
 
 import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/conclavehq/conclave/agents"
+	"github.com/conclavehq/conclave/agents/llm"
+	"github.com/conclavehq/conclave/ens"
+	"github.com/conclavehq/conclave/memory"
+	"github.com/conclavehq/conclave/templates"
 )
 
-// runMetrics are the engine's series, fed by its per-turn report.
+// runMetrics are the series of `conclave run` outside the Slack transport
+// (which registers its own): turns from the engine's per-turn report, and
+// the model client, the store and the identity cache observed from the
+// outside, so none of those packages depends on Prometheus.
 type runMetrics struct {
-	turns        *prometheus.CounterVec
-	turnSeconds  *prometheus.HistogramVec
-	waitSeconds  *prometheus.HistogramVec
-	tokens       *prometheus.CounterVec
-	turnFailures *prometheus.CounterVec
+	reg prometheus.Registerer
+
+	turns          *prometheus.CounterVec
+	turnSeconds    *prometheus.HistogramVec
+	waitSeconds    *prometheus.HistogramVec
+	tokens         *prometheus.CounterVec
+	turnFailures   *prometheus.CounterVec
+	templateErrors *prometheus.CounterVec
+
+	events      *prometheus.CounterVec
+	lockTries   *prometheus.CounterVec
+	lockSeconds prometheus.Histogram
+
+	llmCalls       *prometheus.HistogramVec
+	llmAttempts    *prometheus.CounterVec
+	llmAttemptTime prometheus.Histogram
 }
 
 func newRunMetrics(reg prometheus.Registerer) *runMetrics {
 	m := &runMetrics{
+		reg: reg,
 		turns: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "conclave_turns_total", Help: "Agent turns, by role, phase and outcome.",
 		}, []string{"role", "phase", "outcome"}),
@@ -34,8 +60,35 @@ func newRunMetrics(reg prometheus.Registerer) *runMetrics {
 		turnFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "conclave_turn_failures_total", Help: "Turns that failed, by role and phase.",
 		}, []string{"role", "phase"}),
+		templateErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "conclave_template_errors_total", Help: "Turns failed by a template (parse, render or settings error), by role and phase.",
+		}, []string{"role", "phase"}),
+		events: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "conclave_events_total",
+			Help: "Inbound messages offered to the store, by result: recorded, duplicate (a retry or the same message under another id) or error (left for Slack to deliver again).",
+		}, []string{"result"}),
+		lockTries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "conclave_lock_acquire_total",
+			Help: "Attempts to take a conversation's lock, by result: acquired, busy (held by another worker or replica; the work waits for its release) or error.",
+		}, []string{"result"}),
+		lockSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "conclave_lock_acquire_duration_seconds", Help: "Time one attempt to take a conversation's lock took.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10),
+		}),
+		llmCalls: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "conclave_llm_request_duration_seconds", Help: "Time a model completion took, retries and waits included, by role and outcome.",
+			Buckets: prometheus.ExponentialBuckets(0.05, 2, 13),
+		}, []string{"role", "outcome"}),
+		llmAttempts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "conclave_llm_attempts_total", Help: "HTTP calls to model endpoints, by status code (\"error\" when no response came).",
+		}, []string{"status"}),
+		llmAttemptTime: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "conclave_llm_attempt_duration_seconds", Help: "Time one HTTP call to a model endpoint took, until its response headers.",
+			Buckets: prometheus.ExponentialBuckets(0.05, 2, 13),
+		}),
 	}
-	reg.MustRegister(m.turns, m.turnSeconds, m.waitSeconds, m.tokens, m.turnFailures)
+	reg.MustRegister(m.turns, m.turnSeconds, m.waitSeconds, m.tokens, m.turnFailures, m.templateErrors,
+		m.events, m.lockTries, m.lockSeconds, m.llmCalls, m.llmAttempts, m.llmAttemptTime)
 	return m
 }
 
@@ -53,4 +106,119 @@ func (m *runMetrics) observeTurn(r agents.TurnReport) {
 	if r.Outcome == "failed" {
 		m.turnFailures.WithLabelValues(r.Role, r.Phase).Inc()
 	}
+	var te *templates.Error
+	if errors.As(r.Err, &te) {
+		m.templateErrors.WithLabelValues(r.Role, r.Phase).Inc()
+	}
+}
+
+// watchTemplates exports how many problems the loaded prompt set has
+// (files that do not parse, unknown file names), read at each scrape.
+func (m *runMetrics) watchTemplates(lib *templates.Library) {
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "conclave_template_problems", Help: "Problems in the loaded config repository of prompts (each fails the prompts that use it).",
+	}, func() float64 {
+		if s := lib.Current(); s != nil {
+			return float64(len(s.Problems()))
+		}
+		return 0
+	}))
+}
+
+// watchENS exports the identity cache's counters, read at each scrape.
+func (m *runMetrics) watchENS(stats func() ens.CacheStats) {
+	counter := func(name, help string, field func(ens.CacheStats) uint64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help},
+			func() float64 { return float64(field(stats())) })
+	}
+	m.reg.MustRegister(
+		counter("conclave_ens_cache_hits_total", "Identity look-ups answered from the cache (found or not found).",
+			func(s ens.CacheStats) uint64 { return s.Hits }),
+		counter("conclave_ens_cache_misses_total", "Identity look-ups passed to the chain.",
+			func(s ens.CacheStats) uint64 { return s.Misses }),
+		counter("conclave_ens_cache_collapsed_total", "Identity look-ups that waited for the same name's look-up already under way.",
+			func(s ens.CacheStats) uint64 { return s.Collapsed }),
+		counter("conclave_ens_cache_stale_total", "Expired identities served because the chain could not be read.",
+			func(s ens.CacheStats) uint64 { return s.Stale }),
+	)
+}
+
+// observedModel times each completion of the model client.
+type observedModel struct {
+	*llm.Client
+	m *runMetrics
+}
+
+func (m *runMetrics) observeModel(c *llm.Client) agents.Model { return observedModel{Client: c, m: m} }
+
+func (o observedModel) Complete(ctx context.Context, req llm.Request) (llm.Response, error) {
+	start := time.Now()
+	resp, err := o.Client.Complete(ctx, req)
+	outcome := "ok"
+	var le *llm.Error
+	switch {
+	case errors.As(err, &le):
+		outcome = strings.ReplaceAll(le.Reason, " ", "_")
+	case err != nil:
+		outcome = "error"
+	}
+	o.m.llmCalls.WithLabelValues(req.Role, outcome).Observe(time.Since(start).Seconds())
+	return resp, err
+}
+
+// llmHTTP wraps the model client's HTTP client to count and time every
+// call, retries included, by status.
+func (m *runMetrics) llmHTTP(next llm.HTTPDoer) llm.HTTPDoer {
+	return doerFunc(func(req *http.Request) (*http.Response, error) {
+		start := time.Now()
+		resp, err := next.Do(req)
+		m.llmAttemptTime.Observe(time.Since(start).Seconds())
+		status := "error"
+		if err == nil {
+			status = strconv.Itoa(resp.StatusCode)
+		}
+		m.llmAttempts.WithLabelValues(status).Inc()
+		return resp, err
+	})
+}
+
+type doerFunc func(*http.Request) (*http.Response, error)
+
+func (f doerFunc) Do(req *http.Request) (*http.Response, error) { return f(req) }
+
+// observedStore counts what the engine's store calls say about events
+// and locks.
+type observedStore struct {
+	memory.Store
+	m *runMetrics
+}
+
+func (m *runMetrics) observeStore(s memory.Store) memory.Store { return observedStore{Store: s, m: m} }
+
+func (s observedStore) RecordMessage(ctx context.Context, conv memory.Conversation, msg memory.Message, eventID string) (bool, error) {
+	recorded, err := s.Store.RecordMessage(ctx, conv, msg, eventID)
+	switch {
+	case err != nil:
+		s.m.events.WithLabelValues("error").Inc()
+	case recorded:
+		s.m.events.WithLabelValues("recorded").Inc()
+	default:
+		s.m.events.WithLabelValues("duplicate").Inc()
+	}
+	return recorded, err
+}
+
+func (s observedStore) AcquireLock(ctx context.Context, convID string, ttl time.Duration) (memory.Lock, error) {
+	start := time.Now()
+	l, err := s.Store.AcquireLock(ctx, convID, ttl)
+	s.m.lockSeconds.Observe(time.Since(start).Seconds())
+	switch {
+	case err == nil:
+		s.m.lockTries.WithLabelValues("acquired").Inc()
+	case errors.Is(err, memory.ErrLocked):
+		s.m.lockTries.WithLabelValues("busy").Inc()
+	default:
+		s.m.lockTries.WithLabelValues("error").Inc()
+	}
+	return l, err
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/signal"
 	"strings"
@@ -61,28 +62,33 @@ func runBot(ctx context.Context, args []string, e env) error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := newRunMetrics(reg)
 
-	store, err := openStore(ctx, cfg.Memory, log)
+	rawStore, err := openStore(ctx, cfg.Memory, log)
 	if err != nil {
 		return err
 	}
-	defer store.Close()
+	defer rawStore.Close()
+	store := metrics.observeStore(rawStore)
 
 	lib, err := openTemplates(cfg.Templates.Dir, log)
 	if err != nil {
 		return err
 	}
+	metrics.watchTemplates(lib)
 
 	directory, err := ens.New(ensOptions(cfg.ENS, log.With(slog.String(logComponent, "ens"))), staticAgents(cfg.Agents))
 	if err != nil {
 		return err
 	}
 	defer directory.Close()
+	metrics.watchENS(directory.CacheStats)
 
 	def, named := llmProfiles(cfg.LLM)
-	model, err := llm.New(def, named, llm.WithLogger(log.With(slog.String(logComponent, "llm"))))
+	client, err := llm.New(def, named, llm.WithLogger(log.With(slog.String(logComponent, "llm"))),
+		llm.WithHTTPClient(metrics.llmHTTP(&http.Client{})))
 	if err != nil {
 		return err
 	}
+	model := metrics.observeModel(client)
 
 	checks := []readinessCheck{
 		{"memory", store.Ping},
@@ -90,7 +96,7 @@ func runBot(ctx context.Context, args []string, e env) error {
 			if lib.Current() == nil {
 				return errors.New("not loaded")
 			}
-			return nil
+			return lib.Err()
 		}},
 	}
 
@@ -136,7 +142,7 @@ func runBot(ctx context.Context, args []string, e env) error {
 			Model:    model,
 			Prompts:  func() agents.Prompts { return lib.Current() },
 			Resolver: directory,
-			Logger:   log.With(slog.String(logComponent, "engine")),
+			Logger:   log,
 			OnTurn:   metrics.observeTurn,
 		})
 		go func() {
