@@ -75,7 +75,7 @@ func runBot(ctx context.Context, args []string, e env) error {
 	}
 	metrics.watchTemplates(lib)
 
-	directory, err := ens.New(ensOptions(cfg.ENS, log.With(slog.String(logComponent, "ens"))), staticAgents(cfg.Agents))
+	directory, err := ens.New(ensOptions(cfg.ENS, log), staticAgents(cfg.Agents))
 	if err != nil {
 		return err
 	}
@@ -115,6 +115,7 @@ func runBot(ctx context.Context, args []string, e env) error {
 	engineCtx, stopEngine := context.WithCancel(ctx)
 	defer stopEngine()
 	engineDone := make(chan struct{})
+	var wallet *bot.WalletVerifier
 	if cfg.Slack.AppToken == "" || cfg.Slack.BotToken == "" {
 		close(engineDone)
 		log.Error("Slack tokens are not set: not connecting to Slack; set SLACK_APP_TOKEN (xapp-…) and SLACK_BOT_TOKEN (xoxb-…), see README")
@@ -145,6 +146,9 @@ func runBot(ctx context.Context, args []string, e env) error {
 			Logger:   log,
 			OnTurn:   metrics.observeTurn,
 		})
+		if wallet, err = wireCommands(cfg, b, eng, store, directory, log); err != nil {
+			return err
+		}
 		go func() {
 			defer close(engineDone)
 			if err := eng.Run(engineCtx); err != nil {
@@ -157,6 +161,9 @@ func runBot(ctx context.Context, args []string, e env) error {
 
 	mux := newOpsMux(checks)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	if wallet != nil {
+		mux.Handle("/wallet/", wallet)
+	}
 	httpCtx, stopHTTP := context.WithCancel(context.Background())
 	defer stopHTTP()
 	httpDone := make(chan error, 1)

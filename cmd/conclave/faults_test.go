@@ -1,0 +1,528 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/big"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/ethereum/go-ethereum/accounts/abi"
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/common/hexutil"
+
+	"github.com/conclavehq/conclave/agents/llm/llmfake"
+	"github.com/conclavehq/conclave/bot/fakeslack"
+	"github.com/conclavehq/conclave/ens"
+	"github.com/conclavehq/conclave/memory/redistest"
+)
+
+// The fault tests drive the real `conclave run` wiring through the faults
+// and bad input of SPEC §10 that need more than one package to handle.
+
+// notice matches a failure notice of agent name whose reason matches
+// reason.
+func notice(name, reason string) *regexp.Regexp {
+	return regexp.MustCompile(`^⚠️ ` + regexp.QuoteMeta(name) + ` could not answer: .*` + reason + `.* \(ref [0-9a-f-]+t\d+(-notice)?\)$`)
+}
+
+// postTexts lists the text of every post so far.
+func postTexts(s *fakeslack.Server) []string {
+	var out []string
+	for _, p := range s.Posts() {
+		out = append(out, p.Text)
+	}
+	return out
+}
+
+// TestSocketDropsAndDisconnectsLoseNothing cuts the Socket Mode connection
+// (no close frame) and sends `disconnect` envelopes while six
+// conversations are active and turns run: the client reconnects each time,
+// envelopes left unacknowledged are delivered again, and every message is
+// answered exactly once, in order.
+func TestSocketDropsAndDisconnectsLoseNothing(t *testing.T) {
+	db := redistest.New(t)
+	r := newRig(t, fakeslack.Options{EchoPosts: true})
+	r.llm.Handle(func(req llmfake.Request) llmfake.Reply {
+		reply := echoLatest(req)
+		reply.Delay = 100 * time.Millisecond
+		return reply
+	})
+	p := start(t, r.config(t, redisSection(db.URL, db.Prefix)), nil)
+	ctx := waitCtx(t)
+
+	const threads, perThread = 6, 6
+	c := converse(ctx, r.slack, threads, perThread, r.slack.SendMessage)
+	faults := []func(){
+		func() { r.slack.Drop(0) },
+		func() { r.slack.Disconnect(0, "refresh_requested") },
+		func() { r.slack.Drop(0) },
+		func() { r.slack.Disconnect(0, "warning") },
+	}
+	for i, fault := range faults {
+		if _, err := r.slack.WaitPosts(ctx, (i+1)*threads*perThread/(len(faults)+1)); err != nil {
+			t.Fatalf("%v\n%s", err, p.logs)
+		}
+		opened := r.slack.Opened()
+		fault()
+		if err := r.slack.WaitOpened(ctx, opened+1); err != nil {
+			t.Fatalf("no reconnection after fault %d: %v\n%s", i, err, p.logs)
+		}
+	}
+	if err := c.wait(); err != nil {
+		t.Fatalf("%v\n%s", err, p.logs)
+	}
+	c.check(t, r.slack)
+	if n := len(r.llm.Requests()); n != threads*perThread {
+		t.Errorf("model called %d times, want %d", n, threads*perThread)
+	}
+	if v, _ := p.scrape(t).sum("conclave_slack_disconnects_total"); v < float64(len(faults)) {
+		t.Errorf("conclave_slack_disconnects_total = %v, want at least %d", v, len(faults))
+	}
+}
+
+// TestRedisDownDuringModelCall stops Redis while a turn waits for the
+// model and starts it again before the model answers: the turn commits and
+// posts once, and the conversation goes on.
+func TestRedisDownDuringModelCall(t *testing.T) {
+	srv := redistest.Start(t)
+	db := redistest.WithPrefix(t, srv.URL())
+	r := newRig(t, fakeslack.Options{EchoPosts: true, AckTimeout: 500 * time.Millisecond, MaxRetries: 20})
+	release := make(chan struct{})
+	var once sync.Once
+	r.llm.Handle(func(req llmfake.Request) llmfake.Reply {
+		once.Do(func() { <-release }) // the first call waits for Redis to be back
+		return echoLatest(req)
+	})
+	p := start(t, r.config(t, redisSection(db.URL, db.Prefix)), nil)
+	ctx := waitCtx(t)
+
+	root := r.slack.SendMessage(fakeslack.Message{Channel: testChannel, User: testPerson, Text: "thread 0 message 0"})
+	if _, err := r.llm.Wait(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	srv.Stop()
+	srv.Restart()
+	close(release)
+	if err := waitReply(ctx, r.slack, root.TS, "answer to thread 0 message 0"); err != nil {
+		t.Fatalf("%v\n%s", err, p.logs)
+	}
+	r.slack.SendMessage(fakeslack.Message{Channel: testChannel, User: testPerson, ThreadTS: root.TS, Text: "thread 0 message 1"})
+	if err := waitReply(ctx, r.slack, root.TS, "answer to thread 0 message 1"); err != nil {
+		t.Fatalf("%v\n%s", err, p.logs)
+	}
+	want := []string{"answer to thread 0 message 0", "answer to thread 0 message 1"}
+	if got := postTexts(r.slack); strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("posts = %q, want %q", got, want)
+	}
+}
+
+// TestModelFaultsEndInANotice scripts the model's failures turn by turn:
+// a 429 that passes on retry, 5xx, timeouts and empty replies that do not;
+// each failed turn posts one ⚠️ notice after its retries, and the
+// conversation goes on with the next message.
+func TestModelFaultsEndInANotice(t *testing.T) {
+	r := newRig(t, fakeslack.Options{EchoPosts: true})
+	path := r.config(t, "")
+	rewrite(t, path, "max_retries = 1", "max_retries = 1\ntimeout = \"300ms\"")
+	r.llm.Reply(
+		llmfake.RateLimited("0"), llmfake.Text("answer 0"), // retried, then answered
+		llmfake.Error(http.StatusInternalServerError, "boom"), llmfake.Error(http.StatusServiceUnavailable, "busy"),
+		llmfake.Slow(5*time.Second, "late"), llmfake.Slow(5*time.Second, "late"),
+		llmfake.Blank(), llmfake.NoChoices(),
+		llmfake.Text("answer 4"),
+	)
+	p := start(t, path, nil)
+	ctx := waitCtx(t)
+
+	thread := ""
+	for i := range 5 {
+		d := r.slack.SendMessage(fakeslack.Message{Channel: testChannel, User: testPerson, ThreadTS: thread, Text: fmt.Sprintf("message %d", i)})
+		if thread == "" {
+			thread = d.TS
+		}
+		if _, err := r.slack.WaitPosts(ctx, i+1); err != nil {
+			t.Fatalf("message %d: %v\n%s", i, err, p.logs)
+		}
+	}
+	want := []*regexp.Regexp{
+		regexp.MustCompile(`^answer 0$`),
+		notice("Elen", "server error after 2 attempts"),
+		notice("Elen", "timed out after 2 attempts"),
+		notice("Elen", "empty reply after 2 attempts"),
+		regexp.MustCompile(`^answer 4$`),
+	}
+	posts := postTexts(r.slack)
+	if len(posts) != len(want) {
+		t.Fatalf("posts = %q", posts)
+	}
+	for i, re := range want {
+		if !re.MatchString(posts[i]) {
+			t.Errorf("post %d = %q, want %s", i, posts[i], re)
+		}
+	}
+	reqs := r.llm.Requests()
+	if len(reqs) != 9 {
+		t.Fatalf("model called %d times, want 9", len(reqs))
+	}
+	// The last turn saw every person message and the one good reply, not
+	// the notices.
+	var history []string
+	for _, m := range reqs[8].Messages[1 : len(reqs[8].Messages)-1] {
+		history = append(history, m.Role+": "+m.Content)
+	}
+	wantHistory := []string{
+		"user: Ada (person): message 0", "assistant: answer 0", "user: Ada (person): message 1",
+		"user: Ada (person): message 2", "user: Ada (person): message 3", "user: Ada (person): message 4",
+	}
+	if strings.Join(history, "\n") != strings.Join(wantHistory, "\n") {
+		t.Errorf("last turn's history:\n%s\nwant:\n%s", strings.Join(history, "\n"), strings.Join(wantHistory, "\n"))
+	}
+}
+
+// TestHostileMessagesAreData sends a 40,000-character message with control
+// characters and template actions, then a short one with template
+// actions: the model sees them verbatim, capped with a visible mark, the
+// actions never executed, and the conversation goes on.
+func TestHostileMessagesAreData(t *testing.T) {
+	r := newRig(t, fakeslack.Options{EchoPosts: true})
+	r.llm.Handle(func(llmfake.Request) llmfake.Reply { return llmfake.Text("noted") })
+	p := start(t, r.config(t, ""), nil)
+	ctx := waitCtx(t)
+
+	head := "Claim {{ .ConversationId }} {{ template \"latest\" . }} bell\a nul\x00 sep\u2028 tab\t end."
+	huge := head + strings.Repeat("0123456789", 4000)
+	root := r.slack.SendMessage(fakeslack.Message{Channel: testChannel, User: testPerson, Text: huge})
+	if _, err := r.slack.WaitPosts(ctx, 1); err != nil {
+		t.Fatalf("%v\n%s", err, p.logs)
+	}
+	r.slack.SendMessage(fakeslack.Message{Channel: testChannel, User: testPerson, ThreadTS: root.TS, Text: "And {{ .MemorySessionId }} {{ end }} too."})
+	if _, err := r.slack.WaitPosts(ctx, 2); err != nil {
+		t.Fatalf("%v\n%s", err, p.logs)
+	}
+	reqs := r.llm.Requests()
+	if len(reqs) != 2 {
+		t.Fatalf("model called %d times, want 2", len(reqs))
+	}
+	first := reqs[0].Messages
+	t.Run("capped with a mark", func(t *testing.T) {
+		msg := first[1].Content
+		if !strings.HasPrefix(msg, "Ada (person): Claim {{ .ConversationId }}") || !strings.HasSuffix(msg, "… [truncated]") {
+			t.Errorf("history message starts %q, ends %q", msg[:60], msg[len(msg)-30:])
+		}
+		if n := utf8.RuneCountInString(msg); n > 12100 {
+			t.Errorf("history message has %d runes, want the 12,000 cap", n)
+		}
+		// The documented estimate: ceil(runes/4) + 4 per message, within the
+		// default budget of 16,000 tokens.
+		tokens := 0
+		for _, m := range first {
+			tokens += (utf8.RuneCountInString(m.Content)+3)/4 + 4
+		}
+		if tokens > 16000 {
+			t.Errorf("the request is about %d tokens, over the input budget", tokens)
+		}
+	})
+	t.Run("template actions are text", func(t *testing.T) {
+		last := reqs[1].Messages[len(reqs[1].Messages)-1].Content
+		if !strings.Contains(last, "And {{ .MemorySessionId }} {{ end }} too.") {
+			t.Errorf("phase prompt lost the literal actions:\n%s", last)
+		}
+		phase := first[len(first)-1].Content
+		if !strings.Contains(phase, `{{ .ConversationId }} {{ template "latest" . }}`) {
+			t.Errorf("phase prompt lost the literal actions:\n%.300s", phase)
+		}
+	})
+	if got := postTexts(r.slack); strings.Join(got, "|") != "noted|noted" {
+		t.Errorf("posts = %q", got)
+	}
+}
+
+// TestTemplateFaultsFailOnlyTheirAgent gives one expert a threading prompt
+// that does not parse and another one that reads an agent-only field of
+// the author, a person: each posts a notice naming the file, line and
+// field; a third expert and the facilitator answer as usual.
+func TestTemplateFaultsFailOnlyTheirAgent(t *testing.T) {
+	const (
+		marcENS = "marc.acme.137.protocol6022.eth"
+		irisENS = "iris.acme.137.protocol6022.eth"
+	)
+	r := newRig(t, fakeslack.Options{EchoPosts: true})
+	r.llm.Handle(func(req llmfake.Request) llmfake.Reply {
+		if req.ResponseFormat == "json_object" {
+			return llmfake.Text(`{"session": "", "message": "Iris here."}`)
+		}
+		return llmfake.Text("Elen sums up.")
+	})
+	path := r.config(t, agentSection(ottoENS, "Otto", "expert")+agentSection(marcENS, "Marc", "expert")+
+		agentSection(irisENS, "Iris", "expert")+channelSection(elenENS, ottoENS, marcENS, irisENS))
+	files := map[string]string{
+		"agents/" + marcENS + "/context-not-found.tmpl": "Asked by {{ .LatestRequest.Author.EnsDomain }}.",
+	}
+	for name, body := range ottoBroken {
+		files[name] = body
+	}
+	templateRepo(t, path, files)
+	p := start(t, path, nil)
+	ctx := waitCtx(t)
+
+	r.slack.SendMessage(fakeslack.Message{Channel: testChannel, User: testPerson,
+		Text: fmt.Sprintf("Claim C12: %s, %s and %s, please help.", ottoENS, marcENS, irisENS)})
+	if _, err := r.slack.WaitPosts(ctx, 4); err != nil {
+		t.Fatalf("%v\n%s", err, p.logs)
+	}
+	want := []*regexp.Regexp{
+		notice("Otto", regexp.QuoteMeta("agents/"+ottoENS+"/context-not-found.tmpl:2: ")),
+		notice("Marc", regexp.QuoteMeta("agents/"+marcENS+"/context-not-found.tmpl:1: ")+".*EnsDomain.*Ada"),
+		regexp.MustCompile(`^Iris here\.$`),
+		regexp.MustCompile(`^Elen sums up\.$`),
+	}
+	posts := r.slack.Posts()
+	for i, re := range want {
+		if i >= len(posts) || !re.MatchString(posts[i].Text) {
+			t.Errorf("post %d = %q, want %s", i, postTexts(r.slack), re)
+		}
+	}
+	if len(posts) == 4 && (posts[0].Username != "Otto" || posts[1].Username != "Marc" || posts[2].Username != "Iris") {
+		t.Errorf("posted as %q, %q, %q", posts[0].Username, posts[1].Username, posts[2].Username)
+	}
+}
+
+// fakeChain answers the JSON-RPC eth_call requests of the 6022 registry
+// and collection read interfaces for a set of agents, and can be taken
+// down (every request then gets a 503).
+type fakeChain struct {
+	srv        *httptest.Server
+	registry   common.Address
+	collection common.Address
+	abi        abi.ABI
+
+	mu     sync.Mutex
+	down   bool
+	tokens map[common.Hash]int64 // node → token id
+	infos  map[int64]chainAgent
+}
+
+// chainAgent is the AgentInformation tuple, field names as in the ABI.
+type chainAgent struct {
+	Name       string
+	Creator    common.Address
+	Images     []chainKV
+	Attributes []chainKV
+	CloneOf    struct {
+		IsSet bool
+		Value *big.Int
+	}
+	Addresses []chainAddress
+}
+
+type chainKV struct{ Key, Value string }
+
+type chainAddress struct{ AddressType, Value string }
+
+// chainABI holds the methods conclave calls, as ens/abi.go declares them.
+const chainABI = `[
+{"type":"function","name":"agentRef","stateMutability":"view","inputs":[{"name":"node","type":"bytes32"}],
+ "outputs":[{"name":"collection","type":"address"},{"name":"tokenId","type":"uint256"}]},
+{"type":"function","name":"text","stateMutability":"view","inputs":[{"name":"node","type":"bytes32"},{"name":"key","type":"string"}],
+ "outputs":[{"name":"","type":"string"}]},
+{"type":"function","name":"informationOf","stateMutability":"view","inputs":[{"name":"tokenId","type":"uint256"}],
+ "outputs":[{"name":"","type":"tuple","components":[
+   {"name":"name","type":"string"},{"name":"creator","type":"address"},
+   {"name":"images","type":"tuple[]","components":[{"name":"key","type":"string"},{"name":"value","type":"string"}]},
+   {"name":"attributes","type":"tuple[]","components":[{"name":"key","type":"string"},{"name":"value","type":"string"}]},
+   {"name":"cloneOf","type":"tuple","components":[{"name":"isSet","type":"bool"},{"name":"value","type":"uint256"}]},
+   {"name":"addresses","type":"tuple[]","components":[{"name":"addressType","type":"string"},{"name":"value","type":"string"}]}]}]},
+{"type":"function","name":"ownerOf","stateMutability":"view","inputs":[{"name":"tokenId","type":"uint256"}],
+ "outputs":[{"name":"","type":"address"}]}
+]`
+
+func newFakeChain(t *testing.T) *fakeChain {
+	t.Helper()
+	parsed, err := abi.JSON(strings.NewReader(chainABI))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &fakeChain{
+		registry:   common.HexToAddress("0x23dbc335f966d9869940FB55f61E919118AAD236"),
+		collection: common.HexToAddress("0x00000000000000000000000000000000000C0117"),
+		abi:        parsed,
+		tokens:     map[common.Hash]int64{},
+		infos:      map[int64]chainAgent{},
+	}
+	c.srv = httptest.NewServer(http.HandlerFunc(c.serve))
+	t.Cleanup(c.srv.Close)
+	return c
+}
+
+// add mints an agent named name (its full ENS name) with a role.
+func (c *fakeChain) add(name, display, role string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	id := int64(len(c.infos) + 1)
+	c.tokens[ens.Namehash(name)] = id
+	c.infos[id] = chainAgent{Name: display, Attributes: []chainKV{{"role", role}}, CloneOf: struct {
+		IsSet bool
+		Value *big.Int
+	}{Value: new(big.Int)}}
+}
+
+func (c *fakeChain) setDown(down bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.down = down
+}
+
+func (c *fakeChain) serve(w http.ResponseWriter, r *http.Request) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.down {
+		http.Error(w, "node unavailable", http.StatusServiceUnavailable)
+		return
+	}
+	body, _ := io.ReadAll(r.Body)
+	var req struct {
+		ID     json.RawMessage   `json:"id"`
+		Method string            `json:"method"`
+		Params []json.RawMessage `json:"params"`
+	}
+	var call struct {
+		To    common.Address `json:"to"`
+		Input hexutil.Bytes  `json:"input"`
+	}
+	if json.Unmarshal(body, &req) != nil || req.Method != "eth_call" || len(req.Params) == 0 || json.Unmarshal(req.Params[0], &call) != nil {
+		http.Error(w, "unexpected request", http.StatusBadRequest)
+		return
+	}
+	out, err := c.answer(call.To, call.Input)
+	reply := map[string]any{"jsonrpc": "2.0", "id": req.ID}
+	if err != nil {
+		reply["error"] = map[string]any{"code": -32000, "message": err.Error()}
+	} else {
+		reply["result"] = hexutil.Bytes(out)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(reply)
+}
+
+func (c *fakeChain) answer(to common.Address, input []byte) ([]byte, error) {
+	if len(input) < 4 {
+		return nil, fmt.Errorf("short call data")
+	}
+	m, err := c.abi.MethodById(input[:4])
+	if err != nil {
+		return nil, err
+	}
+	args, err := m.Inputs.Unpack(input[4:])
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case to == c.registry && m.Name == "agentRef":
+		node := common.Hash(args[0].([32]byte))
+		if id, ok := c.tokens[node]; ok {
+			return m.Outputs.Pack(c.collection, big.NewInt(id))
+		}
+		return m.Outputs.Pack(common.Address{}, new(big.Int))
+	case to == c.registry && m.Name == "text":
+		return m.Outputs.Pack("")
+	case to == c.collection && m.Name == "informationOf":
+		return m.Outputs.Pack(c.infos[args[0].(*big.Int).Int64()])
+	case to == c.collection && m.Name == "ownerOf":
+		return m.Outputs.Pack(common.HexToAddress("0x000000000000000000000000000000000000A11c"))
+	}
+	return nil, fmt.Errorf("execution reverted")
+}
+
+// TestChainDownServesCachedIdentities resolves an expert on a (fake)
+// chain, takes the chain down and lets the cache entry expire: the expert
+// still answers (a stale identity is served). An agent registered in the
+// channel that the chain does not know is not served, and naming it, like
+// naming an unregistered agent, gets the author an ephemeral notice naming
+// it; the facilitator answers the message.
+func TestChainDownServesCachedIdentities(t *testing.T) {
+	const (
+		claudineENS = "claudine.acme.137.protocol6022.eth"
+		ghostENS    = "ghost.acme.137.protocol6022.eth"
+		nobodyENS   = "nobody.acme.137.protocol6022.eth"
+	)
+	chain := newFakeChain(t)
+	chain.add(claudineENS, "Claudine", "expert")
+	r := newRig(t, fakeslack.Options{EchoPosts: true})
+	r.llm.Handle(func(req llmfake.Request) llmfake.Reply {
+		if req.ResponseFormat == "json_object" {
+			return llmfake.Text(`{"session": "", "message": "Claudine here."}`)
+		}
+		return llmfake.Text("Elen here.")
+	})
+	path := r.config(t, fmt.Sprintf(`
+[ens]
+cache_ttl = "200ms"
+rpc_timeout = "2s"
+
+[[ens.chains]]
+chain_id = 137
+rpc_url = %q
+registry = %q
+`, chain.srv.URL, chain.registry.Hex())+channelSection(elenENS, claudineENS, ghostENS))
+	p := start(t, path, nil)
+	ctx := waitCtx(t)
+
+	root := r.slack.SendMessage(fakeslack.Message{Channel: testChannel, User: testPerson, Text: "Claim C7: " + claudineENS + ", please look."})
+	if _, err := r.slack.WaitPosts(ctx, 2); err != nil {
+		t.Fatalf("%v\n%s", err, p.logs)
+	}
+	chain.setDown(true)
+	time.Sleep(300 * time.Millisecond) // let the cache entry expire
+	r.slack.SendMessage(fakeslack.Message{Channel: testChannel, User: testPerson, ThreadTS: root.TS, Text: "Again " + claudineENS + "?"})
+	if _, err := r.slack.WaitPosts(ctx, 4); err != nil {
+		t.Fatalf("%v\n%s", err, p.logs)
+	}
+	r.slack.SendMessage(fakeslack.Message{Channel: testChannel, User: testPerson, ThreadTS: root.TS, Text: ghostENS + " and " + nobodyENS + "?"})
+	if _, err := r.slack.WaitEphemerals(ctx, 2); err != nil {
+		t.Fatalf("%v\n%s", err, p.logs)
+	}
+	if _, err := r.slack.WaitPosts(ctx, 5); err != nil {
+		t.Fatalf("%v\n%s", err, p.logs)
+	}
+
+	posts := r.slack.Posts()
+	want := []struct {
+		user string
+		text *regexp.Regexp
+	}{
+		{"Claudine", regexp.MustCompile(`^Claudine here\.$`)},
+		{"Elen", regexp.MustCompile(`^Elen here\.$`)},
+		{"Claudine", regexp.MustCompile(`^Claudine here\.$`)},
+		{"Elen", regexp.MustCompile(`^Elen here\.$`)},
+		{"Elen", regexp.MustCompile(`^Elen here\.$`)},
+	}
+	for i, w := range want {
+		if i >= len(posts) || posts[i].Username != w.user || !w.text.MatchString(posts[i].Text) {
+			var got []string
+			for _, p := range posts {
+				got = append(got, p.Username+": "+p.Text)
+			}
+			t.Fatalf("post %d: want %s %s; posts:\n%s", i, w.user, w.text, strings.Join(got, "\n"))
+		}
+	}
+	if len(posts) != len(want) {
+		t.Errorf("%d posts, want %d", len(posts), len(want))
+	}
+	eph := r.slack.Ephemerals()
+	for i, name := range []string{ghostENS, nobodyENS} {
+		if i >= len(eph) || eph[i].User != testPerson || !strings.HasPrefix(eph[i].Text, name+" is not an agent of this channel") {
+			t.Errorf("ephemerals = %+v, want one to %s naming %s", eph, testPerson, name)
+		}
+	}
+	if v, _ := p.scrape(t).sum("conclave_ens_cache_stale_total"); v < 1 {
+		t.Errorf("conclave_ens_cache_stale_total = %v, want at least 1", v)
+	}
+}
