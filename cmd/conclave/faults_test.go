@@ -50,11 +50,7 @@ func postTexts(s *fakeslack.Server) []string {
 func TestSocketDropsAndDisconnectsLoseNothing(t *testing.T) {
 	db := redistest.New(t)
 	r := newRig(t, fakeslack.Options{EchoPosts: true})
-	r.llm.Handle(func(req llmfake.Request) llmfake.Reply {
-		reply := echoLatest(req)
-		reply.Delay = 100 * time.Millisecond
-		return reply
-	})
+	r.llm.Handle(echoAfter(100 * time.Millisecond))
 	p := start(t, r.config(t, redisSection(db.URL, db.Prefix)), nil)
 	ctx := waitCtx(t)
 

@@ -47,6 +47,15 @@ func childEnv(extra ...string) []string {
 	return append(env, extra...)
 }
 
+// echoAfter answers as echoLatest does, after d.
+func echoAfter(d time.Duration) func(llmfake.Request) llmfake.Reply {
+	return func(req llmfake.Request) llmfake.Reply {
+		reply := echoLatest(req)
+		reply.Delay = d
+		return reply
+	}
+}
+
 // lockKeys lists the conversation locks left in Redis under prefix.
 func lockKeys(t *testing.T, db redistest.DB) []string {
 	t.Helper()
@@ -66,11 +75,7 @@ func lockKeys(t *testing.T, db redistest.DB) []string {
 func TestSIGTERMRealProcess(t *testing.T) {
 	db := redistest.New(t)
 	r := newRig(t, fakeslack.Options{EchoPosts: true})
-	r.llm.Handle(func(req llmfake.Request) llmfake.Reply {
-		reply := echoLatest(req)
-		reply.Delay = time.Second
-		return reply
-	})
+	r.llm.Handle(echoAfter(time.Second))
 	path := r.config(t, redisSection(db.URL, db.Prefix))
 
 	cmd := exec.Command(os.Args[0], "-test.run=^TestConclaveProcess$")
@@ -156,11 +161,7 @@ func TestSIGTERMRealProcess(t *testing.T) {
 func TestRollingRestart(t *testing.T) {
 	db := redistest.New(t)
 	r := newRig(t, fakeslack.Options{EchoPosts: true})
-	r.llm.Handle(func(req llmfake.Request) llmfake.Reply {
-		reply := echoLatest(req)
-		reply.Delay = 150 * time.Millisecond
-		return reply
-	})
+	r.llm.Handle(echoAfter(150 * time.Millisecond))
 	path := r.config(t, redisSection(db.URL, db.Prefix))
 	replicas := []*process{start(t, path, nil), start(t, path, nil)}
 	ctx := waitCtx(t)
