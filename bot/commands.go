@@ -1,0 +1,588 @@
+package bot
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/big"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/slack-go/slack"
+
+	"github.com/conclavehq/conclave/agents"
+	"github.com/conclavehq/conclave/ens"
+)
+
+// Registry is the run-time registry of agents per channel (the engine).
+type Registry interface {
+	// ChannelAgents lists a channel's agents: facilitator, experts, clones,
+	// humans, then by ENS name.
+	ChannelAgents(ctx context.Context, channel string) ([]agents.ChannelAgent, error)
+	// AddAgent resolves name and registers it in channel. Errors wrap
+	// agents.ErrAgentPresent, agents.ErrSecondFacilitator, or the
+	// resolver's ens.ErrNotFound and ens.ErrInvalidName.
+	AddAgent(ctx context.Context, channel, name string) (ens.Agent, error)
+	// RemoveAgent unregisters an agent added at run time. Errors wrap
+	// agents.ErrStaticAgent or agents.ErrAgentAbsent.
+	RemoveAgent(ctx context.Context, channel, name string) error
+}
+
+// Identities resolves agents (the ens Directory).
+type Identities interface {
+	// Resolve returns the agent behind name; errors wrap ens.ErrNotFound
+	// or ens.ErrInvalidName where they apply.
+	Resolve(ctx context.Context, name string) (ens.Agent, error)
+	// ResolveToken names and reads the agent minted as tokenID of a
+	// configured collection (chainID 0: the one it is configured on).
+	ResolveToken(ctx context.Context, chainID uint64, collection string, tokenID *big.Int) (ens.Agent, error)
+	// Owner reads an agent's current owner, bypassing any cache; empty
+	// when none is known.
+	Owner(ctx context.Context, a ens.Agent) (string, error)
+}
+
+// Pairings keeps human pairings and reads wallet links (a memory.Store).
+type Pairings interface {
+	// PairHuman pairs a Slack user with a human agent one to one and
+	// returns the pairings it replaced (empty when none).
+	PairHuman(ctx context.Context, userID, ens string) (prevAgent, prevUser string, err error)
+	// Wallets lists the addresses verified for a Slack user.
+	Wallets(ctx context.Context, userID string) ([]string, error)
+}
+
+// CommandOptions configure Commands.
+type CommandOptions struct {
+	// Admins may add and remove agents (slack.admins); empty lets anyone.
+	Admins []string
+	// Timeout bounds the handling of one command; default 30s.
+	Timeout time.Duration
+	Logger  *slog.Logger
+	Now     func() time.Time // default time.Now
+}
+
+// CommandDeps are what the commands act on.
+type CommandDeps struct {
+	Registry   Registry
+	Identities Identities
+	Pairings   Pairings
+	Wallet     *WalletVerifier
+}
+
+// Commands answers conclave's slash commands: /add-agent, /remove-agent,
+// /list-agents, /verify-wallet and /pair-slack-user-to-human-agent.
+// Replies are ephemeral; additions, removals and pairings are also
+// announced in the channel and logged as audit records.
+type Commands struct {
+	bot  *Bot
+	opts CommandOptions
+	deps CommandDeps
+	log  *slog.Logger
+}
+
+var _ CommandHandler = (*Commands)(nil)
+
+// NewCommands returns the command handler; set it with
+// Bot.SetCommandHandler.
+func NewCommands(b *Bot, opts CommandOptions, deps CommandDeps) *Commands {
+	if opts.Timeout <= 0 {
+		opts.Timeout = 30 * time.Second
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Commands{bot: b, opts: opts, deps: deps, log: opts.Logger.With(slog.String("component", "commands"))}
+}
+
+// Usage lines, one per command.
+const (
+	usageAdd    = "Usage: /add-agent <ens-name>, or /add-agent <collection-address> <token-id> [chain-id]"
+	usageRemove = "Usage: /remove-agent <ens-name>, or /remove-agent <collection-address> <token-id> [chain-id]"
+	usageList   = "Usage: /list-agents (no arguments)"
+	usageVerify = "Usage: /verify-wallet (no arguments)"
+	usagePair   = "Usage: /pair-slack-user-to-human-agent <@user | U…> <ens-name | collection-address token-id [chain-id]>"
+)
+
+// Log attribute keys of the commands and the wallet page.
+const (
+	logUser   = "user"
+	logAgent  = "agent"
+	logRole   = "role"
+	logAction = "action"
+)
+
+// Audit actions.
+const (
+	auditAdded   = "agent_added"
+	auditRemoved = "agent_removed"
+	auditPaired  = "human_paired"
+)
+
+// HandleCommand answers one slash command. Failures are told to the person
+// who typed it and logged.
+func (c *Commands) HandleCommand(ctx context.Context, cmd slack.SlashCommand) {
+	ctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
+	defer cancel()
+	args := commandArgs(cmd.Text)
+	var reply string
+	switch cmd.Command {
+	case "/add-agent":
+		reply = c.addAgent(ctx, cmd, args)
+	case "/remove-agent":
+		reply = c.removeAgent(ctx, cmd, args)
+	case "/list-agents":
+		reply = c.listAgents(ctx, cmd, args)
+	case "/verify-wallet":
+		reply = c.verifyWallet(ctx, cmd, args)
+	case "/pair-slack-user-to-human-agent":
+		reply = c.pair(ctx, cmd, args)
+	default:
+		reply = "conclave does not know the command " + escapeSlack(cmd.Command) + "."
+	}
+	if err := c.bot.ReplyToCommand(ctx, cmd, reply); err != nil {
+		c.log.Warn("command reply not delivered", slog.String("command", cmd.Command),
+			slog.String(logUser, cmd.UserID), slog.Any(logError, err))
+	}
+}
+
+// commandArgs splits a command's text into words, unwrapping Slack's link
+// markup: <http://x.eth|x.eth> becomes x.eth, <@U1|ada> stays as it is.
+func commandArgs(text string) []string {
+	words := strings.Fields(text)
+	for i, w := range words {
+		if !strings.HasPrefix(w, "<") || !strings.HasSuffix(w, ">") || strings.HasPrefix(w, "<@") {
+			continue
+		}
+		inner := w[1 : len(w)-1]
+		if _, label, ok := strings.Cut(inner, "|"); ok {
+			words[i] = label
+			continue
+		}
+		for _, scheme := range []string{"http://", "https://"} {
+			inner = strings.TrimPrefix(inner, scheme)
+		}
+		words[i] = strings.TrimSuffix(inner, "/")
+	}
+	return words
+}
+
+// agentRef is how a command names an agent: by ENS name, or by token.
+type agentRef struct {
+	name       string
+	chainID    uint64
+	collection string
+	tokenID    *big.Int
+}
+
+func (r agentRef) String() string {
+	if r.name != "" {
+		return r.name
+	}
+	s := r.collection + " #" + r.tokenID.String()
+	if r.chainID != 0 {
+		s += " on chain " + strconv.FormatUint(r.chainID, 10)
+	}
+	return s
+}
+
+// parseAgentRef reads "<ens-name>" or "<collection-address> <token-id>
+// [chain-id]"; the reason is empty when the words are well formed.
+func parseAgentRef(args []string) (agentRef, string) {
+	switch {
+	case len(args) == 0:
+		return agentRef{}, "name an agent"
+	case len(args) > 3:
+		return agentRef{}, "too many arguments"
+	case len(args) == 1:
+		if strings.HasPrefix(strings.ToLower(args[0]), "0x") {
+			return agentRef{}, "a collection address needs a token id after it"
+		}
+		if !strings.Contains(args[0], ".") {
+			return agentRef{}, fmt.Sprintf("%q is not a full ENS name", args[0])
+		}
+		return agentRef{name: strings.ToLower(args[0])}, ""
+	}
+	if !common.IsHexAddress(args[0]) || !strings.HasPrefix(strings.ToLower(args[0]), "0x") {
+		return agentRef{}, fmt.Sprintf("%q is not a collection address", args[0])
+	}
+	id, ok := new(big.Int).SetString(args[1], 10)
+	if !ok || id.Sign() < 0 {
+		return agentRef{}, fmt.Sprintf("%q is not a token id (a whole number)", args[1])
+	}
+	ref := agentRef{collection: common.HexToAddress(args[0]).Hex(), tokenID: id}
+	if len(args) == 3 {
+		chain, err := strconv.ParseUint(args[2], 10, 64)
+		if err != nil || chain == 0 {
+			return agentRef{}, fmt.Sprintf("%q is not a chain id", args[2])
+		}
+		ref.chainID = chain
+	}
+	return ref, ""
+}
+
+// usage is a one-line usage reply with the reason the arguments failed.
+func usage(line, reason string) string {
+	if reason == "" {
+		return line
+	}
+	return line + " (" + escapeSlack(reason) + ")"
+}
+
+// resolveRef resolves an agent named either way.
+func (c *Commands) resolveRef(ctx context.Context, ref agentRef) (ens.Agent, error) {
+	if ref.name != "" {
+		return c.deps.Identities.Resolve(ctx, ref.name)
+	}
+	return c.deps.Identities.ResolveToken(ctx, ref.chainID, ref.collection, ref.tokenID)
+}
+
+// nameOf is the ENS name of an agent named either way; a token is
+// resolved to its name. failure is the reply when that fails.
+func (c *Commands) nameOf(ctx context.Context, ref agentRef) (name, failure string) {
+	if ref.name != "" {
+		return ref.name, ""
+	}
+	a, err := c.resolveRef(ctx, ref)
+	if err != nil {
+		return "", lookupFailure(ref, err)
+	}
+	return a.EnsDomain, ""
+}
+
+// lookupFailure explains why an agent could not be found.
+func lookupFailure(ref agentRef, err error) string {
+	switch {
+	case errors.Is(err, ens.ErrNotFound):
+		return "No agent " + code(ref.String()) + " was found."
+	case errors.Is(err, ens.ErrInvalidName):
+		return code(ref.String()) + " is not a valid agent name: " + escapeSlack(err.Error())
+	}
+	return "Could not look up " + code(ref.String()) + ": " + escapeSlack(err.Error())
+}
+
+// code shows a name as inline code, so Slack does not link or format it.
+func code(s string) string {
+	return "`" + strings.ReplaceAll(escapeSlack(s), "`", "'") + "`"
+}
+
+// describe is how replies and announcements show an agent.
+func describe(a ens.Agent) string {
+	return escapeSlack(a.Name) + " — " + string(a.Role) + " — " + code(a.EnsDomain)
+}
+
+func (c *Commands) isAdmin(user string) bool {
+	return len(c.opts.Admins) == 0 || slices.Contains(c.opts.Admins, user)
+}
+
+// isDirect reports a command typed in a direct or group message.
+func isDirect(cmd slack.SlashCommand) bool {
+	return strings.HasPrefix(cmd.ChannelID, "D") || cmd.ChannelName == "directmessage" ||
+		strings.HasPrefix(cmd.ChannelName, "mpdm-")
+}
+
+func (c *Commands) addAgent(ctx context.Context, cmd slack.SlashCommand, args []string) string {
+	ref, bad := parseAgentRef(args)
+	if bad != "" {
+		return usage(usageAdd, bad)
+	}
+	if isDirect(cmd) {
+		return "Agents can only be added to channels, not to direct messages."
+	}
+	if !c.isAdmin(cmd.UserID) {
+		c.refused(cmd, "not an admin")
+		return "Only conclave's admins (slack.admins) can add agents; nothing changed."
+	}
+	name, failure := c.nameOf(ctx, ref)
+	if failure != "" {
+		return failure
+	}
+	a, err := c.deps.Registry.AddAgent(ctx, cmd.ChannelID, name)
+	switch {
+	case errors.Is(err, agents.ErrAgentPresent):
+		return describe(a) + " is already in this channel; nothing changed."
+	case errors.Is(err, agents.ErrSecondFacilitator):
+		return "This channel already has a facilitator" + c.facilitatorOf(ctx, cmd.ChannelID) +
+			"; a channel has at most one. Nothing changed."
+	case errors.Is(err, ens.ErrInvalidName):
+		return usage(usageAdd, fmt.Sprintf("%q is not a valid agent name", name))
+	case err != nil && a.EnsDomain == "":
+		// The engine resolves the name first and returns no agent when
+		// that fails.
+		return lookupFailure(agentRef{name: name}, err)
+	case err != nil:
+		c.log.Error("add agent failed", slog.String(logChannel, cmd.ChannelID), slog.String(logAgent, name), slog.Any(logError, err))
+		return "Could not add " + code(name) + ": " + escapeSlack(err.Error())
+	}
+	c.audit(ctx, cmd, auditAdded, slog.String(logAgent, a.EnsDomain), slog.String(logRole, string(a.Role)))
+	reply := "Added " + describe(a) + " to this channel."
+	member, err := c.bot.botInChannel(ctx, cmd.ChannelID)
+	if err != nil {
+		c.log.Warn("could not tell whether conclave is in the channel", slog.String(logChannel, cmd.ChannelID), slog.Any(logError, err))
+	}
+	if err == nil && !member {
+		return reply + "\n⚠️ conclave is not a member of this channel, so it cannot read or answer messages here: invite it with `/invite @" +
+			escapeSlack(c.bot.botName(ctx)) + "`."
+	}
+	c.announce(ctx, cmd.ChannelID, "<@"+cmd.UserID+"> added "+describe(a)+" to this channel.")
+	return reply
+}
+
+// facilitatorOf names a channel's facilitator for a refusal, or "".
+func (c *Commands) facilitatorOf(ctx context.Context, channel string) string {
+	list, err := c.deps.Registry.ChannelAgents(ctx, channel)
+	if err != nil {
+		return ""
+	}
+	for _, ca := range list {
+		if ca.Err == nil && ca.Agent.Role == ens.RoleFacilitator {
+			return " (" + escapeSlack(ca.Agent.Name) + ", " + code(ca.Agent.EnsDomain) + ")"
+		}
+	}
+	return ""
+}
+
+func (c *Commands) removeAgent(ctx context.Context, cmd slack.SlashCommand, args []string) string {
+	ref, bad := parseAgentRef(args)
+	if bad != "" {
+		return usage(usageRemove, bad)
+	}
+	if !c.isAdmin(cmd.UserID) {
+		c.refused(cmd, "not an admin")
+		return "Only conclave's admins (slack.admins) can remove agents; nothing changed."
+	}
+	name, failure := c.nameOf(ctx, ref)
+	if failure != "" {
+		return failure
+	}
+	err := c.deps.Registry.RemoveAgent(ctx, cmd.ChannelID, name)
+	switch {
+	case errors.Is(err, agents.ErrStaticAgent):
+		return code(name) + " is declared in conclave's configuration ([[channels]]) and cannot be removed at run time; nothing changed."
+	case errors.Is(err, agents.ErrAgentAbsent):
+		return code(name) + " is not in this channel; nothing changed."
+	case err != nil:
+		c.log.Error("remove agent failed", slog.String(logChannel, cmd.ChannelID), slog.String(logAgent, name), slog.Any(logError, err))
+		return "Could not remove " + code(name) + ": " + escapeSlack(err.Error())
+	}
+	c.audit(ctx, cmd, auditRemoved, slog.String(logAgent, name))
+	c.announce(ctx, cmd.ChannelID, "<@"+cmd.UserID+"> removed "+code(name)+" from this channel.")
+	return "Removed " + code(name) + " from this channel."
+}
+
+func (c *Commands) listAgents(ctx context.Context, cmd slack.SlashCommand, args []string) string {
+	if len(args) > 0 {
+		return usage(usageList, "it takes no arguments")
+	}
+	list, err := c.deps.Registry.ChannelAgents(ctx, cmd.ChannelID)
+	if err != nil {
+		c.log.Error("list agents failed", slog.String(logChannel, cmd.ChannelID), slog.Any(logError, err))
+		return "Could not list the agents: " + escapeSlack(err.Error())
+	}
+	if len(list) == 0 {
+		return "No agents in this channel."
+	}
+	lines := make([]string, 0, len(list))
+	for _, ca := range list {
+		if ca.Err != nil {
+			lines = append(lines, escapeSlack(ca.Agent.Name)+" — unknown role — "+code(ca.Agent.EnsDomain)+" (could not be resolved)")
+			continue
+		}
+		lines = append(lines, describe(ca.Agent))
+	}
+	return strings.Join(lines, "\n")
+}
+
+func (c *Commands) verifyWallet(ctx context.Context, cmd slack.SlashCommand, args []string) string {
+	if len(args) > 0 {
+		return usage(usageVerify, "it takes no arguments")
+	}
+	if c.deps.Wallet == nil || !c.deps.Wallet.Configured() {
+		return "Sorry, wallet verification is not configured: conclave's http.public_url is not set."
+	}
+	link, err := c.deps.Wallet.Issue(ctx, WalletRequest{
+		UserID: cmd.UserID, UserName: cmd.UserName, TeamID: cmd.TeamID, TeamName: cmd.TeamDomain, Channel: cmd.ChannelID,
+	})
+	if err != nil {
+		c.log.Error("wallet link not issued", slog.String(logUser, cmd.UserID), slog.Any(logError, err))
+		return "Could not create a verification link right now; try again in a moment."
+	}
+	minutes := int(c.deps.Wallet.opts.LinkTTL.Round(time.Minute) / time.Minute)
+	return fmt.Sprintf("Open <%s|this link> within %d minutes to link an Ethereum wallet to your Slack account. "+
+		"Your browser wallet signs a message there; it costs nothing. The link works once: do not share it.", link, minutes)
+}
+
+// slackUserArg reads U…, W…, <@U…> or <@U…|name>.
+var slackUserArg = regexp.MustCompile(`^(?:<@([UW][A-Z0-9]+)(?:\|[^>]*)?>|([UW][A-Z0-9]+))$`)
+
+func (c *Commands) pair(ctx context.Context, cmd slack.SlashCommand, args []string) string {
+	if len(args) < 2 {
+		return usage(usagePair, "name a Slack user and a human agent")
+	}
+	m := slackUserArg.FindStringSubmatch(args[0])
+	if m == nil {
+		return usage(usagePair, fmt.Sprintf("%q is not a Slack user", args[0]))
+	}
+	user := m[1] + m[2]
+	ref, bad := parseAgentRef(args[1:])
+	if bad != "" {
+		return usage(usagePair, bad)
+	}
+	if reason := c.bot.checkUser(ctx, user); reason != "" {
+		return reason
+	}
+	a, err := c.resolveRef(ctx, ref)
+	if err != nil {
+		return lookupFailure(ref, err)
+	}
+	if a.Role != ens.RoleHuman {
+		return describe(a) + " is not a human agent; only human agents are paired with Slack users. Nothing changed."
+	}
+	owner, err := c.deps.Identities.Owner(ctx, a)
+	if err != nil {
+		c.log.Warn("owner look-up failed", slog.String(logAgent, a.EnsDomain), slog.Any(logError, err))
+		return "Could not read who owns " + code(a.EnsDomain) + " right now: " + escapeSlack(err.Error())
+	}
+	wallets, err := c.deps.Pairings.Wallets(ctx, cmd.UserID)
+	if err != nil {
+		c.log.Error("wallets look-up failed", slog.String(logUser, cmd.UserID), slog.Any(logError, err))
+		return "Could not read your verified wallets right now; try again in a moment."
+	}
+	if !ownsAgent(wallets, owner) {
+		c.refused(cmd, "not the owner", slog.String(logAgent, a.EnsDomain))
+		if len(wallets) == 0 {
+			return "Only the owner of " + code(a.EnsDomain) + " can pair it, and you have no verified wallet: run /verify-wallet first. Nothing changed."
+		}
+		return "Only the owner of " + code(a.EnsDomain) + " can pair it, and none of your verified wallets owns it. Nothing changed."
+	}
+	prevAgent, prevUser, err := c.deps.Pairings.PairHuman(ctx, user, a.EnsDomain)
+	if err != nil {
+		c.log.Error("pairing failed", slog.String(logUser, user), slog.String(logAgent, a.EnsDomain), slog.Any(logError, err))
+		return "Could not save the pairing: " + escapeSlack(err.Error())
+	}
+	if prevAgent == a.EnsDomain && prevUser == user {
+		return "<@" + user + "> is already paired with " + describe(a) + "; nothing changed."
+	}
+	c.audit(ctx, cmd, auditPaired, slog.String(logAgent, a.EnsDomain), slog.String("paired_user", user),
+		slog.String("replaced_agent", prevAgent), slog.String("replaced_user", prevUser))
+	reply := "Paired <@" + user + "> with " + describe(a) + ": their messages now count as the agent's."
+	if prevAgent != "" && prevAgent != a.EnsDomain {
+		reply += "\nNote: <@" + user + "> was paired with " + code(prevAgent) + "; that pairing is replaced."
+	}
+	if prevUser != "" && prevUser != user {
+		reply += "\nNote: " + code(a.EnsDomain) + " was paired with <@" + prevUser + ">; that pairing is replaced."
+	}
+	if !isDirect(cmd) {
+		c.announce(ctx, cmd.ChannelID, "<@"+cmd.UserID+"> paired <@"+user+"> with the human agent "+describe(a)+".")
+	}
+	return reply
+}
+
+// ownsAgent reports whether one of the wallets is the owner.
+func ownsAgent(wallets []string, owner string) bool {
+	if !common.IsHexAddress(owner) {
+		return false
+	}
+	o := common.HexToAddress(owner)
+	if o == (common.Address{}) {
+		return false
+	}
+	for _, w := range wallets {
+		if common.IsHexAddress(w) && common.HexToAddress(w) == o {
+			return true
+		}
+	}
+	return false
+}
+
+// audit logs who did what, where and when.
+func (c *Commands) audit(ctx context.Context, cmd slack.SlashCommand, action string, attrs ...slog.Attr) {
+	base := []slog.Attr{
+		slog.String(logAction, action), slog.String(logUser, cmd.UserID), slog.String("user_name", cmd.UserName),
+		slog.String("team", cmd.TeamID), slog.String(logChannel, cmd.ChannelID), slog.Time("at", c.opts.Now()),
+	}
+	c.log.LogAttrs(ctx, slog.LevelInfo, "audit", append(base, attrs...)...)
+}
+
+// refused logs a command refused for lack of rights.
+func (c *Commands) refused(cmd slack.SlashCommand, why string, attrs ...slog.Attr) {
+	base := []slog.Attr{
+		slog.String("command", cmd.Command), slog.String(logUser, cmd.UserID), slog.String(logChannel, cmd.ChannelID),
+		slog.String("reason", why),
+	}
+	c.log.LogAttrs(context.Background(), slog.LevelWarn, "command refused", append(base, attrs...)...)
+}
+
+// announce tells the channel what changed; a failure is only logged (the
+// person who ran the command got the reply).
+func (c *Commands) announce(ctx context.Context, channel, text string) {
+	if err := c.bot.postNotice(ctx, channel, text); err != nil {
+		c.log.Warn("announcement not posted", slog.String(logChannel, channel), slog.Any(logError, err))
+	}
+}
+
+// postNotice posts conclave's own mrkdwn text in a channel, as the bot,
+// with unfurling off. The text is sent as it is: callers escape what they
+// did not write.
+func (b *Bot) postNotice(ctx context.Context, channel, text string) error {
+	err := b.call(ctx, "chat.postMessage", false, func(ctx context.Context) error {
+		_, _, err := b.api.PostMessageContext(ctx, channel,
+			slack.MsgOptionText(text, false), slack.MsgOptionLinkNames(false),
+			slack.MsgOptionDisableLinkUnfurl(), slack.MsgOptionDisableMediaUnfurl())
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("bot: notice in %s: %w", channel, err)
+	}
+	return nil
+}
+
+// botInChannel asks Slack, uncached, whether conclave is a member of a
+// channel. A private channel it cannot see counts as not a member.
+func (b *Bot) botInChannel(ctx context.Context, channel string) (bool, error) {
+	var ch *slack.Channel
+	err := b.call(ctx, "conversations.info", true, func(ctx context.Context) (err error) {
+		ch, err = b.api.GetConversationInfoContext(ctx, &slack.GetConversationInfoInput{ChannelID: channel})
+		return err
+	})
+	if errorCode(err) == "channel_not_found" {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("bot: channel %s: %w", channel, err)
+	}
+	return ch.IsMember, nil
+}
+
+// botName is conclave's user name in Slack, for "/invite @name".
+func (b *Bot) botName(ctx context.Context) string {
+	if name, ok := b.userName(ctx, b.identity().UserID); ok {
+		return name
+	}
+	return "conclave"
+}
+
+// checkUser says why a user id cannot be paired ("" when it can).
+func (b *Bot) checkUser(ctx context.Context, id string) string {
+	var u *slack.User
+	err := b.call(ctx, "users.info", true, func(ctx context.Context) (err error) {
+		u, err = b.api.GetUserInfoContext(ctx, id)
+		return err
+	})
+	switch {
+	case errorCode(err) == "user_not_found":
+		return "There is no Slack user " + id + " in this workspace; nothing changed."
+	case err != nil:
+		b.log.Warn("users.info failed", slog.String(logUser, id), slog.Any(logError, err))
+		return "Could not look up the Slack user " + id + " right now; try again in a moment."
+	case u.IsBot:
+		return "<@" + id + "> is a bot; only people can be paired with human agents. Nothing changed."
+	}
+	return ""
+}

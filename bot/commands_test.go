@@ -1,0 +1,599 @@
+package bot
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"math/big"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/conclavehq/conclave/agents"
+	"github.com/conclavehq/conclave/bot/fakeslack"
+	"github.com/conclavehq/conclave/ens"
+	"github.com/conclavehq/conclave/memory"
+)
+
+// The agents the command tests know, all static.
+const (
+	elen     = "elen.acme.137.protocol6022.eth"     // facilitator, declared in C1
+	fabien   = "fabien.acme.137.protocol6022.eth"   // facilitator
+	claudine = "claudine.acme.137.protocol6022.eth" // expert
+	carla    = "carla.acme.137.protocol6022.eth"    // clone
+	hugo     = "hugo.acme.137.protocol6022.eth"     // human owned by testKey 1
+	iris     = "iris.acme.137.protocol6022.eth"     // human owned by testKey 2
+	ghost    = "ghost.acme.137.protocol6022.eth"    // nobody knows it
+
+	testCollection = "0x00000000000000000000000000000000000c0ffe"
+)
+
+// testIdentities is the real directory, plus two things a static directory
+// cannot do: name agents from their token, and report an owner that changed
+// on chain since the identity was read (what Owner's fresh read is for).
+type testIdentities struct {
+	*ens.Directory
+	tokens map[string]string // token id → ENS name, in testCollection on chain 137
+
+	mu         sync.Mutex
+	owners     map[string]string // ENS name → owner now
+	ownerReads int
+}
+
+func (d *testIdentities) ResolveToken(ctx context.Context, chainID uint64, coll string, id *big.Int) (ens.Agent, error) {
+	name, ok := d.tokens[id.String()]
+	if !strings.EqualFold(coll, testCollection) || chainID != 0 && chainID != 137 || !ok {
+		return ens.Agent{}, fmt.Errorf("test: token %s #%s: %w", coll, id, ens.ErrNotFound)
+	}
+	return d.Resolve(ctx, name)
+}
+
+func (d *testIdentities) Owner(ctx context.Context, a ens.Agent) (string, error) {
+	d.mu.Lock()
+	d.ownerReads++
+	owner, moved := d.owners[a.EnsDomain]
+	d.mu.Unlock()
+	if moved {
+		return owner, nil
+	}
+	return d.Directory.Owner(ctx, a)
+}
+
+func (d *testIdentities) transfer(name, owner string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.owners[name] = owner
+}
+
+func newTestIdentities(t *testing.T) *testIdentities {
+	t.Helper()
+	static := []ens.Agent{
+		{Name: "Elen", EnsDomain: elen, Role: ens.RoleFacilitator},
+		{Name: "Fabien", EnsDomain: fabien, Role: ens.RoleFacilitator},
+		{Name: "Claudine", EnsDomain: claudine, Role: ens.RoleExpert},
+		{Name: "Carla", EnsDomain: carla, Role: ens.RoleClone, CloneOf: hugo},
+		{Name: "Hugo", EnsDomain: hugo, Role: ens.RoleHuman, Owner: keyAddress(testKey(t, 1)).Hex()},
+		{Name: "Iris <!channel>", EnsDomain: iris, Role: ens.RoleHuman, Owner: keyAddress(testKey(t, 2)).Hex()},
+	}
+	dir, err := ens.New(ens.Options{}, static)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dir.Close() })
+	return &testIdentities{Directory: dir, tokens: map[string]string{"7": claudine, "8": hugo}, owners: map[string]string{}}
+}
+
+// commandRig is a real Bot connected to the fake Slack, answering commands
+// with a real engine and store.
+type commandRig struct {
+	*rig
+	store  *memory.InProcess
+	engine *agents.Engine
+	ids    *testIdentities
+	wallet *httptest.Server // nil unless the rig has a public URL
+}
+
+type commandRigOptions struct {
+	admins []string
+	wallet bool // serve the wallet page and set a public URL
+}
+
+func newCommandRig(t *testing.T, o commandRigOptions) *commandRig {
+	t.Helper()
+	f := false
+	r := &commandRig{ids: newTestIdentities(t), store: memory.NewInProcess(memory.Options{})}
+	r.rig = newRig(t, fakeslack.Options{
+		Users: append(slices.Clone(testUsers),
+			fakeslack.User{ID: "U3", Name: "carol", RealName: "Carol Hale"},
+			fakeslack.User{ID: "W3", Name: "dora", RealName: "Dora Grid"},
+			fakeslack.User{ID: "UB2", Name: "otherbot", IsBot: true}),
+		Channels: append(slices.Clone(testChannels), fakeslack.Channel{ID: "C3", Name: "quiet", IsMember: &f}),
+	}, nil)
+	log := slog.New(slog.NewTextHandler(r.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	r.engine = agents.New(agents.Options{Channels: []agents.ChannelConfig{{ID: "C1", Agents: []string{elen}}}},
+		agents.Deps{Store: r.store, Resolver: r.ids, Logger: log})
+
+	wopts := WalletOptions{Logger: log}
+	var h http.Handler = http.NotFoundHandler()
+	if o.wallet {
+		r.wallet = httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, req *http.Request) { h.ServeHTTP(rw, req) }))
+		t.Cleanup(r.wallet.Close)
+		wopts.PublicURL = r.wallet.URL
+	}
+	w, err := NewWalletVerifier(wopts, r.store, r.bot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h = w
+	r.bot.SetCommandHandler(NewCommands(r.bot, CommandOptions{Admins: o.admins, Logger: log},
+		CommandDeps{Registry: r.engine, Identities: r.ids, Pairings: r.store, Wallet: w}))
+	r.run(t)
+	return r
+}
+
+var userNames = map[string]string{"U1": "ada", "U2": "bob", "U3": "carol"}
+
+// command types a slash command as user in channel and returns the reply.
+// A channel "D…" is a direct message.
+func (r *commandRig) command(t *testing.T, user, channel, line string) string {
+	t.Helper()
+	name, text, _ := strings.Cut(line, " ")
+	chName := "claims"
+	if strings.HasPrefix(channel, "D") {
+		chName = "directmessage"
+	}
+	n := len(r.fake.CommandResponses())
+	d := r.fake.SendSlashCommand(fakeslack.SlashCommand{
+		Command: name, Text: text, UserID: user, UserName: userNames[user], ChannelID: channel, ChannelName: chName,
+	})
+	resps, err := r.fake.WaitCommandResponses(testContext(t), n+1)
+	if err != nil {
+		t.Fatalf("%s: no reply: %v\n%s", line, err, r.logs)
+	}
+	for _, resp := range resps {
+		if resp.Key == d.EnvelopeID {
+			if resp.ResponseType != "ephemeral" {
+				t.Errorf("%s: reply is %q, want ephemeral", line, resp.ResponseType)
+			}
+			return resp.Text
+		}
+	}
+	t.Fatalf("%s: the reply went to another command", line)
+	return ""
+}
+
+// registered lists the names the engine has for a channel.
+func (r *commandRig) registered(t *testing.T, channel string) []string {
+	t.Helper()
+	list, err := r.engine.ChannelAgents(testContext(t), channel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, ca := range list {
+		names = append(names, ca.Agent.EnsDomain)
+	}
+	return names
+}
+
+func (r *commandRig) postTexts() []string {
+	var out []string
+	for _, p := range r.fake.Posts() {
+		out = append(out, p.Channel+": "+p.Text)
+	}
+	return out
+}
+
+// checkReply checks a reply against a wanted substring; a want starting
+// with "Usage:" must also be how the reply starts, on one line.
+func checkReply(t *testing.T, got, want string) {
+	t.Helper()
+	if strings.HasPrefix(want, "Usage:") && (!strings.HasPrefix(got, "Usage:") || strings.Contains(got, "\n")) {
+		t.Errorf("reply %q is not a one-line usage message", got)
+	}
+	if !strings.Contains(got, want) {
+		t.Errorf("reply %q lacks %q", got, want)
+	}
+}
+
+func TestListAgents(t *testing.T) {
+	r := newCommandRig(t, commandRigOptions{})
+	for _, n := range []string{hugo, carla, claudine, ghost} {
+		if _, err := r.store.AddChannelAgent(testContext(t), "C1", n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tests := []struct {
+		name, channel, line, want string
+	}{
+		{"ordered by role, then name", "C1", "/list-agents", strings.Join([]string{
+			"Elen — facilitator — `" + elen + "`",
+			"Claudine — expert — `" + claudine + "`",
+			"ghost — unknown role — `" + ghost + "` (could not be resolved)",
+			"Carla — clone — `" + carla + "`",
+			"Hugo — human — `" + hugo + "`",
+		}, "\n")},
+		{"empty channel", "C2", "/list-agents", "No agents in this channel."},
+		{"arguments", "C1", "/list-agents everything", "Usage: /list-agents"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := r.command(t, "U2", tt.channel, tt.line)
+			if strings.HasPrefix(tt.want, "Usage:") {
+				checkReply(t, got, tt.want)
+			} else if got != tt.want {
+				t.Errorf("reply:\n%s\nwant:\n%s", got, tt.want)
+			}
+		})
+	}
+	if posts := r.fake.Posts(); len(posts) != 0 {
+		t.Errorf("listing posted in the channel: %v", r.postTexts())
+	}
+}
+
+func TestAddAgent(t *testing.T) {
+	tests := []struct {
+		name     string
+		admins   []string
+		user     string
+		channel  string
+		line     string
+		want     string
+		added    []string // the channel's agents afterwards
+		announce string   // expected in the channel, "" for no post
+	}{
+		{"by name", nil, "U2", "C1", "/add-agent claudine.acme.137.protocol6022.eth",
+			"Added Claudine — expert — `" + claudine + "` to this channel.", []string{elen, claudine},
+			"<@U2> added Claudine — expert — `" + claudine + "` to this channel."},
+		{"by name in another case and base", nil, "U2", "C1", "/add-agent Claudine.Acme.137.6022.eth",
+			"Added Claudine", []string{elen, claudine}, "<@U2> added Claudine"},
+		{"by name wrapped as a link", nil, "U2", "C1", "/add-agent <http://claudine.acme.137.protocol6022.eth|claudine.acme.137.protocol6022.eth>",
+			"Added Claudine", []string{elen, claudine}, "added Claudine"},
+		{"by token", nil, "U2", "C1", "/add-agent " + testCollection + " 7",
+			"Added Claudine", []string{elen, claudine}, "added Claudine"},
+		{"by token and chain", nil, "U2", "C1", "/add-agent " + strings.ToLower(testCollection) + " 7 137",
+			"Added Claudine", []string{elen, claudine}, "added Claudine"},
+		{"by an admin", []string{"U1"}, "U1", "C1", "/add-agent " + claudine,
+			"Added Claudine", []string{elen, claudine}, "<@U1> added Claudine"},
+		{"a bot outside the channel is warned", nil, "U2", "C3", "/add-agent " + claudine,
+			"not a member of this channel", []string{claudine}, ""},
+		{"already there", nil, "U2", "C1", "/add-agent " + elen,
+			"Elen — facilitator — `" + elen + "` is already in this channel; nothing changed.", []string{elen}, ""},
+		{"a second facilitator", nil, "U2", "C1", "/add-agent " + fabien,
+			"This channel already has a facilitator (Elen, `" + elen + "`)", []string{elen}, ""},
+		{"unknown agent", nil, "U2", "C1", "/add-agent " + ghost,
+			"Could not look up `" + ghost + "`", []string{elen}, ""},
+		{"unknown token", nil, "U2", "C1", "/add-agent " + testCollection + " 99",
+			"No agent `" + testCollection + " #99` was found.", []string{elen}, ""},
+		{"in a direct message", nil, "U2", "D1", "/add-agent " + claudine,
+			"only be added to channels", nil, ""},
+		{"by someone not an admin", []string{"U1"}, "U2", "C1", "/add-agent " + claudine,
+			"Only conclave's admins", []string{elen}, ""},
+		{"no argument", nil, "U2", "C1", "/add-agent", "Usage: /add-agent", []string{elen}, ""},
+		{"too many arguments", nil, "U2", "C1", "/add-agent " + testCollection + " 7 137 9", "Usage: /add-agent", []string{elen}, ""},
+		{"a short name", nil, "U2", "C1", "/add-agent claudine", `"claudine" is not a full ENS name`, []string{elen}, ""},
+		{"not a name", nil, "U2", "C1", "/add-agent claudine_x.acme.eth", "Usage: /add-agent", []string{elen}, ""},
+		{"an address alone", nil, "U2", "C1", "/add-agent " + testCollection, "Usage: /add-agent", []string{elen}, ""},
+		{"not an address", nil, "U2", "C1", "/add-agent 0xabc 7", "Usage: /add-agent", []string{elen}, ""},
+		{"not a token id", nil, "U2", "C1", "/add-agent " + testCollection + " seven", "Usage: /add-agent", []string{elen}, ""},
+		{"a negative token id", nil, "U2", "C1", "/add-agent " + testCollection + " -7", "Usage: /add-agent", []string{elen}, ""},
+		{"not a chain id", nil, "U2", "C1", "/add-agent " + testCollection + " 7 polygon", "Usage: /add-agent", []string{elen}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newCommandRig(t, commandRigOptions{admins: tt.admins})
+			checkReply(t, r.command(t, tt.user, tt.channel, tt.line), tt.want)
+			if tt.added != nil {
+				if got := r.registered(t, tt.channel); !slices.Equal(got, tt.added) {
+					t.Errorf("agents of %s = %v, want %v", tt.channel, got, tt.added)
+				}
+			}
+			posts := r.postTexts()
+			switch {
+			case tt.announce == "" && len(posts) > 0:
+				t.Errorf("posted %q; want nothing in the channel", posts)
+			case tt.announce != "" && (len(posts) != 1 || !strings.HasPrefix(posts[0], tt.channel+": ") || !strings.Contains(posts[0], tt.announce)):
+				t.Errorf("posted %q; want one post in %s with %q", posts, tt.channel, tt.announce)
+			}
+			audited := strings.Contains(r.logs.String(), "action=agent_added")
+			if wantAudit := strings.HasPrefix(tt.want, "Added") || tt.name == "a bot outside the channel is warned"; audited != wantAudit {
+				t.Errorf("audit record written: %v, want %v\n%s", audited, wantAudit, r.logs)
+			}
+		})
+	}
+}
+
+func TestAddAgentAuditRecord(t *testing.T) {
+	r := newCommandRig(t, commandRigOptions{})
+	r.command(t, "U2", "C1", "/add-agent "+claudine)
+	var line string
+	for _, l := range strings.Split(r.logs.String(), "\n") {
+		if strings.Contains(l, "msg=audit") {
+			line = l
+		}
+	}
+	for _, want := range []string{"action=agent_added", " user=U2 ", "user_name=bob", "channel=C1", "agent=" + claudine, "role=expert", " at="} {
+		if !strings.Contains(line, want) {
+			t.Errorf("audit record %q lacks %s", line, want)
+		}
+	}
+}
+
+func TestRemoveAgent(t *testing.T) {
+	tests := []struct {
+		name     string
+		admins   []string
+		user     string
+		line     string
+		want     string
+		left     []string
+		announce string
+	}{
+		{"by name", nil, "U2", "/remove-agent " + claudine, "Removed `" + claudine + "` from this channel.",
+			[]string{elen}, "<@U2> removed `" + claudine + "` from this channel."},
+		{"by token", nil, "U2", "/remove-agent " + testCollection + " 7", "Removed `" + claudine + "`", []string{elen}, "removed"},
+		{"declared in the configuration", nil, "U2", "/remove-agent " + elen,
+			"declared in conclave's configuration ([[channels]]) and cannot be removed at run time", []string{elen, claudine}, ""},
+		{"absent", nil, "U2", "/remove-agent " + hugo, "`" + hugo + "` is not in this channel; nothing changed.", []string{elen, claudine}, ""},
+		{"by someone not an admin", []string{"U1"}, "U2", "/remove-agent " + claudine, "Only conclave's admins", []string{elen, claudine}, ""},
+		{"no argument", nil, "U2", "/remove-agent", "Usage: /remove-agent", []string{elen, claudine}, ""},
+		{"bad token id", nil, "U2", "/remove-agent " + testCollection + " x", "Usage: /remove-agent", []string{elen, claudine}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newCommandRig(t, commandRigOptions{admins: tt.admins})
+			if _, err := r.engine.AddAgent(testContext(t), "C1", claudine); err != nil {
+				t.Fatal(err)
+			}
+			checkReply(t, r.command(t, tt.user, "C1", tt.line), tt.want)
+			if got := r.registered(t, "C1"); !slices.Equal(got, tt.left) {
+				t.Errorf("agents = %v, want %v", got, tt.left)
+			}
+			posts := r.postTexts()
+			switch {
+			case tt.announce == "" && len(posts) > 0:
+				t.Errorf("posted %q; want nothing", posts)
+			case tt.announce != "" && (len(posts) != 1 || !strings.Contains(posts[0], tt.announce)):
+				t.Errorf("posted %q; want %q", posts, tt.announce)
+			}
+			if audited := strings.Contains(r.logs.String(), "action=agent_removed"); audited != (tt.announce != "") {
+				t.Errorf("audit record written: %v\n%s", audited, r.logs)
+			}
+		})
+	}
+}
+
+func TestAnnouncementsAreInert(t *testing.T) {
+	r := newCommandRig(t, commandRigOptions{})
+	r.command(t, "U2", "C2", "/add-agent "+iris)
+	posts := r.fake.Posts()
+	if len(posts) != 1 {
+		t.Fatalf("posts = %v", r.postTexts())
+	}
+	p := posts[0]
+	if strings.Contains(p.Text, "<!channel>") || !strings.Contains(p.Text, "Iris &lt;!channel&gt;") {
+		t.Errorf("an agent's name reached Slack as markup: %q", p.Text)
+	}
+	if p.UnfurlLinks != "false" || p.UnfurlMedia != "false" || p.Username != "" {
+		t.Errorf("announcement: unfurl %q/%q, username %q", p.UnfurlLinks, p.UnfurlMedia, p.Username)
+	}
+}
+
+var linkInReply = regexp.MustCompile(`<(https?://[^|>]+)\|`)
+
+func TestVerifyWalletCommand(t *testing.T) {
+	t.Run("not configured", func(t *testing.T) {
+		r := newCommandRig(t, commandRigOptions{})
+		checkReply(t, r.command(t, "U1", "C1", "/verify-wallet"), "wallet verification is not configured")
+	})
+	t.Run("arguments", func(t *testing.T) {
+		r := newCommandRig(t, commandRigOptions{wallet: true})
+		checkReply(t, r.command(t, "U1", "C1", "/verify-wallet 0xabc"), "Usage: /verify-wallet")
+	})
+	t.Run("link, sign, linked", func(t *testing.T) {
+		r := newCommandRig(t, commandRigOptions{wallet: true})
+		reply := r.command(t, "U1", "C1", "/verify-wallet")
+		m := linkInReply.FindStringSubmatch(reply)
+		if m == nil || !strings.HasPrefix(m[1], r.wallet.URL+"/wallet/") || !strings.Contains(reply, "10 minutes") {
+			t.Fatalf("reply %q has no link to the wallet page", reply)
+		}
+		key := testKey(t, 1)
+		addr := keyAddress(key).Hex()
+		msg := fetchMessage(t, m[1], addr)
+		for _, want := range []string{"ada (U1)", "fake (T0001)", "Nonce: " + strings.TrimPrefix(m[1], r.wallet.URL+"/wallet/")} {
+			if !strings.Contains(msg, want) {
+				t.Errorf("message lacks %q:\n%s", want, msg)
+			}
+		}
+		if status := postSignature(t, m[1], addr, personalSign(t, key, msg)); status != http.StatusOK {
+			t.Fatalf("verify: %d", status)
+		}
+		if ws, _ := r.store.Wallets(testContext(t), "U1"); !slices.Equal(ws, []string{addr}) {
+			t.Errorf("wallets = %v", ws)
+		}
+		eph, err := r.fake.WaitEphemerals(testContext(t), 1)
+		if err != nil || eph[0].User != "U1" || eph[0].Channel != "C1" || !strings.Contains(eph[0].Text, addr) {
+			t.Errorf("notice = %+v, %v", eph, err)
+		}
+	})
+}
+
+// fetchMessage asks a wallet page for the text addr is to sign.
+func fetchMessage(t *testing.T, page, addr string) string {
+	t.Helper()
+	resp, err := http.Get(page + "/message?address=" + addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body struct {
+		Message string `json:"message"`
+	}
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&body) != nil {
+		t.Fatalf("message: %s", resp.Status)
+	}
+	return body.Message
+}
+
+// postSignature submits a signature as the wallet page does.
+func postSignature(t *testing.T, page, addr, sig string) int {
+	t.Helper()
+	body, _ := json.Marshal(map[string]string{"address": addr, "signature": sig})
+	resp, err := http.Post(page, "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+func TestPairSlackUserToHumanAgent(t *testing.T) {
+	owner1, owner2 := keyAddress(testKey(t, 1)).Hex(), keyAddress(testKey(t, 2)).Hex()
+	const cmd = "/pair-slack-user-to-human-agent "
+	tests := []struct {
+		name    string
+		wallets map[string][]string // verified wallets before
+		before  [][2]string         // pairings before (user, agent)
+		moved   string              // hugo's owner now, when it changed on chain
+		user    string
+		channel string
+		line    string
+		want    string
+		paired  map[string]string // user → agent afterwards ("" for none)
+		notice  string            // announced in the channel
+	}{
+		{name: "the owner pairs a user by id", wallets: map[string][]string{"U1": {owner1}}, user: "U1", channel: "C1",
+			line: cmd + "U3 " + hugo, want: "Paired <@U3> with Hugo — human — `" + hugo + "`",
+			paired: map[string]string{"U3": hugo}, notice: "<@U1> paired <@U3> with the human agent Hugo"},
+		{name: "the owner pairs themself by mention", wallets: map[string][]string{"U1": {owner2, owner1}}, user: "U1", channel: "C1",
+			line: cmd + "<@U1|ada> " + hugo, want: "Paired <@U1>", paired: map[string]string{"U1": hugo}, notice: "paired <@U1>"},
+		{name: "by token", wallets: map[string][]string{"U1": {owner1}}, user: "U1", channel: "C1",
+			line: cmd + "W3 " + testCollection + " 8", want: "Paired <@W3>", paired: map[string]string{"W3": hugo}, notice: "paired <@W3>"},
+		{name: "in a direct message: no announcement", wallets: map[string][]string{"U1": {owner1}}, user: "U1", channel: "D1",
+			line: cmd + "U3 " + hugo, want: "Paired <@U3>", paired: map[string]string{"U3": hugo}},
+		{name: "pairing again replaces, with a notice", wallets: map[string][]string{"U1": {owner1, owner2}},
+			before: [][2]string{{"U3", iris}, {"U2", hugo}}, user: "U1", channel: "C1",
+			line: cmd + "U3 " + hugo, want: "<@U3> was paired with `" + iris + "`; that pairing is replaced",
+			paired: map[string]string{"U3": hugo, "U2": ""}, notice: "paired <@U3>"},
+		{name: "the previous user is told too", wallets: map[string][]string{"U1": {owner1}},
+			before: [][2]string{{"U2", hugo}}, user: "U1", channel: "C1",
+			line: cmd + "U3 " + hugo, want: "`" + hugo + "` was paired with <@U2>; that pairing is replaced",
+			paired: map[string]string{"U3": hugo, "U2": ""}, notice: "paired <@U3>"},
+		{name: "the same pairing again", wallets: map[string][]string{"U1": {owner1}}, before: [][2]string{{"U3", hugo}},
+			user: "U1", channel: "C1", line: cmd + "U3 " + hugo, want: "already paired", paired: map[string]string{"U3": hugo}},
+		{name: "not the owner", wallets: map[string][]string{"U1": {owner2}}, user: "U1", channel: "C1",
+			line: cmd + "U1 " + hugo, want: "none of your verified wallets owns it", paired: map[string]string{"U1": ""}},
+		{name: "no verified wallet", user: "U1", channel: "C1",
+			line: cmd + "U1 " + hugo, want: "run /verify-wallet first", paired: map[string]string{"U1": ""}},
+		{name: "the owner changed on chain", wallets: map[string][]string{"U1": {owner1}}, moved: owner2, user: "U1", channel: "C1",
+			line: cmd + "U1 " + hugo, want: "none of your verified wallets owns it", paired: map[string]string{"U1": ""}},
+		{name: "not a human agent", wallets: map[string][]string{"U1": {owner1}}, user: "U1", channel: "C1",
+			line: cmd + "U1 " + claudine, want: "is not a human agent", paired: map[string]string{"U1": ""}},
+		{name: "unknown agent", wallets: map[string][]string{"U1": {owner1}}, user: "U1", channel: "C1",
+			line: cmd + "U1 " + testCollection + " 99", want: "was found", paired: map[string]string{"U1": ""}},
+		{name: "unknown user", wallets: map[string][]string{"U1": {owner1}}, user: "U1", channel: "C1",
+			line: cmd + "U404 " + hugo, want: "no Slack user U404", paired: map[string]string{"U404": ""}},
+		{name: "a bot", wallets: map[string][]string{"U1": {owner1}}, user: "U1", channel: "C1",
+			line: cmd + "UB2 " + hugo, want: "is a bot", paired: map[string]string{"UB2": ""}},
+		{name: "no arguments", user: "U1", channel: "C1", line: cmd, want: "Usage: /pair-slack-user-to-human-agent"},
+		{name: "no agent", user: "U1", channel: "C1", line: cmd + "U3", want: "Usage: /pair-slack-user-to-human-agent"},
+		{name: "a user name", user: "U1", channel: "C1", line: cmd + "@carol " + hugo, want: "Usage: /pair-slack-user-to-human-agent",
+			paired: map[string]string{"U3": ""}},
+		{name: "a channel", user: "U1", channel: "C1", line: cmd + "C1 " + hugo, want: "Usage: /pair-slack-user-to-human-agent"},
+		{name: "a bad token", user: "U1", channel: "C1", line: cmd + "U3 " + testCollection + " 8 137 1",
+			want: "Usage: /pair-slack-user-to-human-agent", paired: map[string]string{"U3": ""}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newCommandRig(t, commandRigOptions{})
+			ctx := testContext(t)
+			for u, ws := range tt.wallets {
+				for _, w := range ws {
+					if err := r.store.LinkWallet(ctx, u, w); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			for _, p := range tt.before {
+				if _, _, err := r.store.PairHuman(ctx, p[0], p[1]); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if tt.moved != "" {
+				r.ids.transfer(hugo, tt.moved)
+			}
+			checkReply(t, r.command(t, tt.user, tt.channel, tt.line), tt.want)
+			for u, want := range tt.paired {
+				got, err := r.engine.PairedAgent(ctx, u)
+				if err != nil || got != want {
+					t.Errorf("%s is paired with %q (%v), want %q", u, got, err, want)
+				}
+			}
+			posts := r.postTexts()
+			switch {
+			case tt.notice == "" && len(posts) > 0:
+				t.Errorf("posted %q; want nothing", posts)
+			case tt.notice != "" && (len(posts) != 1 || !strings.HasPrefix(posts[0], tt.channel+": ") || !strings.Contains(posts[0], tt.notice)):
+				t.Errorf("posted %q; want %q", posts, tt.notice)
+			}
+			wantAudit := tt.notice != "" || strings.HasPrefix(tt.name, "in a direct message")
+			if audited := strings.Contains(r.logs.String(), "action=human_paired"); audited != wantAudit {
+				t.Errorf("audit record written: %v\n%s", audited, r.logs)
+			}
+		})
+	}
+}
+
+// The ownership check reads the owner on every pairing, never from what
+// was resolved before.
+func TestPairingReadsTheOwnerEachTime(t *testing.T) {
+	r := newCommandRig(t, commandRigOptions{})
+	ctx := testContext(t)
+	if err := r.store.LinkWallet(ctx, "U1", keyAddress(testKey(t, 1)).Hex()); err != nil {
+		t.Fatal(err)
+	}
+	const line = "/pair-slack-user-to-human-agent U3 " + hugo
+	checkReply(t, r.command(t, "U1", "C1", line), "Paired <@U3>")
+	r.ids.transfer(hugo, keyAddress(testKey(t, 2)).Hex())
+	checkReply(t, r.command(t, "U1", "C1", "/pair-slack-user-to-human-agent U2 "+hugo), "none of your verified wallets owns it")
+	r.ids.mu.Lock()
+	reads := r.ids.ownerReads
+	r.ids.mu.Unlock()
+	if reads != 2 {
+		t.Errorf("owner read %d times, want once per pairing", reads)
+	}
+	if got, _ := r.engine.PairedUser(ctx, hugo); got != "U3" {
+		t.Errorf("hugo is paired with %q, want U3 still", got)
+	}
+}
+
+func TestUnknownCommand(t *testing.T) {
+	r := newCommandRig(t, commandRigOptions{})
+	checkReply(t, r.command(t, "U1", "C1", "/conclave-dance now"), "does not know the command /conclave-dance")
+}
+
+func TestCommandArgs(t *testing.T) {
+	tests := []struct {
+		in   string
+		want []string
+	}{
+		{"  a   b\tc ", []string{"a", "b", "c"}},
+		{"<http://x.eth|x.eth>", []string{"x.eth"}},
+		{"<https://x.eth/>", []string{"x.eth"}},
+		{"<@U1|ada> x.eth", []string{"<@U1|ada>", "x.eth"}},
+		{"", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			if got := commandArgs(tt.in); !slices.Equal(got, tt.want) {
+				t.Errorf("commandArgs(%q) = %q, want %q", tt.in, got, tt.want)
+			}
+		})
+	}
+}
