@@ -1,0 +1,30 @@
+package main
+
+import (
+	"log/slog"
+
+	"github.com/conclavehq/conclave/agents"
+	"github.com/conclavehq/conclave/bot"
+	"github.com/conclavehq/conclave/ens"
+	"github.com/conclavehq/conclave/memory"
+)
+
+// wireCommands sets the slash command handler on b and returns the wallet
+// verifier, whose page is served under /wallet/ (when http.public_url is
+// empty it serves nothing and /verify-wallet says so).
+func wireCommands(cfg Config, b *bot.Bot, eng *agents.Engine, store memory.Store, directory *ens.Directory, log *slog.Logger) (*bot.WalletVerifier, error) {
+	wallet, err := bot.NewWalletVerifier(bot.WalletOptions{PublicURL: cfg.HTTP.PublicURL, Logger: log}, store, b)
+	if err != nil {
+		return nil, err
+	}
+	b.SetCommandHandler(bot.NewCommands(b, bot.CommandOptions{Admins: cfg.Slack.Admins, Logger: log}, bot.CommandDeps{
+		Registry:   eng,
+		Identities: directory,
+		Pairings:   store,
+		Wallet:     wallet,
+	}))
+	if !wallet.Configured() {
+		log.Info("wallet verification is off: http.public_url is not set")
+	}
+	return wallet, nil
+}
