@@ -308,6 +308,12 @@ func TestStripEnd(t *testing.T) {
 		{"Done. :end: Bye", "Done. Bye", true},
 		{"a:end:b", "ab", true},
 		{"line one :end:\nline two", "line one\nline two", true},
+		{"All clear.  :end:  Bye.", "All clear. Bye.", true},
+		{"Done.:end: Bye", "Done. Bye", true},
+		{"Done :end:, thanks", "Done, thanks", true},
+		{"a :end: :end: b", "a b", true},
+		{":end::end:", "", true},
+		{"line one\n:end: line two", "line one\nline two", true},
 		{":END: is not the token", ":END: is not the token", false},
 		{"  keep   inner  spacing ", "  keep   inner  spacing ", false},
 	}

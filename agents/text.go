@@ -27,31 +27,35 @@ func capText(s string, max int) string {
 	return s
 }
 
-// stripEnd removes every endToken from s, tidying the spaces it leaves, and
-// reports whether there was one.
+// stripEnd removes every endToken from s, tidying the spaces it leaves
+// ("a :end: b" → "a b", "done :end:, bye" → "done, bye"), and reports
+// whether there was one.
 func stripEnd(s string) (string, bool) {
 	if !strings.Contains(s, endToken) {
 		return s, false
 	}
-	var b strings.Builder
 	for {
 		i := strings.Index(s, endToken)
 		if i < 0 {
-			b.WriteString(s)
 			break
 		}
-		before, after := s[:i], s[i+len(endToken):]
-		// "a :end: b" leaves "a b", not "a  b".
-		if strings.HasSuffix(before, " ") || strings.HasSuffix(before, "\t") {
-			after = strings.TrimLeft(after, " \t")
-		}
-		if after == "" || after[0] == '\n' || after[0] == '\r' {
-			before = strings.TrimRight(before, " \t")
-		}
-		b.WriteString(before)
-		s = after
+		s = joinTidy(s[:i], s[i+len(endToken):])
 	}
-	return strings.TrimSpace(b.String()), true
+	return strings.TrimSpace(s), true
+}
+
+// joinTidy joins the text around a removed token: the blanks on both sides
+// become one space, or none at a line's edge, before closing punctuation,
+// or where the token touched both neighbours.
+func joinTidy(before, after string) string {
+	b := strings.TrimRight(before, " \t")
+	a := strings.TrimLeft(after, " \t")
+	spaced := len(b) < len(before) || len(a) < len(after)
+	if !spaced || b == "" || a == "" || strings.HasSuffix(b, "\n") ||
+		strings.ContainsRune("\r\n.,;!?)]}", rune(a[0])) {
+		return b + a
+	}
+	return b + " " + a
 }
 
 // lowerASCII lowercases ASCII letters only, keeping byte offsets: ENS names
