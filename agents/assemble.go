@@ -44,8 +44,20 @@ type Model interface {
 
 // HistoryMessage is one message of a prompt's history.
 type HistoryMessage struct {
-	Role    string // llm.RoleUser, llm.RoleAssistant or llm.RoleSystem
+	Role string // llm.RoleUser, llm.RoleAssistant or llm.RoleSystem
+	// Author, when set, is written before the content as "<Author>: "
+	// (speakerLabel); the message-size cap applies to Content alone.
+	Author  string
 	Content string
+}
+
+// text is the message as sent: its author, then its content capped at max
+// runes.
+func (h HistoryMessage) text(max int) string {
+	if h.Author == "" {
+		return capText(h.Content, max)
+	}
+	return h.Author + ": " + capText(h.Content, max)
 }
 
 // TurnPrompt is what one model request of a turn is built from.
@@ -65,7 +77,8 @@ type TurnPrompt struct {
 	// MaxInputTokens is the budget when neither the prompt's settings nor
 	// the profile set one (DefaultMaxInputTokens when zero).
 	MaxInputTokens int
-	// MaxMessageChars caps each history text, in runes (no cap when zero).
+	// MaxMessageChars caps each history message's content, in runes (no
+	// cap when zero).
 	MaxMessageChars int
 }
 
@@ -114,10 +127,9 @@ func BuildRequest(prompts Prompts, profiles Profiles, p TurnPrompt) (llm.Request
 	if settings.IncludeHistory != nil && !*settings.IncludeHistory {
 		history = nil
 	}
-	var candidates []HistoryMessage
+	var candidates []llm.Message
 	for _, h := range append(append([]HistoryMessage(nil), history...), p.Tail...) {
-		h.Content = capText(h.Content, p.MaxMessageChars)
-		candidates = append(candidates, h)
+		candidates = append(candidates, llm.Message{Role: h.Role, Content: h.text(p.MaxMessageChars)})
 	}
 	fixed := estimateTokens(system) + estimateTokens(phase)
 	kept := candidates
@@ -142,9 +154,7 @@ func BuildRequest(prompts Prompts, profiles Profiles, p TurnPrompt) (llm.Request
 
 	msgs := make([]llm.Message, 0, len(kept)+2)
 	msgs = append(msgs, llm.Message{Role: llm.RoleSystem, Content: system})
-	for _, h := range kept {
-		msgs = append(msgs, llm.Message{Role: h.Role, Content: h.Content})
-	}
+	msgs = append(msgs, kept...)
 	msgs = append(msgs, llm.Message{Role: llm.RoleUser, Content: phase})
 	for _, m := range msgs {
 		info.Tokens += estimateTokens(m.Content)
@@ -232,11 +242,11 @@ func sessionHistory(entries []memory.SessionEntry) []HistoryMessage {
 		default:
 			role = llm.RoleUser
 		}
-		content := e.Content
-		if role == llm.RoleUser && e.Author != "" {
-			content = e.Author + ": " + content
+		h := HistoryMessage{Role: role, Content: e.Content}
+		if role == llm.RoleUser {
+			h.Author = e.Author
 		}
-		out = append(out, HistoryMessage{Role: role, Content: content})
+		out = append(out, h)
 	}
 	return out
 }
@@ -256,9 +266,9 @@ func FixturePrompt(a ens.Agent, prompt string, f templates.Fixture) TurnPrompt {
 		case isAgent && strings.EqualFold(info.EnsDomain, a.EnsDomain):
 			history = append(history, HistoryMessage{Role: llm.RoleAssistant, Content: m.Content})
 		case isAgent:
-			history = append(history, HistoryMessage{Role: llm.RoleUser, Content: speakerLabel(info.Name, info.EnsDomain) + ": " + m.Content})
+			history = append(history, HistoryMessage{Role: llm.RoleUser, Author: speakerLabel(info.Name, info.EnsDomain), Content: m.Content})
 		default:
-			history = append(history, HistoryMessage{Role: llm.RoleUser, Content: speakerLabel(m.Author.Name(), "") + ": " + m.Content})
+			history = append(history, HistoryMessage{Role: llm.RoleUser, Author: speakerLabel(m.Author.Name(), ""), Content: m.Content})
 		}
 	}
 	return TurnPrompt{Agent: a, Prompt: prompt, Data: f.Data, History: history}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"strings"
 
@@ -22,8 +23,10 @@ type convo struct {
 	st   *convState
 	log  *slog.Logger
 
-	names       []string             // registered agents, canonical, in registration order
+	names       []string             // registered agents served, canonical, in registration order
 	forms       []nameForm           // their spellings
+	registered  map[string]bool      // every registered agent, served or not
+	unresolved  []string             // registered agents whose identity cannot be resolved now
 	agents      map[string]ens.Agent // resolved identities (registered agents and human agents)
 	facilitator string               // the channel's facilitator ("" when none)
 	start       string
@@ -71,13 +74,14 @@ func (e *Engine) load(ctx context.Context, lock memory.Lock, snap memory.Snapsho
 		return nil, fmt.Errorf("agents: conversation %s: %w", snap.Conversation.ID, err)
 	}
 	c := &convo{
-		e:        e,
-		lock:     lock,
-		conv:     snap.Conversation,
-		msgs:     snap.Messages,
-		st:       st,
-		agents:   make(map[string]ens.Agent),
-		appended: make(map[string]bool),
+		e:          e,
+		lock:       lock,
+		conv:       snap.Conversation,
+		msgs:       snap.Messages,
+		st:         st,
+		agents:     make(map[string]ens.Agent),
+		registered: make(map[string]bool),
+		appended:   make(map[string]bool),
 		log: e.log.With(slog.String(logConversation, snap.Conversation.ID),
 			slog.String(logChannel, snap.Conversation.Channel)),
 	}
@@ -94,9 +98,11 @@ func (e *Engine) load(ctx context.Context, lock memory.Lock, snap memory.Snapsho
 		c.start = StartAll
 	}
 	for _, n := range names {
+		c.registered[n] = true
 		a, err := e.resolve(ctx, n)
 		if err != nil {
 			c.log.Warn("agent of the channel cannot be resolved; it is not served", slog.String(logAgent, n), slog.Any(logError, err))
+			c.unresolved = append(c.unresolved, n)
 			continue
 		}
 		c.agents[n] = a
@@ -122,7 +128,7 @@ func (c *convo) commit(ctx context.Context) error {
 		Conversation: conv,
 		Messages:     c.newMsgs,
 		Sessions:     c.sessions,
-		Deadline:     c.st.deadline(c.e.now(), c.e.opts.Timeout, c.facilitator != ""),
+		Deadline:     c.st.deadline(c.e.now(), c.e.opts.Timeout, c.e.opts.MaxTurns, c.facilitator != ""),
 	})
 	if err != nil {
 		return fmt.Errorf("agents: commit conversation %s: %w", c.conv.ID, err)
@@ -210,28 +216,21 @@ func (c *convo) open(ctx context.Context, fresh []memory.Message) bool {
 			return true
 		}
 	}
-	adopting := false
+	first := "" // the first reply that adopts the thread
 	for _, m := range fresh {
 		if m.TS != c.conv.ThreadTS && m.Kind != kindBot && len(c.mentions(m)) > 0 {
-			adopting = true
+			first = m.TS
 			break
 		}
 	}
-	if !adopting {
+	if first == "" {
 		return false
 	}
 	c.st.Status = statusOpen
 	if root == nil {
 		c.loadHistory(ctx)
 	}
-	// What was written before the adopting replies is content.
-	first := ""
-	for _, m := range fresh {
-		if len(c.mentions(m)) > 0 {
-			first = m.TS
-			break
-		}
-	}
+	// What was written before the adopting reply is content.
 	for _, m := range c.msgs {
 		if !c.st.Routed[m.TS] && lessTS(m.TS, first) {
 			c.routeOne(ctx, m, false)
@@ -289,6 +288,14 @@ func (c *convo) routeOne(ctx context.Context, m memory.Message, triggers bool) {
 		c.appendHuman(ctx, m)
 	}
 	c.noticeUnknown(ctx, m)
+	by := author(m)
+	names := c.mentions(m)
+	// A message naming an agent is visible to it, content or not.
+	for _, name := range names {
+		if name != by {
+			c.appendVisible(ctx, c.agents[name], m)
+		}
+	}
 	if !triggers || m.Kind == kindBot {
 		return
 	}
@@ -302,20 +309,17 @@ func (c *convo) routeOne(ctx context.Context, m memory.Message, triggers bool) {
 		return
 	}
 	if isPersonKind(m.Kind) && strings.Contains(m.Text, endToken) {
-		c.requestConclude(ctx, &concludeRequest{Reason: concludeByPerson})
+		c.requestConclude(ctx, &concludeRequest{Reason: concludeByPerson, Trigger: m.TS})
 		return
 	}
-	by := author(m)
 	if m.Kind == kindHuman {
 		c.answered(m.Agent)
 	}
-	for _, name := range c.mentions(m) {
+	for _, name := range names {
 		if name == by {
 			continue
 		}
-		a := c.agents[name]
-		c.appendVisible(ctx, a, m)
-		switch a.Role {
+		switch c.agents[name].Role {
 		case ens.RoleFacilitator:
 			// The facilitator sees every message; naming it only wakes it.
 		case ens.RoleHuman:
@@ -325,9 +329,29 @@ func (c *convo) routeOne(ctx context.Context, m memory.Message, triggers bool) {
 		}
 	}
 	if by == "" || by != c.facilitator {
-		st.FacilitatorDue = true
-		st.Wake = m.TS
+		c.wakeFacilitator(ctx, m.TS)
 	}
+}
+
+// wakeFacilitator marks the facilitator due because of the message at ts,
+// which carries the working reaction until the facilitator's turn ends.
+func (c *convo) wakeFacilitator(ctx context.Context, ts string) {
+	c.st.FacilitatorDue = true
+	if c.facilitator == "" || slices.Contains(c.st.WakeBy, ts) {
+		return
+	}
+	c.st.WakeBy = append(c.st.WakeBy, ts)
+	c.working(ctx, ts, +1)
+}
+
+// settleFacilitator clears the facilitator's due mark: its turn ran (or
+// will not run), so the messages that woke it lose the working reaction.
+func (c *convo) settleFacilitator(ctx context.Context) {
+	for _, ts := range c.st.WakeBy {
+		c.working(ctx, ts, -1)
+	}
+	c.st.WakeBy = nil
+	c.st.FacilitatorDue = false
 }
 
 func (c *convo) addParticipant(m memory.Message) {
@@ -346,40 +370,49 @@ func (c *convo) addParticipant(m memory.Message) {
 	c.st.Participants = append(c.st.Participants, p)
 }
 
-// noticeUnknown tells a person who named an agent-shaped name that is not
-// registered here, once per name per conversation; agents doing it are only
-// logged.
+// noticeUnknown tells a person or human agent who named an agent-shaped
+// name that is not registered here, or a registered agent whose identity
+// cannot be resolved now, that it was not called: once per name per
+// conversation. Agents and bots doing it are only logged.
 func (c *convo) noticeUnknown(ctx context.Context, m memory.Message) {
-	registered := make(map[string]bool, len(c.names))
-	for _, n := range c.names {
-		registered[n] = true
+	for _, name := range findMentions(m.Text, c.e.forms(c.unresolved)) {
+		c.notice(ctx, m, "unresolved:"+name, name,
+			fmt.Sprintf("%s is an agent of this channel but could not be resolved right now, so it was not called.", name))
 	}
 	for _, n := range attemptedNames(m.Text, c.e.opts.BaseDomains) {
 		name := c.e.canonical(n)
-		if registered[name] {
+		if c.registered[name] {
 			continue
 		}
-		if !isPersonKind(m.Kind) || m.UserID == "" {
-			c.log.Info("unregistered agent named", slog.String(logAgent, name), slog.String("by", m.Agent))
-			continue
-		}
-		key := "name:" + name
-		if c.st.Noticed[key] {
-			continue
-		}
-		c.st.Noticed[key] = true
-		text := fmt.Sprintf("%s is not an agent of this channel, so it was not called.", n)
-		if err := c.e.deps.Chat.PostEphemeral(ctx, c.conv.Channel, m.UserID, text); err != nil {
-			c.log.Warn("post notice of an unknown agent", slog.String(logAgent, name), slog.Any(logError, err))
-		}
+		c.notice(ctx, m, "name:"+name, name, fmt.Sprintf("%s is not an agent of this channel, so it was not called.", n))
+	}
+}
+
+// notice shows text to the person who wrote m, once per key and
+// conversation.
+func (c *convo) notice(ctx context.Context, m memory.Message, key, agent, text string) {
+	if !isPersonKind(m.Kind) || m.UserID == "" {
+		c.log.Info("an agent that cannot be called was named", slog.String(logAgent, agent), slog.String("by", m.Agent), slog.String("ts", m.TS))
+		return
+	}
+	if c.st.Noticed[key] {
+		return
+	}
+	c.st.Noticed[key] = true
+	if err := c.e.deps.Chat.PostEphemeral(ctx, c.conv.Channel, m.UserID, text); err != nil {
+		c.log.Warn("post a notice of an agent that cannot be called", slog.String(logAgent, agent), slog.Any(logError, err))
 	}
 }
 
 // enqueue queues a turn for an expert or clone named by the message at ts.
 // An agent already waiting is not queued twice: its turn sees both messages.
 func (c *convo) enqueue(ctx context.Context, name, ts string) {
-	for _, q := range c.st.Queue {
+	for i, q := range c.st.Queue {
 		if q.Agent == name {
+			if !slices.Contains(q.triggers(), ts) {
+				c.st.Queue[i].Also = append(c.st.Queue[i].Also, ts)
+				c.working(ctx, ts, +1)
+			}
 			return
 		}
 	}
@@ -457,10 +490,18 @@ func (c *convo) addNote(text string) {
 // cancelQueue drops every queued turn and pending call.
 func (c *convo) cancelQueue(ctx context.Context) {
 	for _, q := range c.st.Queue {
-		c.working(ctx, q.Trigger, -1)
+		c.dequeued(ctx, q)
 	}
 	c.st.Queue = nil
 	c.st.Calls = nil
+}
+
+// dequeued releases the working reaction of the messages a queued turn
+// answers.
+func (c *convo) dequeued(ctx context.Context, q queuedTurn) {
+	for _, ts := range q.triggers() {
+		c.working(ctx, ts, -1)
+	}
 }
 
 // requestConclude asks for the conclusion: queued turns are cancelled; the
@@ -468,13 +509,14 @@ func (c *convo) cancelQueue(ctx context.Context) {
 // silently.
 func (c *convo) requestConclude(ctx context.Context, r *concludeRequest) {
 	c.cancelQueue(ctx)
-	c.st.FacilitatorDue = false
+	c.settleFacilitator(ctx)
 	if c.facilitator == "" {
 		c.st.Status = statusConcluded
 		c.log.Info("conversation concluded without a facilitator", slog.String("reason", r.Reason))
 		return
 	}
 	c.st.Conclude = r
+	c.working(ctx, r.Trigger, +1)
 }
 
 // restart reopens a concluded conversation: the ✅ goes, the loop guards
@@ -537,7 +579,7 @@ func (c *convo) next(ctx context.Context) func(context.Context) error {
 	}
 	if st.FacilitatorDue && len(st.Calls) == 0 {
 		if c.facilitator == "" {
-			st.FacilitatorDue = false
+			c.settleFacilitator(ctx)
 			return nil
 		}
 		return c.facilitatorTurn

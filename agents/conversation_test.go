@@ -70,6 +70,11 @@ func testClaimsDesk(t *testing.T, r *rig) {
 	if st.Status != statusConcluded || st.Bindings[cora] != "C45653" || st.Bindings[paul] != "C45653" {
 		t.Errorf("state: status %q, bindings %v", st.Status, st.Bindings)
 	}
+	// Two facilitator turns and one per expert (threading and
+	// context-found are one turn); the conclusion does not count.
+	if st.Turns != 4 {
+		t.Errorf("turns %d, want 4", st.Turns)
+	}
 	var outcome string
 	for _, m := range r.messages(root.TS) {
 		if m.Text == "Looking at claim C45653." {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -19,12 +20,14 @@ import (
 
 // The claims desk used across tests.
 const (
-	elen  = "elen.acme.137.protocol6022.eth" // facilitator
-	cora  = "cora.acme.137.protocol6022.eth" // expert: claims
-	paul  = "paul.acme.137.protocol6022.eth" // expert: policies
-	tina  = "tina.acme.137.protocol6022.eth" // human agent
-	twin  = "twin.acme.137.protocol6022.eth" // clone of tina
-	solo  = "solo.acme.137.protocol6022.eth" // expert registered nowhere by default
+	elen  = "elen.acme.137.protocol6022.eth"  // facilitator
+	cora  = "cora.acme.137.protocol6022.eth"  // expert: claims
+	paul  = "paul.acme.137.protocol6022.eth"  // expert: policies
+	tina  = "tina.acme.137.protocol6022.eth"  // human agent
+	twin  = "twin.acme.137.protocol6022.eth"  // clone of tina
+	solo  = "solo.acme.137.protocol6022.eth"  // expert registered nowhere by default
+	xavi  = "xavi.acme.137.protocol6022.eth"  // human agent registered nowhere by default
+	ghost = "ghost.acme.137.protocol6022.eth" // no resolver knows it
 	team  = "T1"
 	chanA = "C1"
 )
@@ -43,6 +46,7 @@ func testAgents() map[string]ens.Agent {
 		tina: mk("Tina", tina, ens.RoleHuman),
 		twin: tw,
 		solo: mk("Solo", solo, ens.RoleExpert),
+		xavi: mk("Xavi", xavi, ens.RoleHuman),
 	}
 }
 
@@ -86,6 +90,11 @@ type fakeChat struct {
 	// failPost makes the next PostReply calls fail; lostPost makes them
 	// post and then fail (an uncertain outcome).
 	failPost, lostPost int
+	// historyLimit is the limit of the last ThreadHistory call.
+	historyLimit int
+	// afterFind, when set, runs once after FindTurnPost has looked (and
+	// before it answers), with no lock of the fake held.
+	afterFind func()
 }
 
 func newFakeChat() *fakeChat { return &fakeChat{reactions: make(map[string]map[string]bool)} }
@@ -134,18 +143,26 @@ func (f *fakeChat) RemoveReaction(_ context.Context, channel, ts, name string) e
 
 func (f *fakeChat) FindTurnPost(_ context.Context, channel, threadTS, turnID string) (string, bool, error) {
 	f.mu.Lock()
-	defer f.mu.Unlock()
+	ts, found := "", false
 	for i, p := range f.posts {
 		if p.TurnID == turnID {
-			return f.postTS[i], true, nil
+			ts, found = f.postTS[i], true
+			break
 		}
 	}
-	return "", false, nil
+	hook := f.afterFind
+	f.afterFind = nil
+	f.mu.Unlock()
+	if hook != nil {
+		hook()
+	}
+	return ts, found, nil
 }
 
 func (f *fakeChat) ThreadHistory(_ context.Context, channel, threadTS string, limit int) ([]Event, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.historyLimit = limit
 	return slices.Clone(f.history), nil
 }
 
@@ -188,6 +205,8 @@ type fakeModel struct {
 	mu       sync.Mutex
 	scripts  map[string][]any // agent|prompt → string, llm.Response or error
 	fallback func(r llm.Request) (llm.Response, error)
+	// hook, when set, sees every request first (a turn in progress).
+	hook     func(r llm.Request)
 	requests []llm.Request
 	profiles map[string]llm.Profile
 }
@@ -218,8 +237,11 @@ func (m *fakeModel) Complete(_ context.Context, r llm.Request) (llm.Response, er
 	if q := m.scripts[key]; len(q) > 0 {
 		answer, m.scripts[key] = q[0], q[1:]
 	}
-	fallback := m.fallback
+	fallback, hook := m.fallback, m.hook
 	m.mu.Unlock()
+	if hook != nil {
+		hook(r)
+	}
 	switch a := answer.(type) {
 	case string:
 		return llm.Response{Content: a, FinishReason: "stop", PromptTokens: 10, CompletionTokens: 5}, nil
@@ -254,11 +276,16 @@ func (m *fakeModel) calls(agent, prompt string) []llm.Request {
 // asserts on.
 type fakePrompts struct {
 	fail map[string]error // by agent
+	// record, when set, sees the data of every phase prompt rendered.
+	record func(agentENS, prompt string, d templates.Data)
 }
 
 func (p fakePrompts) Render(agentENS, role, prompt string, d templates.Data) (string, error) {
 	if err := p.fail[agentENS]; err != nil {
 		return "", err
+	}
+	if p.record != nil && prompt != templates.PromptSystem {
+		p.record(agentENS, prompt, d)
 	}
 	if prompt == templates.PromptSystem {
 		return "system of " + agentENS, nil
@@ -285,6 +312,7 @@ type rig struct {
 	clock  *fakeClock
 	agents map[string]ens.Agent
 	opts   Options
+	logger *slog.Logger // nil: discard
 	e      *Engine
 	seq    int
 }
@@ -324,6 +352,7 @@ func (r *rig) engine(p Prompts) *Engine {
 		Model:    r.model,
 		Prompts:  func() Prompts { return p },
 		Resolver: fakeResolver{r.agents},
+		Logger:   r.logger,
 		Now:      r.clock.Now,
 	})
 }
@@ -340,6 +369,14 @@ func withBuiltinTemplates(r *rig) {
 // withRedis puts the rig on a real Redis (its own key prefix).
 func withRedis(r *rig) {
 	r.store = redistest.New(r.t).Store(r.t, memory.Options{Now: r.clock.Now})
+}
+
+// pair pairs a Slack user with a human agent.
+func (r *rig) pair(user, agent string) {
+	r.t.Helper()
+	if _, _, err := r.store.PairHuman(context.Background(), user, agent); err != nil {
+		r.t.Fatal(err)
+	}
 }
 
 // nextTS returns a fresh Slack ts, later than every earlier one.

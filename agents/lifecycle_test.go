@@ -64,9 +64,7 @@ func TestCloneAnswersWithHumanHistory(t *testing.T) {
 		r.opts.Channels = []ChannelConfig{{ID: chanA, Agents: []string{elen, twin}}}
 	})
 	ctx := context.Background()
-	if _, _, err := r.store.PairHuman(ctx, "UT", tina); err != nil {
-		t.Fatal(err)
-	}
+	r.pair("UT", tina)
 	r.send("", "UT", "Tina", "For the record: my favourite colour is teal.")
 	r.settle()
 	r.send("", "U1", "Alice", twin+" what is your favourite colour?")
@@ -109,9 +107,7 @@ func TestRestart(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := newRig(t)
-			if _, _, err := r.store.PairHuman(context.Background(), "UT", tina); err != nil {
-				t.Fatal(err)
-			}
+			r.pair("UT", tina)
 			r.model.on(elen, templates.PromptDefault, ":end:")
 			root := r.send("", "U1", "Alice", "Is claim C1 covered?")
 			r.settle()
@@ -247,6 +243,7 @@ func TestThreadingRetryAndPolicies(t *testing.T) {
 			replies:   []any{"I think it is claim C1.", threading("C1", "")},
 			wantPosts: []string{"Cora: cora ok"},
 			wantBound: "C1",
+			wantMeta:  threadingOK,
 			wantRetry: true,
 		},
 		{
@@ -292,6 +289,7 @@ func TestThreadingRetryAndPolicies(t *testing.T) {
 			replies:   []any{threading("C9", "")},
 			wantPosts: []string{"Cora: cora ok"},
 			wantBound: "C9",
+			wantMeta:  threadingOK,
 		},
 	}
 	for _, tt := range tests {
@@ -395,6 +393,9 @@ func TestModelAndTemplateFailures(t *testing.T) {
 		if indexOf(r.model.calls(elen, templates.PromptDefault)[0], "("+cora+" did not answer: error)") < 0 {
 			t.Error("no failure note in the facilitator's history")
 		}
+		if st := r.state(root.TS); st.Turns != 2 {
+			t.Errorf("turns %d, want 2: a failed turn counts", st.Turns)
+		}
 		for _, p := range posts {
 			if strings.Contains(p, "did not answer") {
 				t.Error("the note was posted")
@@ -441,9 +442,7 @@ func TestHumanAgentCall(t *testing.T) {
 				r.opts.Channels = []ChannelConfig{{ID: chanA, Agents: []string{elen, tina}}}
 				r.opts.CallTimeout = 3 * time.Minute
 			})
-			if _, _, err := r.store.PairHuman(context.Background(), "UT", tina); err != nil {
-				t.Fatal(err)
-			}
+			r.pair("UT", tina)
 			r.model.on(elen, templates.PromptDefault, tina+" can you confirm?")
 			root := r.send("", "U1", "Alice", "Is the claim approved?")
 			r.settle()
@@ -487,9 +486,7 @@ func TestTruncatedReply(t *testing.T) {
 
 func TestTemplateData(t *testing.T) {
 	r := newRig(t)
-	if _, _, err := r.store.PairHuman(context.Background(), "UT", tina); err != nil {
-		t.Fatal(err)
-	}
+	r.pair("UT", tina)
 	root := r.send("", "U1", "Alice", "hello")
 	r.settle()
 	r.send(root.TS, "UT", "Tina", "hi all")

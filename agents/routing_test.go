@@ -431,8 +431,9 @@ func TestRunShutdownLeavesUnfinishedTurnsQueued(t *testing.T) {
 	model := blockingModel{fakeModel: r.model, started: make(chan struct{})}
 	r.opts.ShutdownGrace = time.Millisecond
 	r.opts.SweepInterval = 5 * time.Millisecond
+	reports := make(chan TurnReport, 1)
 	e := New(r.opts, Deps{Store: r.store, Chat: r.chat, Model: model, Resolver: fakeResolver{r.agents},
-		Prompts: func() Prompts { return fakePrompts{} }, Now: r.clock.Now})
+		Prompts: func() Prompts { return fakePrompts{} }, Now: r.clock.Now, OnTurn: func(tr TurnReport) { reports <- tr }})
 	ev := Event{ID: "Ev1", Team: team, Channel: chanA, TS: r.nextTS(), UserID: "U1", UserName: "Alice", Text: "hello"}
 	ctx, cancel := context.WithCancel(context.Background())
 	if err := e.Handle(ctx, ev); err != nil {
@@ -444,6 +445,9 @@ func TestRunShutdownLeavesUnfinishedTurnsQueued(t *testing.T) {
 	cancel()
 	if err := <-ran; err != nil {
 		t.Fatalf("Run: %v", err)
+	}
+	if tr := <-reports; tr.Outcome != "cancelled" {
+		t.Errorf("the cancelled turn was reported %q", tr.Outcome)
 	}
 	if len(r.chat.texts()) != 0 {
 		t.Error("a cancelled turn posted")

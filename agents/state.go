@@ -46,10 +46,11 @@ type convState struct {
 	Queue []queuedTurn `json:"queue,omitempty"`
 	// Calls are human agents named and not yet answered.
 	Calls []humanCall `json:"calls,omitempty"`
-	// FacilitatorDue: the thread holds messages the facilitator has not
-	// seen; Wake is the newest of them (it carries the working reaction).
-	FacilitatorDue bool   `json:"fac_due,omitempty"`
-	Wake           string `json:"wake,omitempty"`
+	// FacilitatorDue: the thread holds messages (or notes) the facilitator
+	// has not seen. WakeBy lists the messages that made it due: each
+	// carries the working reaction until the facilitator's turn ends.
+	FacilitatorDue bool     `json:"fac_due,omitempty"`
+	WakeBy         []string `json:"wake_by,omitempty"`
 
 	// Turns counts agent turns since the start or the last restart;
 	// AgentTurns per agent.
@@ -88,6 +89,14 @@ type queuedTurn struct {
 	Agent   string    `json:"agent"`
 	Trigger string    `json:"trigger"` // ts of the message that named it
 	Queued  time.Time `json:"queued"`
+	// Also lists later messages that named the agent while it waited: the
+	// one turn answers them too, so they carry the working reaction.
+	Also []string `json:"also,omitempty"`
+}
+
+// triggers lists the messages the turn answers.
+func (q queuedTurn) triggers() []string {
+	return append([]string{q.Trigger}, q.Also...)
 }
 
 type humanCall struct {
@@ -104,6 +113,9 @@ type note struct {
 
 type concludeRequest struct {
 	Reason string `json:"reason"`
+	// Trigger is the person's message that asked for it (concludeByPerson):
+	// it carries the working reaction while the conclusion runs.
+	Trigger string `json:"trigger,omitempty"`
 	// For concludeByEnd: the reply that held :end: (verbatim), the phase
 	// prompt it answered, and the ts of what was posted of it ("" if
 	// nothing).
@@ -172,13 +184,16 @@ func (st *convState) busy() bool {
 }
 
 // deadline is when the conversation next needs attention without a new
-// message: now when work is waiting, else the earliest human call timeout,
-// else the inactivity deadline.
-func (st *convState) deadline(now time.Time, timeout time.Duration, hasFacilitator bool) time.Time {
+// message: now when work is waiting (a turn, a conclusion, including the
+// one max_turns asks for), else the earliest human call timeout, else the
+// inactivity deadline.
+func (st *convState) deadline(now time.Time, timeout time.Duration, maxTurns int, hasFacilitator bool) time.Time {
 	if st.Status != statusOpen && st.Pending == nil {
 		return time.Time{}
 	}
-	if len(st.Queue) > 0 || st.Conclude != nil || st.Pending != nil || st.FacilitatorDue && hasFacilitator && len(st.Calls) == 0 {
+	if len(st.Queue) > 0 || st.Conclude != nil || st.Pending != nil ||
+		st.Status == statusOpen && maxTurns > 0 && st.Turns >= maxTurns ||
+		st.FacilitatorDue && hasFacilitator && len(st.Calls) == 0 {
 		return now
 	}
 	var d time.Time

@@ -122,7 +122,7 @@ func (c *convo) history(ctx context.Context, a ens.Agent, msgs []memory.Message,
 			out = append(out, HistoryMessage{Role: llm.RoleAssistant, Content: m.Text})
 			continue
 		}
-		out = append(out, HistoryMessage{Role: llm.RoleUser, Content: c.label(ctx, m) + ": " + m.Text})
+		out = append(out, HistoryMessage{Role: llm.RoleUser, Author: c.label(ctx, m), Content: m.Text})
 	}
 	for ; n < len(notes); n++ {
 		out = append(out, HistoryMessage{Role: llm.RoleUser, Content: notes[n].Text})
@@ -235,18 +235,23 @@ func (c *convo) ask(ctx context.Context, t *turn, req llm.Request) (string, erro
 		return "", err
 	}
 	text := resp.Content
-	if resp.FinishReason == "length" {
+	if resp.Truncated() && strings.TrimSpace(text) != "" {
 		text = strings.TrimRight(text, " \n\t") + " …"
 	}
 	return text, nil
 }
 
 // failed records a failed turn: a ⚠️ notice in the thread (errors.notify =
-// "thread"), never stored as a message. A cancelled context is not a
-// failure: the turn stays to be run again.
+// "thread"), never stored as a message. A cancelled context or a lost lock
+// is not a failure: the turn stays to be run again, by this replica or
+// another.
 func (c *convo) failed(ctx context.Context, t *turn, err error) error {
-	if ctx.Err() != nil {
-		return ctx.Err()
+	if ctx.Err() != nil || errors.Is(err, memory.ErrLockLost) {
+		t.report.Outcome = "cancelled"
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return err
 	}
 	t.report.Outcome = "failed"
 	t.report.Err = err
@@ -294,7 +299,11 @@ func (c *convo) post(ctx context.Context, a ens.Agent, postID, text string, p pe
 		return nil
 	}
 	p.PostID, p.Agent, p.Text = postID, a.EnsDomain, text
-	p.Mention = c.mentionUsers(ctx, text, a.EnsDomain)
+	if !p.Conclusion && c.st.Conclude == nil && c.st.Status == statusOpen {
+		// Only a post that may call agents mentions the paired users of
+		// the human agents it names.
+		p.Mention = c.mentionUsers(ctx, text, a.EnsDomain)
+	}
 	c.st.Pending = &p
 	if err := c.commit(ctx); err != nil {
 		return err
@@ -317,6 +326,11 @@ func (c *convo) resolvePending(ctx context.Context) error {
 	p := c.st.Pending
 	ts, found, err := c.e.deps.Chat.FindTurnPost(ctx, c.conv.Channel, c.conv.ThreadTS, p.PostID)
 	if err == nil && !found {
+		// Looking took time: a holder that lost the lock meanwhile must
+		// leave the post to the one that has it.
+		if err := c.e.deps.Store.CheckLock(ctx, c.lock); err != nil {
+			return fmt.Errorf("agents: settle reply %s: %w", p.PostID, err)
+		}
 		a, _ := c.agent(ctx, p.Agent)
 		ts, err = c.e.deps.Chat.PostReply(ctx, c.reply(a, p.Text, p.PostID, p.Mention))
 	}
@@ -394,7 +408,7 @@ func (c *convo) callTurn(ctx context.Context) error {
 	defer c.done(t)
 	endCall := func() {
 		c.st.Queue = slices.DeleteFunc(c.st.Queue, func(x queuedTurn) bool { return x.ID == q.ID })
-		c.working(ctx, q.Trigger, -1)
+		c.dequeued(ctx, q)
 		c.st.touch(c.e.now())
 	}
 	switch {
@@ -493,9 +507,10 @@ func (c *convo) expertTurn(ctx context.Context, t *turn) (string, map[string]str
 		if err := c.post(ctx, a, t.id+"-threading", reply.Message, pendingPost{Meta: meta}); err != nil {
 			return "", nil, err
 		}
+		meta = nil // recorded on the threading message
 	}
 	text, err := c.contextFound(ctx, t, key)
-	return text, nil, err
+	return text, meta, err
 }
 
 // chooseSession matches a threading key against the expert's sessions and
@@ -568,9 +583,10 @@ func (c *convo) facilitatorTurn(ctx context.Context) error {
 	f := c.agents[c.facilitator]
 	t := c.newTurn(c.turnID(), f, templates.PromptDefault)
 	defer c.done(t)
-	trigger := c.st.Wake
-	c.working(ctx, trigger, +1)
-	c.st.FacilitatorDue = false
+	// Messages that arrive during the turn are routed after it and wake
+	// the facilitator again.
+	wake := c.st.WakeBy
+	c.st.WakeBy, c.st.FacilitatorDue = nil, false
 	c.st.Turns++
 	c.st.AgentTurns[f.EnsDomain]++
 
@@ -580,7 +596,9 @@ func (c *convo) facilitatorTurn(ctx context.Context) error {
 	if err == nil {
 		text, err = c.ask(ctx, t, req)
 	}
-	c.working(ctx, trigger, -1)
+	for _, ts := range wake {
+		c.working(ctx, ts, -1)
+	}
 	c.st.touch(c.e.now())
 	if err != nil {
 		return c.failed(ctx, t, err)
@@ -609,8 +627,9 @@ func (c *convo) concludeTurn(ctx context.Context) error {
 	finish := func() {
 		c.st.Status = statusConcluded
 		c.st.Conclude = nil
-		c.st.FacilitatorDue = false
+		c.settleFacilitator(ctx)
 		c.cancelQueue(ctx)
+		c.working(ctx, r.Trigger, -1)
 		c.st.touch(c.e.now())
 	}
 	if !ok {
@@ -639,6 +658,7 @@ func (c *convo) concludeTurn(ctx context.Context) error {
 		text, err = c.ask(ctx, t, req)
 	}
 	if err != nil && ctx.Err() != nil {
+		t.report.Outcome = "cancelled"
 		return ctx.Err()
 	}
 	finish()
