@@ -268,3 +268,14 @@ func TestVisibleContentReachesTheSession(t *testing.T) {
 		t.Errorf("cora's model calls = %d; content must not trigger it", n)
 	}
 }
+
+func TestBotUserIsNoMember(t *testing.T) {
+	r := newRig(t)
+	root := r.send("", "U1", "Alice", "hello")
+	r.send(root.TS, "UBOT", "conclave", "a post by conclave's own user")
+	r.settle()
+	if got := lastUser(r.model.calls(elen, templates.PromptDefault)[0]); !strings.HasSuffix(got, "|members=Elen,Cora,Paul,Alice") ||
+		!strings.Contains(got, "count=1|") {
+		t.Errorf("conclave's own user is a member or a message: %q", got)
+	}
+}

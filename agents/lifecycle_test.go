@@ -3,6 +3,7 @@ package agents
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -400,6 +401,19 @@ func TestModelAndTemplateFailures(t *testing.T) {
 			if strings.Contains(p, "did not answer") {
 				t.Error("the note was posted")
 			}
+		}
+	})
+	t.Run("empty reply after the client's retries", func(t *testing.T) {
+		r := newRig(t)
+		r.model.on(elen, templates.PromptDefault, fmt.Errorf("llm: elen default: %w after 4 attempts", llm.ErrEmptyReply))
+		root := r.send("", "U1", "Alice", "hello")
+		r.settle()
+		r.send(root.TS, "U1", "Alice", "anyone?")
+		r.settle()
+		posts := r.chat.texts()
+		if len(posts) != 2 || !strings.HasPrefix(posts[0], "Elen: ⚠️ Elen could not answer: llm: elen default: empty reply") ||
+			posts[1] != "Elen: elen ok" {
+			t.Errorf("posts %q: want a notice, then the conversation going on", posts)
 		}
 	})
 	t.Run("notify log", func(t *testing.T) {

@@ -494,6 +494,8 @@ func (c *convo) expertTurn(ctx context.Context, t *turn) (string, map[string]str
 			return raw, map[string]string{"threading": threadingFailed}, nil
 		}
 	}
+	c.log.Info("threading reply read", slog.String(logAgent, a.EnsDomain), slog.String(logTurn, t.id),
+		slog.String("outcome", outcome), slog.String("key", reply.Session))
 	meta := map[string]string{"threading": outcome}
 	key, err := c.chooseSession(ctx, a, reply.Session)
 	if err != nil {
