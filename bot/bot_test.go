@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -910,6 +911,58 @@ func TestLargeAndOddMessagesAreData(t *testing.T) {
 	for i, tt := range texts {
 		if evs[i].Raw != tt.raw || evs[i].Text != tt.want {
 			t.Errorf("message %d: raw %q…, text %q…", i, abbreviate([]string{evs[i].Raw}), abbreviate([]string{evs[i].Text}))
+		}
+	}
+}
+
+// commandFunc adapts a function to CommandHandler.
+type commandFunc func(ctx context.Context, cmd slack.SlashCommand)
+
+func (f commandFunc) HandleCommand(ctx context.Context, cmd slack.SlashCommand) { f(ctx, cmd) }
+
+// Slow slash commands never hold up message envelopes: with every command
+// slot taken and more commands waiting, a message is still handled and
+// acknowledged, and the waiting commands run once slots free up.
+func TestSlowCommandsDoNotHoldUpEvents(t *testing.T) {
+	r := newRig(t, fakeslack.Options{}, nil)
+	release := make(chan struct{})
+	started := make(chan string, 16)
+	r.bot.SetCommandHandler(commandFunc(func(ctx context.Context, cmd slack.SlashCommand) {
+		started <- cmd.Text
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+	}))
+	r.run(t)
+	t.Cleanup(func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	})
+	slots := cap(r.bot.commandSlots)
+	for i := range slots + 2 {
+		r.fake.SendSlashCommand(fakeslack.SlashCommand{Command: "/list-agents", Text: fmt.Sprint(i), UserID: "U1", ChannelID: "C1"})
+	}
+	d := r.fake.SendMessage(fakeslack.Message{Channel: "C1", User: "U1", Text: "still heard"})
+	ctx := testContext(t)
+	if _, err := r.fake.WaitAck(ctx, d.EventID); err != nil {
+		t.Fatalf("a message waited behind slow commands: %v", err)
+	}
+	if evs := r.rec.wait(t, 1); evs[0].TS != d.TS {
+		t.Errorf("handled %+v", evs)
+	}
+	if n := len(started); n > slots {
+		t.Errorf("%d commands ran at once, want at most %d", n, slots)
+	}
+	close(release)
+	for range slots + 2 {
+		select {
+		case <-started:
+		case <-ctx.Done():
+			t.Fatal("a waiting command never ran")
 		}
 	}
 }

@@ -138,12 +138,14 @@ func (b *Bot) handleCommand(ctx context.Context, ev socketmode.Event) {
 		return
 	}
 	b.ack(ctx, *ev.Request, nil)
-	select {
-	case b.commandSlots <- struct{}{}:
-	case <-ctx.Done():
-		return
-	}
+	// The wait for a free slot happens beside the loop: message envelopes
+	// must not queue behind slow commands, or their acks would be late.
 	b.commandWG.Go(func() {
+		select {
+		case b.commandSlots <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
 		defer func() { <-b.commandSlots }()
 		h.HandleCommand(ctx, cmd)
 	})
