@@ -452,10 +452,16 @@ func TestRunShutdownLeavesUnfinishedTurnsQueued(t *testing.T) {
 	if len(r.chat.texts()) != 0 {
 		t.Error("a cancelled turn posted")
 	}
+	if !r.chat.reacted(ev.TS, "hourglass_flowing_sand") {
+		t.Error("the message lost its working reaction while its turn is still due")
+	}
 	// Another replica picks the work up.
 	r.settle()
 	if got := r.chat.texts(); len(got) != 1 {
 		t.Errorf("posts after takeover %q, want one", got)
+	}
+	if r.chat.anyReaction("hourglass_flowing_sand") {
+		t.Error("a working reaction was left behind")
 	}
 	if _, err := r.store.AcquireLock(context.Background(), ConversationID(team, chanA, ev.TS), time.Second); err != nil {
 		t.Errorf("lock not released: %v", err)

@@ -444,6 +444,9 @@ func (c *convo) callTurn(ctx context.Context) error {
 	} else {
 		text, meta, err = c.expertTurn(ctx, t)
 	}
+	if err != nil && ctx.Err() != nil {
+		return c.failed(ctx, t, err) // to be run again: the call goes on
+	}
 	endCall()
 	if err != nil {
 		if err := c.failed(ctx, t, err); err != nil {
@@ -597,6 +600,9 @@ func (c *convo) facilitatorTurn(ctx context.Context) error {
 	var text string
 	if err == nil {
 		text, err = c.ask(ctx, t, req)
+	}
+	if err != nil && ctx.Err() != nil {
+		return c.failed(ctx, t, err) // to be run again: the messages keep their reaction
 	}
 	for _, ts := range wake {
 		c.working(ctx, ts, -1)
