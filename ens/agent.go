@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"math/big"
+	"strings"
 )
 
 // Role is what an agent does in a conversation.
@@ -24,10 +25,11 @@ const (
 	RoleHuman       Role = "human"
 )
 
-// ParseRole maps an attribute value to a Role, case-insensitively; unknown
-// values are experts.
+// ParseRole maps an attribute value to a Role, case-insensitively and
+// ignoring surrounding white space (attributes are typed by people);
+// unknown values are experts.
 func ParseRole(s string) Role {
-	switch r := Role(lowerASCII(s)); r {
+	switch r := Role(lowerASCII(strings.TrimSpace(s))); r {
 	case RoleFacilitator, RoleExpert, RoleClone, RoleHuman:
 		return r
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ethereum/go-ethereum"
 	"github.com/ethereum/go-ethereum/common"
 
 	"github.com/conclavehq/conclave/ens"
@@ -345,4 +346,69 @@ func TestNewRejects(t *testing.T) {
 		t.Fatalf("the zero Options must work (no chain at all): %v", err)
 	}
 	d.Close()
+}
+
+// A chain listed without an RPC URL, or not listed at all, is skipped: its
+// names fail with "no RPC for chain N" and nothing is dialled.
+func TestChainWithoutRPCIsSkipped(t *testing.T) {
+	for name, chains := range map[string][]ens.Chain{
+		"listed without rpc_url": {{ChainID: 137}},
+		"not listed":             nil,
+	} {
+		t.Run(name, func(t *testing.T) {
+			dials := 0
+			d, err := ens.New(ens.Options{Chains: chains, Dial: func(context.Context, uint64, string) (ethereum.ContractCaller, error) {
+				dials++
+				return nil, errors.New("dialled")
+			}}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer d.Close()
+			_, err = d.Resolve(context.Background(), "claudine.acme.137.protocol6022.eth")
+			if !errors.Is(err, ens.ErrNoRPC) || !strings.Contains(err.Error(), `ens: resolve "claudine.acme.137.protocol6022.eth": no RPC for chain 137`) {
+				t.Errorf("error = %v, want ErrNoRPC saying no RPC for chain 137", err)
+			}
+			if dials != 0 {
+				t.Errorf("%d dials", dials)
+			}
+		})
+	}
+}
+
+func TestParseRole(t *testing.T) {
+	tests := map[string]ens.Role{
+		"facilitator": ens.RoleFacilitator, "Facilitator": ens.RoleFacilitator, " FACILITATOR ": ens.RoleFacilitator,
+		"expert": ens.RoleExpert, "clone": ens.RoleClone, "Clone\n": ens.RoleClone, "human": ens.RoleHuman, "Human": ens.RoleHuman,
+		"": ens.RoleExpert, "admin": ens.RoleExpert, "facilitator-ish": ens.RoleExpert,
+	}
+	for in, want := range tests {
+		if got := ens.ParseRole(in); got != want {
+			t.Errorf("ParseRole(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// A static clone names its human in canonical form, whichever form the
+// config used; a clone_of that is no valid name is refused.
+func TestStaticCloneOf(t *testing.T) {
+	names := mustNames(t)
+	s, err := ens.NewStatic(names, []ens.Agent{
+		{EnsDomain: "arnaud.acme.137.6022.eth", Role: ens.RoleHuman},
+		{EnsDomain: "arnaud-twin.acme.137.6022.eth", Role: ens.RoleClone, CloneOf: "Arnaud.Acme.137.6022.eth"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	twin, err := s.Resolve(context.Background(), "arnaud-twin.acme.137.protocol6022.eth")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if twin.CloneOf != "arnaud.acme.137.protocol6022.eth" {
+		t.Errorf("CloneOf = %q, want the canonical form", twin.CloneOf)
+	}
+	_, err = ens.NewStatic(names, []ens.Agent{{EnsDomain: "twin.eth", Role: ens.RoleClone, CloneOf: "not a name"}})
+	if !errors.Is(err, ens.ErrInvalidName) || !strings.Contains(err.Error(), "twin.eth") {
+		t.Errorf("a clone_of that is no name: error = %v", err)
+	}
 }

@@ -15,8 +15,9 @@ type Static struct {
 }
 
 // NewStatic indexes the configured agents. Each EnsDomain must be a valid
-// name and appear once (in any form). An agent's role is copied into
-// Attributes["role"]; with no role, Attributes["role"] is parsed instead.
+// name and appear once (in any form); a CloneOf must be a valid name, and is
+// kept in canonical form. An agent's role is copied into Attributes["role"];
+// with no role, Attributes["role"] is parsed instead.
 func NewStatic(names Names, agents []Agent) (*Static, error) {
 	s := &Static{names: names, agents: make(map[string]Agent, len(agents))}
 	for _, a := range agents {
@@ -26,6 +27,13 @@ func NewStatic(names Names, agents []Agent) (*Static, error) {
 		}
 		if _, dup := s.agents[n.Canonical]; dup {
 			return nil, fmt.Errorf("ens: static agent %q is declared twice", a.EnsDomain)
+		}
+		if a.CloneOf != "" {
+			human, err := names.Parse(a.CloneOf)
+			if err != nil {
+				return nil, fmt.Errorf("ens: static agent %q: clone of %q: %w", a.EnsDomain, a.CloneOf, err)
+			}
+			a.CloneOf = human.Canonical
 		}
 		s.agents[n.Canonical] = normaliseStatic(a, n)
 	}
