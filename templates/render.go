@@ -124,11 +124,92 @@ func removeControlsPipe(p *parse.PipeNode) {
 	}
 }
 
+// blankActionControls turns the control characters between the words of
+// actions into spaces, which the parser takes as white space: the rule
+// removes control characters before parsing, wherever they are. Line
+// breaks stay, so lines keep their numbers; the text between actions, and
+// string literals and comments inside them, are left to removeControls.
+func blankActionControls(text string) string {
+	if strings.IndexFunc(text, isBlankedInAction) < 0 {
+		return text
+	}
+	var b strings.Builder
+	b.Grow(len(text))
+	for i := 0; i < len(text); {
+		start := strings.Index(text[i:], "{{")
+		if start < 0 {
+			b.WriteString(text[i:])
+			break
+		}
+		b.WriteString(text[i : i+start+2])
+		i += start + 2
+		i = blankAction(&b, text, i)
+	}
+	return b.String()
+}
+
+// blankAction copies the action starting at text[i], after its "{{", up to
+// and including its "}}", and returns where the copy stopped.
+func blankAction(b *strings.Builder, text string, i int) int {
+	if rest := strings.TrimPrefix(text[i:], "- "); strings.HasPrefix(rest, "/*") {
+		end := strings.Index(text[i:], "*/")
+		if end < 0 {
+			b.WriteString(text[i:])
+			return len(text)
+		}
+		b.WriteString(text[i : i+end+2])
+		i += end + 2
+	}
+	for i < len(text) {
+		if strings.HasPrefix(text[i:], "}}") {
+			b.WriteString("}}")
+			return i + 2
+		}
+		r, size := utf8.DecodeRuneInString(text[i:])
+		switch {
+		case r == '"' || r == '`' || r == '\'':
+			end := literalEnd(text, i, byte(r))
+			b.WriteString(text[i:end])
+			i = end
+			continue
+		case isBlankedInAction(r):
+			b.WriteByte(' ')
+		default:
+			b.WriteString(text[i : i+size])
+		}
+		i += size
+	}
+	return i
+}
+
+// literalEnd returns the index just past the string or character literal
+// opening at text[i] with quote; a literal left open ends at the line's
+// end (the parser reports it).
+func literalEnd(text string, i int, quote byte) int {
+	for j := i + 1; j < len(text); j++ {
+		switch c := text[j]; {
+		case c == quote:
+			return j + 1
+		case c == '\\' && quote != '`':
+			j++
+		case c == '\n' && quote != '`':
+			return j
+		}
+	}
+	return len(text)
+}
+
+// isBlankedInAction reports whether r is a control character the parser
+// would refuse inside an action (it takes tabs and line breaks as spaces).
+func isBlankedInAction(r rune) bool {
+	return isControl(r) && r != '\t' && r != '\n' && r != '\r'
+}
+
 // parseFile parses one template file under the rendering rules. The
 // returned template holds the file's body under name and its {{define}}
 // blocks.
 func parseFile(name, text string, funcs template.FuncMap) (*template.Template, error) {
-	t, err := template.New(name).Funcs(funcs).Parse(text)
+	t, err := template.New(name).Funcs(funcs).Parse(blankActionControls(text))
 	if err != nil {
 		return nil, parseError(name, err)
 	}

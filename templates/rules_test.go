@@ -28,6 +28,31 @@ func TestCollapseControls(t *testing.T) {
 	}
 }
 
+// Inside actions, control characters the parser would refuse become
+// spaces; literals, comments, text and line breaks are left as they are.
+func TestBlankActionControls(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"text\f{{.A}}\f", "text\f{{.A}}\f"},
+		{"{{\f.A\v|\u2028lower\u0085}}", "{{ .A | lower }}"},
+		{"{{-\f.A\f-}}", "{{- .A -}}"},
+		{"{{.A}}\n{{\n.B\t}}", "{{.A}}\n{{\n.B\t}}"},
+		{"{{\"}}\f\" \f`\f}}` '\f'}}", "{{\"}}\f\"  `\f}}` '\f'}}"},
+		{"{{\"esc\\\"\f\"\f}}", "{{\"esc\\\"\f\" }}"},
+		{"{{/* \f}} */\f}}", "{{/* \f}} */ }}"},
+		{"{{- /* \f */ -}}", "{{- /* \f */ -}}"},
+		{"{{\"open\n\f}}", "{{\"open\n }}"},
+		{"{{.A\f", "{{.A "},
+		{"no actions\f", "no actions\f"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			if got := blankActionControls(tt.in); got != tt.want {
+				t.Errorf("blankActionControls(%q) = %q, want %q", tt.in, got, tt.want)
+			}
+		})
+	}
+}
+
 func TestFunctions(t *testing.T) {
 	members := []any{newPersonView("Ann"), newAgentView(AgentInfo{Name: "Bo"})}
 	tests := []struct {
