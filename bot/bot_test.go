@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -472,7 +473,7 @@ func TestPostReplyIsInert(t *testing.T) {
 		t.Fatalf("posts = %+v, ts %s", posts, ts)
 	}
 	p := posts[0]
-	wantMD := "Hey &lt;!channel&gt; and &lt;!here&gt;, ask &lt;@U123&gt; or &lt;!subteam^S1&gt;. See &lt;http://evil.example|safe&gt; or docs (http://evil.example/x). R&amp;D &gt; sales.\n> a quote"
+	wantMD := "Hey &lt;!channel&gt; and &lt;!here&gt;, ask @U123 or &lt;!subteam^S1&gt;. See &lt;http://evil.example|safe&gt; or docs (http://evil.example/x). R&amp;D &gt; sales.\n> a quote"
 	if md := p.MarkdownTexts(); len(md) != 1 || md[0] != wantMD {
 		t.Errorf("markdown = %q\nwant       %q", md, wantMD)
 	}
@@ -503,6 +504,35 @@ func TestPostReplyIsInert(t *testing.T) {
 	}
 	if p.Metadata == nil || p.Metadata.EventType != "conclave_turn" || p.Metadata.EventPayload["turn_id"] != "turn-1" {
 		t.Errorf("metadata = %+v", p.Metadata)
+	}
+}
+
+// Users the model mentions are written by name: the post pings nobody, and
+// reads as the thread does. A display name is data like any model text.
+func TestPostReplyNamesUsers(t *testing.T) {
+	r := newRig(t, fakeslack.Options{Users: append(slices.Clone(testUsers),
+		fakeslack.User{ID: "U5", Name: "mallory", DisplayName: "<!channel> [safe](http://evil.example)"})}, nil)
+	text := "Thanks <@U1>, <@U2|bobby> and <@UBOT>; <@U404|ghost>, <@W9> and <@U5>.\n```\n<@U1> is code\n```"
+	if _, err := r.bot.PostReply(testContext(t), agents.Reply{Channel: "C1", ThreadTS: "1690000000.000001", Text: text}); err != nil {
+		t.Fatal(err)
+	}
+	want := "Thanks @ada.l, @Bob Stone and @conclave; @ghost, @W9 and @&lt;!channel&gt; safe (http://evil.example).\n```\n&lt;@U1&gt; is code\n```"
+	p := r.fake.Posts()[0]
+	if md := p.MarkdownTexts(); len(md) != 1 || md[0] != want {
+		t.Errorf("markdown = %q\nwant       %q", md, want)
+	}
+	if p.Text != want {
+		t.Errorf("fallback = %q", p.Text)
+	}
+}
+
+func TestPostEphemeralNamesUsers(t *testing.T) {
+	r := newRig(t, fakeslack.Options{}, nil)
+	if err := r.bot.PostEphemeral(testContext(t), "C1", "U2", "<@U1> asked for you"); err != nil {
+		t.Fatal(err)
+	}
+	if e := r.fake.Ephemerals(); len(e) != 1 || e[0].Text != "@ada.l asked for you" {
+		t.Errorf("ephemerals = %+v", e)
 	}
 }
 

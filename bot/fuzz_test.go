@@ -67,6 +67,8 @@ func FuzzNormalizeText(f *testing.F) {
 		"<http://example.com|example.com>", "<!here> <!subteam^S1|@team> <!date^1^{x}|d>", "a &amp;lt; b",
 		"x <y", "a <b <@U1>", "a <b\nc> d", "<>", "<|>", "<@>", "<#|>", "<!>", "&&amp;&lt;<&gt;>",
 		"> quote\n```\n<code> & more\n```", "{{ .Field }}", "\x00\xff<\xfe|\x80>",
+		"[a [b]](http://x)", "[s][1]\n\n[1]: http://x", "- ```\n  x\n  ```\n[s](http://x)", "~~~\n```\n~~~\n[s](http://x)",
+		"`[a](b)` <@U1> <@W2|x>\n```\n<@U1>\n```",
 	} {
 		f.Add(s)
 	}
@@ -85,8 +87,14 @@ func FuzzNormalizeText(f *testing.F) {
 		if back := normalizeText(escaped, testNames); back != s {
 			t.Errorf("escape then normalise: %q → %q → %q", s, escaped, back)
 		}
-		safe := escapeSlack(spellOutLinks(s))
-		if strings.Contains(safe, "<") {
+		named := spellOutLinks(nameUsers(s, testNames))
+		lines := strings.Split(named, "\n")
+		for i, prose := range proseLines(lines) {
+			if prose && (strings.Contains(lines[i], "](") || strings.Contains(lines[i], "]:") || userMention.MatchString(lines[i])) {
+				t.Errorf("outbound text %q keeps link or mention markup in line %q", s, lines[i])
+			}
+		}
+		if safe := escapeSlack(named); strings.Contains(safe, "<") {
 			t.Errorf("outbound text %q holds '<'", safe)
 		}
 	})

@@ -35,13 +35,12 @@ var ErrEmptyReply = errors.New("bot: empty reply")
 
 var slackUserID = regexp.MustCompile(`^[UW][A-Z0-9]+$`)
 
-// PostReply posts r in its thread as the agent: the text escaped and its
-// Markdown links spelled out (see escapeSlack and spellOutLinks), the users
-// in r.Mention named first, split into as many messages as needed, each
-// with a markdown block, a plain-text fallback, unfurling off and message
-// metadata carrying the turn id. Rate limits are waited out for as long as
-// ctx allows. It returns the ts of the first message; when a later part
-// fails, that ts and the error.
+// PostReply posts r in its thread as the agent: the text made inert (see
+// inert), the users in r.Mention named first, split into as many messages
+// as needed, each with a markdown block, a plain-text fallback, unfurling
+// off and message metadata carrying the turn id. Rate limits are waited
+// out for as long as ctx allows. It returns the ts of the first message;
+// when a later part fails, that ts and the error.
 func (b *Bot) PostReply(ctx context.Context, r agents.Reply) (string, error) {
 	if r.Channel == "" {
 		return "", errors.New("bot: post reply: no channel")
@@ -54,7 +53,7 @@ func (b *Bot) PostReply(ctx context.Context, r agents.Reply) (string, error) {
 			b.log.Warn("not a Slack user id; not mentioned", slog.String("user", u))
 		}
 	}
-	parts := splitText(escapeSlack(spellOutLinks(strings.TrimSpace(r.Text))), blockLimit)
+	parts := splitText(b.inert(ctx, strings.TrimSpace(r.Text)), blockLimit)
 	if len(parts) == 0 && len(mentions) == 0 {
 		return "", ErrEmptyReply
 	}
@@ -146,10 +145,20 @@ func (b *Bot) avatarURL(u string) string {
 	return ""
 }
 
-// PostEphemeral shows text to one user in a channel. The text is escaped
-// like a reply.
+// inert makes model text safe to post: user mentions written as names
+// (nameUsers, looked up within Options.LookupTimeout), Markdown links
+// spelled out (spellOutLinks), then &, < and > escaped (escapeSlack), in
+// that order, so that nothing a name brings in escapes the later steps.
+func (b *Bot) inert(ctx context.Context, text string) string {
+	ctx, cancel := context.WithTimeout(ctx, b.opts.LookupTimeout)
+	defer cancel()
+	return escapeSlack(spellOutLinks(nameUsers(text, b.lookup(ctx))))
+}
+
+// PostEphemeral shows text to one user in a channel. The text is made
+// inert like a reply.
 func (b *Bot) PostEphemeral(ctx context.Context, channel, user, text string) error {
-	return b.postEphemeral(ctx, channel, user, fallbackText(escapeSlack(spellOutLinks(text))))
+	return b.postEphemeral(ctx, channel, user, fallbackText(b.inert(ctx, text)))
 }
 
 // postEphemeral posts mrkdwn text as it is.

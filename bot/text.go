@@ -3,6 +3,7 @@ package bot
 import (
 	"regexp"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -144,7 +145,7 @@ func scanLines(s string) []textLine {
 			end += start
 		}
 		ln := textLine{start: start, end: end, fence: open}
-		if run, info, ok := fenceDelimiter(s[start:end]); ok {
+		if run, info, ok := fenceLine(s[start:end], false); ok {
 			switch {
 			case !open:
 				open, marker = true, run
@@ -161,21 +162,6 @@ func scanLines(s string) []textLine {
 		}
 		start = end + 1
 	}
-}
-
-// fenceDelimiter reports whether line is a ``` fence line: its backtick run
-// and what follows it.
-func fenceDelimiter(line string) (run, info string, ok bool) {
-	trimmed := strings.TrimLeft(line, " ")
-	if len(line)-len(trimmed) > 3 || !strings.HasPrefix(trimmed, "```") {
-		return "", "", false
-	}
-	n := len(trimmed) - len(strings.TrimLeft(trimmed, "`"))
-	info = trimmed[n:]
-	if strings.Contains(info, "`") {
-		return "", "", false
-	}
-	return trimmed[:n], info, true
 }
 
 func firstWord(s string, max int) string {
@@ -233,23 +219,24 @@ func quotePrefix(line string) int {
 // "title"; the url may be wrapped in <…>.
 var markdownLink = regexp.MustCompile(`!?\[([^\[\]\n]*)\]\(\s*(<[^<>\n]*>|[^\s()<>]+)(?:\s+"[^"\n]*")?\s*\)`)
 
-// spellOutLinks rewrites Markdown links outside code as "label (url)", so a
-// link always shows where it goes.
+// linkSyntax breaks what is left of Markdown link syntax once the links
+// that parse are spelled out: "](" opens an inline link's target and "]:"
+// a link reference definition, and neither may have a space inside.
+var linkSyntax = strings.NewReplacer("](", "] (", "]:", "] :")
+
+// spellOutLinks rewrites Markdown links as "label (url)", so a link always
+// shows where it goes. Inline code is not spelled out, and fenced code
+// only when some reading of Markdown could take it for prose (see
+// proseLines); beyond that, every "](" and "]:" gets a space, so that no
+// form the spelling-out does not parse (brackets in the label, parentheses
+// in the url, reference links) can form a link.
 func spellOutLinks(s string) string {
-	if !strings.Contains(s, "](") {
+	if !strings.Contains(s, "](") && !strings.Contains(s, "]:") {
 		return s
 	}
-	var b strings.Builder
-	b.Grow(len(s))
-	for i, ln := range scanLines(s) {
-		if i > 0 {
-			b.WriteByte('\n')
-		}
-		line := s[ln.start:ln.end]
-		if ln.fence {
-			b.WriteString(line)
-			continue
-		}
+	return rewriteProse(s, func(line string) string {
+		var b strings.Builder
+		b.Grow(len(line))
 		forEachOutsideCode(line, func(text string, code bool) {
 			if code {
 				b.WriteString(text)
@@ -265,8 +252,123 @@ func spellOutLinks(s string) string {
 				return label + " (" + url + ")"
 			}))
 		})
+		return linkSyntax.Replace(b.String())
+	})
+}
+
+// userMention is Slack's markup for a user mention: <@U…> or <@U…|label>.
+var userMention = regexp.MustCompile(`<@[UW][A-Z0-9]+(?:\|[^<>\n]*)?>`)
+
+// nameUsers writes the user mentions in model text as "@Display Name", as
+// a reader of the thread sees them (display name, else real name, else
+// user name; the label or the id when unknown), so that a post names
+// people without pinging them. Fenced code is left as it is.
+func nameUsers(s string, lookup nameLookup) string {
+	if !strings.Contains(s, "<@") {
+		return s
 	}
-	return b.String()
+	return rewriteProse(s, func(line string) string {
+		return userMention.ReplaceAllStringFunc(line, func(m string) string {
+			return strings.Map(func(r rune) rune {
+				if unicode.IsControl(r) || r == '\u2028' || r == '\u2029' {
+					return ' '
+				}
+				return r
+			}, normalizeMarkup(m[1:len(m)-1], lookup))
+		})
+	})
+}
+
+// rewriteProse applies fn to every line of s that is not surely fenced
+// code (see proseLines).
+func rewriteProse(s string, fn func(line string) string) string {
+	lines := strings.Split(s, "\n")
+	for i, prose := range proseLines(lines) {
+		if prose {
+			lines[i] = fn(lines[i])
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
+// fenceReading is one way a Markdown renderer may find fenced code.
+type fenceReading struct {
+	tildes     bool // ~~~ opens a fence too
+	containers bool // a fence may open inside a block quote or a list item
+}
+
+var fenceReadings = []fenceReading{{false, false}, {true, false}, {false, true}, {true, true}}
+
+// proseLines reports, for each line, whether a renderer could show it as
+// prose: true unless every reading puts it in a fenced code block. Text
+// only one reading takes for code (a fence opened in a list item, ```
+// inside a ~~~ block) is prose for the others, so it is rewritten like
+// prose: nothing can hide in a block the renderer might not draw as code.
+func proseLines(lines []string) []bool {
+	prose := make([]bool, len(lines))
+	for _, r := range fenceReadings {
+		open := ""
+		for i, line := range lines {
+			if r.containers {
+				line = stripContainers(line)
+			}
+			run, info, ok := fenceLine(line, r.tildes)
+			switch {
+			case open == "" && ok:
+				open = run
+			case open == "":
+				prose[i] = true
+			case ok && run[0] == open[0] && len(run) >= len(open) && strings.TrimSpace(info) == "":
+				open = ""
+			}
+		}
+	}
+	return prose
+}
+
+// fenceLine reports whether line is a fence delimiter: up to three spaces,
+// then a run of three or more backticks (or tildes), and what follows it.
+func fenceLine(line string, tildes bool) (run, info string, ok bool) {
+	trimmed := strings.TrimLeft(line, " ")
+	if len(line)-len(trimmed) > 3 {
+		return "", "", false
+	}
+	c := byte('`')
+	if tildes && strings.HasPrefix(trimmed, "~~~") {
+		c = '~'
+	}
+	n := 0
+	for n < len(trimmed) && trimmed[n] == c {
+		n++
+	}
+	if n < 3 || c == '`' && strings.IndexByte(trimmed[n:], '`') >= 0 {
+		return "", "", false
+	}
+	return trimmed[:n], trimmed[n:], true
+}
+
+// stripContainers removes the block-quote markers and list markers that
+// open a line, and the indentation around them.
+func stripContainers(line string) string {
+	for {
+		rest := strings.TrimLeft(line, " \t")
+		switch {
+		case strings.HasPrefix(rest, ">"):
+			rest = rest[1:]
+		case len(rest) >= 2 && strings.IndexByte("-+*", rest[0]) >= 0 && (rest[1] == ' ' || rest[1] == '\t'):
+			rest = rest[2:]
+		default:
+			d := 0
+			for d < len(rest) && d < 9 && '0' <= rest[d] && rest[d] <= '9' {
+				d++
+			}
+			if d == 0 || d+1 >= len(rest) || rest[d] != '.' && rest[d] != ')' || rest[d+1] != ' ' && rest[d+1] != '\t' {
+				return rest
+			}
+			rest = rest[d+2:]
+		}
+		line = rest
+	}
 }
 
 // forEachOutsideCode splits line into inline code spans (a run of n

@@ -104,16 +104,53 @@ func TestSpellOutLinks(t *testing.T) {
 		{"title", `[docs](https://x.example "The docs")`, "docs (https://x.example)"},
 		{"angle url", "[a](<https://x.example/a b>)", "a (https://x.example/a b)"},
 		{"two links", "[a](http://a.example) and [b](http://b.example)", "a (http://a.example) and b (http://b.example)"},
-		{"inline code kept", "`[a](http://a.example)` and [b](http://b.example)", "`[a](http://a.example)` and b (http://b.example)"},
-		{"double backtick code kept", "``x [a](http://a.example) ` y``", "``x [a](http://a.example) ` y``"},
+		{"inline code not spelled out, but not a link either", "`[a](http://a.example)` and [b](http://b.example)", "`[a] (http://a.example)` and b (http://b.example)"},
+		{"double backtick code", "``x [a](http://a.example) ` y``", "``x [a] (http://a.example) ` y``"},
 		{"unclosed backtick", "`[a](http://a.example)", "`a (http://a.example)"},
 		{"fence kept", "```\n[a](http://a.example)\n```\n[b](http://b.example)", "```\n[a](http://a.example)\n```\nb (http://b.example)"},
-		{"not a link", "arr[0](x y)", "arr[0](x y)"},
+		{"not a link", "arr[0](x y)", "arr[0] (x y)"},
+		// Forms the spelling-out does not parse are broken apart instead,
+		// so the target shows.
+		{"brackets in the label", "[a [b]](http://evil.example)", "[a [b]] (http://evil.example)"},
+		{"parentheses in the url", "[safe](http://evil.example/a(b))", "[safe] (http://evil.example/a(b))"},
+		{"code in the label", "[`x`](http://evil.example)", "[`x`] (http://evil.example)"},
+		{"label over two lines", "[safe\nlabel](http://evil.example)", "[safe\nlabel] (http://evil.example)"},
+		{"reference link", "[safe][1]\n\n[1]: http://evil.example", "[safe][1]\n\n[1] : http://evil.example"},
+		{"shortcut reference", "[safe]\n\n  [safe]: <http://evil.example>", "[safe]\n\n  [safe] : <http://evil.example>"},
+		{"definition in a quote", "[safe]\n\n> [safe]: http://evil.example", "[safe]\n\n> [safe] : http://evil.example"},
+		// A fence only one reading of Markdown sees protects nothing.
+		{"fence closed inside a list item", "- ```\n  x\n  ```\n[safe](http://evil.example)\n```",
+			"- ```\n  x\n  ```\nsafe (http://evil.example)\n```"},
+		{"backticks inside a tilde fence", "~~~\n```\n~~~\n[safe](http://evil.example)\n```",
+			"~~~\n```\n~~~\nsafe (http://evil.example)\n```"},
+		{"tilde fence is not code", "~~~\n[safe](http://evil.example)\n~~~", "~~~\nsafe (http://evil.example)\n~~~"},
+		{"fence in a quote is not code", "> ```\n> [safe](http://evil.example)\n> ```", "> ```\n> safe (http://evil.example)\n> ```"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			if got := spellOutLinks(tt.in); got != tt.want {
 				t.Errorf("spellOutLinks(%q) = %q, want %q", tt.in, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestNameUsers(t *testing.T) {
+	tests := []struct {
+		name, in, want string
+	}{
+		{"known user", "thanks <@U1>!", "thanks @Ada Lovelace!"},
+		{"own bot", "<@UBOT> will note it", "@conclave will note it"},
+		{"label when unknown", "ask <@U2|bob>", "ask @bob"},
+		{"id when unknown", "ask <@W9>", "ask @W9"},
+		{"not a user", "<!here> <#C2> <@ x> <@u1>", "<!here> <#C2> <@ x> <@u1>"},
+		{"in inline code", "`<@U1>`", "`@Ada Lovelace`"},
+		{"fenced code kept", "```\n<@U1>\n```\n<@U1>", "```\n<@U1>\n```\n@Ada Lovelace"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := nameUsers(tt.in, testNames); got != tt.want {
+				t.Errorf("nameUsers(%q) = %q, want %q", tt.in, got, tt.want)
 			}
 		})
 	}
@@ -211,7 +248,7 @@ func contentOf(s string) string {
 	var b strings.Builder
 	for _, ln := range scanLines(s) {
 		line := s[ln.start:ln.end]
-		if _, _, ok := fenceDelimiter(line); ok {
+		if _, _, ok := fenceLine(line, false); ok {
 			continue
 		}
 		b.WriteString(strings.Join(strings.Fields(line), ""))
