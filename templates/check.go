@@ -20,9 +20,11 @@ func FixedClock() time.Time { return time.Date(2025, time.March, 14, 9, 30, 0, 0
 
 // CheckOptions configure Check.
 type CheckOptions struct {
-	// Fixtures are the data every template is rendered with; nil means
-	// BuiltinFixture. Each is rendered as written, then with person
-	// authors, then with agent authors.
+	// Fixtures are the data templates are rendered with. A prompt is
+	// rendered for each role that uses it, with the fixtures written for
+	// that role (Role equal to it, or empty); a role none is written for
+	// uses BuiltinFixtureFor(role). Each fixture is rendered as written,
+	// then with person authors, then with agent authors.
 	Fixtures []Fixture
 	// Clock is what now returns; nil means FixedClock.
 	Clock func() time.Time
@@ -55,17 +57,13 @@ func (r Report) OK() bool { return len(r.Errors) == 0 }
 // Check examines a config repository the way conclave will load it
 // (dir "" examines the built-in defaults): it parses every template and
 // settings file, names files outside the layout, renders every prompt
-// template against the fixtures with person and agent authors, and warns
-// about fields that do not exist or print "<no value>". It reads files but
-// changes nothing.
+// template against fixtures for every role that uses it, with person and
+// agent authors, and warns about fields that do not exist or print
+// "<no value>". It reads files but changes nothing.
 func Check(dir string, opts CheckOptions) Report {
 	clock := opts.Clock
 	if clock == nil {
 		clock = FixedClock
-	}
-	fixtures := opts.Fixtures
-	if fixtures == nil {
-		fixtures = []Fixture{BuiltinFixture()}
 	}
 	fsys, display := checkSource(dir)
 	c := &checker{errors: map[string]Problem{}, warnings: map[string]Problem{}}
@@ -79,13 +77,48 @@ func Check(dir string, opts CheckOptions) Report {
 	for _, p := range r.problems {
 		c.error(p.Error(), Problem{File: p.File, Line: p.Line, Message: p.Message})
 	}
-	vs := variants(fixtures)
+	byRole := map[string][]variant{}
+	for _, role := range Roles() {
+		byRole[role] = variants(fixturesFor(role, opts.Fixtures))
+	}
 	for _, rel := range slices.Sorted(maps.Keys(r.prompts)) {
-		if pf := r.prompts[rel]; pf.err == nil {
-			c.prompt(pf, vs)
+		pf := r.prompts[rel]
+		if pf.err != nil {
+			continue
 		}
+		var vs []variant
+		for _, role := range rolesUsing(rel) {
+			vs = append(vs, byRole[role]...)
+		}
+		c.prompt(pf, vs)
 	}
 	return c.report()
+}
+
+// rolesUsing lists the roles that may render the prompt file at rel: its
+// role for <role>/<p>, every role with prompt p for all/<p> and
+// agents/<ens>/<p> (an agent's role is not known from its directory).
+func rolesUsing(rel string) []string {
+	p := classify(rel)
+	if Prompts(p.level) != nil {
+		return []string{p.level}
+	}
+	return rolesWith(p.prompt)
+}
+
+// fixturesFor picks the given fixtures written for role, or for any role;
+// with none, the role's built-in fixture.
+func fixturesFor(role string, given []Fixture) []Fixture {
+	var out []Fixture
+	for _, f := range given {
+		if f.Role == "" || f.Role == role {
+			out = append(out, f)
+		}
+	}
+	if len(out) == 0 {
+		out = []Fixture{BuiltinFixtureFor(role)}
+	}
+	return out
 }
 
 func checkSource(dir string) (fs.FS, func(string) string) {

@@ -10,8 +10,16 @@ import (
 	"strings"
 )
 
-//go:embed fixture.json
-var builtinFixture []byte
+// The built-in fixtures, one per role with prompts; fixture.json is the
+// expert's, and the one shown in the documentation.
+var (
+	//go:embed fixture.json
+	builtinFixture []byte
+	//go:embed fixture-facilitator.json
+	builtinFacilitatorFixture []byte
+	//go:embed fixture-clone.json
+	builtinCloneFixture []byte
+)
 
 // Fixture is sample data for rendering prompts outside a conversation:
 // the fields every prompt receives, plus what the model would see around
@@ -51,11 +59,26 @@ type HistoryEntry struct {
 
 // BuiltinFixture returns the fixture used when none is given: a claims
 // desk with an expert (the agent itself, first), a facilitator, another
-// expert, a human agent and a person.
-func BuiltinFixture() Fixture {
-	f, err := ParseFixture("the built-in fixture", builtinFixture)
+// expert, a human agent and a person. It is BuiltinFixtureFor(RoleExpert).
+func BuiltinFixture() Fixture { return BuiltinFixtureFor(RoleExpert) }
+
+// BuiltinFixtureFor returns the built-in fixture written for role: the same
+// claims desk seen by its facilitator (Elen), its expert (Claudine) or a
+// clone (Arnaud's twin), the agent itself first. A role without prompts
+// gets the expert's.
+func BuiltinFixtureFor(role string) Fixture {
+	body := builtinFixture
+	switch role {
+	case RoleFacilitator:
+		body = builtinFacilitatorFixture
+	case RoleClone:
+		body = builtinCloneFixture
+	default:
+		role = RoleExpert
+	}
+	f, err := ParseFixture("the built-in "+role+" fixture", body)
 	if err != nil {
-		panic(err) // the file is embedded and covered by tests
+		panic(err) // the files are embedded and covered by tests
 	}
 	return f
 }

@@ -24,6 +24,42 @@ func TestBuiltinFixture(t *testing.T) {
 	}
 }
 
+// Each role with prompts has a built-in fixture in which the agent itself,
+// the first member, has that role, with the session that role runs on.
+func TestBuiltinFixtureFor(t *testing.T) {
+	for _, role := range Roles() {
+		t.Run(role, func(t *testing.T) {
+			f := BuiltinFixtureFor(role)
+			if f.Role != role || f.Name != "the built-in "+role+" fixture" {
+				t.Errorf("role %q, name %q", f.Role, f.Name)
+			}
+			self, ok := f.Data.ChannelMembers[0].AgentInfo()
+			if !ok || self.Attributes["role"] != role {
+				t.Errorf("the first member is %+v, want an agent with role %s", self, role)
+			}
+			if len(f.Messages) == 0 || f.Data.ConversationMessageCount != len(f.Messages) {
+				t.Errorf("%d messages, ConversationMessageCount %d", len(f.Messages), f.Data.ConversationMessageCount)
+			}
+			switch session := f.Data.MemorySessionId; role {
+			case RoleFacilitator:
+				if session != f.Data.ConversationId {
+					t.Errorf("a facilitator's session is the conversation id, not %q", session)
+				}
+			case RoleClone:
+				if !strings.HasPrefix(session, "grp-") || len(session) != len("grp-")+32 {
+					t.Errorf("a clone's session is a group id, not %q", session)
+				}
+			}
+		})
+	}
+	if f := BuiltinFixtureFor("human"); f.Role != RoleExpert {
+		t.Errorf("a role without prompts gets the expert fixture, not %q", f.Role)
+	}
+	if f := BuiltinFixture(); f.Role != RoleExpert {
+		t.Errorf("BuiltinFixture is the expert's, not %q", f.Role)
+	}
+}
+
 func TestLoadFixture(t *testing.T) {
 	f, err := LoadFixture("testdata/examples-fixture.json")
 	if err != nil {
