@@ -996,3 +996,26 @@ func TestSlowCommandsDoNotHoldUpEvents(t *testing.T) {
 		}
 	}
 }
+
+// A command's response_url lets whoever holds it answer as conclave: a
+// failed post to it is logged without it, and the reply still arrives.
+func TestReplyToCommandKeepsTheResponseURLOutOfLogs(t *testing.T) {
+	r := newRig(t, fakeslack.Options{}, nil)
+	cmd := slack.SlashCommand{
+		Command: "/list-agents", UserID: "U1", ChannelID: "C1",
+		ResponseURL: "http://127.0.0.1:1/commands/T0001/42/secret-hook-token",
+	}
+	if err := r.bot.ReplyToCommand(testContext(t), cmd, "No agents in this channel."); err != nil {
+		t.Fatal(err)
+	}
+	if e := r.fake.Ephemerals(); len(e) != 1 || e[0].Text != "No agents in this channel." {
+		t.Errorf("ephemerals = %+v, want the reply by chat.postEphemeral", e)
+	}
+	logs := r.logs.String()
+	if !strings.Contains(logs, "response_url failed") {
+		t.Errorf("the failure was not logged:\n%s", logs)
+	}
+	if strings.Contains(logs, "secret-hook-token") {
+		t.Errorf("the response_url reached the logs:\n%s", logs)
+	}
+}

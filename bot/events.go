@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -157,8 +158,14 @@ func (b *Bot) handleCommand(ctx context.Context, ev socketmode.Event) {
 func (b *Bot) ReplyToCommand(ctx context.Context, cmd slack.SlashCommand, text string) error {
 	if cmd.ResponseURL != "" {
 		err := b.call(ctx, "response_url", false, func(ctx context.Context) error {
-			return slack.PostWebhookCustomHTTPContext(ctx, cmd.ResponseURL, b.httpClient(),
+			err := slack.PostWebhookCustomHTTPContext(ctx, cmd.ResponseURL, b.httpClient(),
 				&slack.WebhookMessage{Text: text, ResponseType: slack.ResponseTypeEphemeral})
+			// The URL lets whoever holds it answer as conclave: keep it
+			// out of errors and logs.
+			if ue, ok := errors.AsType[*url.Error](err); ok {
+				err = fmt.Errorf("post to the response_url: %w", ue.Err)
+			}
+			return err
 		})
 		if err == nil {
 			return nil
