@@ -26,6 +26,7 @@ const (
 	elen     = "elen.acme.137.protocol6022.eth"     // facilitator, declared in C1
 	fabien   = "fabien.acme.137.protocol6022.eth"   // facilitator
 	claudine = "claudine.acme.137.protocol6022.eth" // expert
+	amir     = "amir.acme.137.protocol6022.eth"     // expert
 	carla    = "carla.acme.137.protocol6022.eth"    // clone
 	hugo     = "hugo.acme.137.protocol6022.eth"     // human owned by testKey 1
 	iris     = "iris.acme.137.protocol6022.eth"     // human owned by testKey 2
@@ -77,6 +78,7 @@ func newTestIdentities(t *testing.T) *testIdentities {
 		{Name: "Elen", EnsDomain: elen, Role: ens.RoleFacilitator},
 		{Name: "Fabien", EnsDomain: fabien, Role: ens.RoleFacilitator},
 		{Name: "Claudine", EnsDomain: claudine, Role: ens.RoleExpert},
+		{Name: "Amir", EnsDomain: amir, Role: ens.RoleExpert},
 		{Name: "Carla", EnsDomain: carla, Role: ens.RoleClone, CloneOf: hugo},
 		{Name: "Hugo", EnsDomain: hugo, Role: ens.RoleHuman, Owner: keyAddress(testKey(t, 1)).Hex()},
 		{Name: "Iris <!channel>", EnsDomain: iris, Role: ens.RoleHuman, Owner: keyAddress(testKey(t, 2)).Hex()},
@@ -139,14 +141,17 @@ func newCommandRig(t *testing.T, o commandRigOptions) *commandRig {
 
 var userNames = map[string]string{"U1": "ada", "U2": "bob", "U3": "carol"}
 
+// channelNames are what Slack sends as channel_name for the conversations
+// that are not channels: D1 a direct message, G9 a group direct message.
+var channelNames = map[string]string{"D1": "directmessage", "G9": "mpdm-ada--bob--carol-1"}
+
 // command types a slash command as user in channel and returns the reply.
-// A channel "D…" is a direct message.
 func (r *commandRig) command(t *testing.T, user, channel, line string) string {
 	t.Helper()
 	name, text, _ := strings.Cut(line, " ")
 	chName := "claims"
-	if strings.HasPrefix(channel, "D") {
-		chName = "directmessage"
+	if n, ok := channelNames[channel]; ok {
+		chName = n
 	}
 	n := len(r.fake.CommandResponses())
 	d := r.fake.SendSlashCommand(fakeslack.SlashCommand{
@@ -204,7 +209,7 @@ func checkReply(t *testing.T, got, want string) {
 
 func TestListAgents(t *testing.T) {
 	r := newCommandRig(t, commandRigOptions{})
-	for _, n := range []string{hugo, carla, claudine, ghost} {
+	for _, n := range []string{hugo, carla, claudine, ghost, amir} {
 		if _, err := r.store.AddChannelAgent(testContext(t), "C1", n); err != nil {
 			t.Fatal(err)
 		}
@@ -214,6 +219,7 @@ func TestListAgents(t *testing.T) {
 	}{
 		{"ordered by role, then name", "C1", "/list-agents", strings.Join([]string{
 			"Elen — facilitator — `" + elen + "`",
+			"Amir — expert — `" + amir + "`",
 			"Claudine — expert — `" + claudine + "`",
 			"ghost — unknown role — `" + ghost + "` (could not be resolved)",
 			"Carla — clone — `" + carla + "`",
@@ -273,6 +279,8 @@ func TestAddAgent(t *testing.T) {
 			"No agent `" + testCollection + " #99` was found.", []string{elen}, ""},
 		{"in a direct message", nil, "U2", "D1", "/add-agent " + claudine,
 			"only be added to channels", nil, ""},
+		{"in a group direct message", nil, "U2", "G9", "/add-agent " + claudine,
+			"only be added to channels", []string{}, ""},
 		{"by someone not an admin", []string{"U1"}, "U2", "C1", "/add-agent " + claudine,
 			"Only conclave's admins", []string{elen}, ""},
 		{"no argument", nil, "U2", "C1", "/add-agent", "Usage: /add-agent", []string{elen}, ""},
