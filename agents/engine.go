@@ -135,6 +135,7 @@ type Engine struct {
 	static   map[string]ChannelConfig
 
 	nudge chan struct{}
+	ready chan string // conversations this replica just recorded a message of
 
 	mu   sync.Mutex
 	busy map[string]bool // conversations a local worker is on
@@ -199,6 +200,7 @@ func New(opts Options, deps Deps) *Engine {
 		patterns: make(map[string]*regexp.Regexp),
 		static:   make(map[string]ChannelConfig),
 		nudge:    make(chan struct{}, 1),
+		ready:    make(chan string, 256),
 		busy:     make(map[string]bool),
 	}
 	for i, b := range opts.BaseDomains {

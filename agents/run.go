@@ -82,9 +82,15 @@ func (e *Engine) Handle(ctx context.Context, ev Event) error {
 	if _, err := e.deps.Store.RecordMessage(ctx, conv, m, ev.ID); err != nil {
 		return fmt.Errorf("agents: record message %s: %w", ev.TS, err)
 	}
+	// The conversation goes straight to a worker; when too many wait
+	// already, the next sweep finds it.
 	select {
-	case e.nudge <- struct{}{}:
+	case e.ready <- id:
 	default:
+		select {
+		case e.nudge <- struct{}{}:
+		default:
+		}
 	}
 	return nil
 }
@@ -150,7 +156,8 @@ func lessTS(a, b string) bool {
 // Run runs the workers (at most MaxParallel conversations at once) and the
 // sweeper, which polls the store for conversations with work: new
 // messages, and deadlines (inactivity, call timeouts) that any replica may
-// pick up. When ctx ends, Run stops taking work, lets turns in flight
+// pick up. A conversation whose message this replica just recorded goes to
+// a worker at once, without asking the store. When ctx ends, Run stops taking work, lets turns in flight
 // finish for up to ShutdownGrace (then cancels them; their work stays
 // queued for another replica), releases its locks and returns nil.
 func (e *Engine) Run(ctx context.Context) error {
@@ -170,14 +177,18 @@ func (e *Engine) Run(ctx context.Context) error {
 	}
 	ticker := time.NewTicker(e.opts.SweepInterval)
 	defer ticker.Stop()
+	e.sweep(ctx, work)
 sweep:
 	for {
-		e.sweep(ctx, work)
 		select {
 		case <-ctx.Done():
 			break sweep
 		case <-ticker.C:
+			e.sweep(ctx, work)
 		case <-e.nudge:
+			e.sweep(ctx, work)
+		case id := <-e.ready:
+			e.dispatch(ctx, work, id)
 		}
 	}
 	close(work)
@@ -208,15 +219,24 @@ func (e *Engine) sweep(ctx context.Context, work chan<- string) {
 		return
 	}
 	for _, id := range ids {
-		if !e.setBusy(id, true) {
-			continue
-		}
-		select {
-		case work <- id:
-		case <-ctx.Done():
-			e.setBusy(id, false)
+		if !e.dispatch(ctx, work, id) {
 			return
 		}
+	}
+}
+
+// dispatch hands a conversation no local worker is on to a worker; false
+// when ctx ended first.
+func (e *Engine) dispatch(ctx context.Context, work chan<- string, id string) bool {
+	if !e.setBusy(id, true) {
+		return true
+	}
+	select {
+	case work <- id:
+		return true
+	case <-ctx.Done():
+		e.setBusy(id, false)
+		return false
 	}
 }
 

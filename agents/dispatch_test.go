@@ -1,0 +1,58 @@
+package agents
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/conclavehq/conclave/memory"
+)
+
+// dueless is a store whose Due lists nothing, so that only the hand-off
+// from Handle can start a turn; it counts the Due calls.
+type dueless struct {
+	memory.Store
+	dues atomic.Int64
+}
+
+func (s *dueless) Due(context.Context, time.Time, int) ([]string, error) {
+	s.dues.Add(1)
+	return nil, nil
+}
+
+// TestHandleHandsTheConversationToAWorker: a message recorded by this
+// replica goes straight to a worker; no sweep of the store's due indexes
+// (one Lua script per shard on Redis) runs for it.
+func TestHandleHandsTheConversationToAWorker(t *testing.T) {
+	r := newRig(t)
+	r.opts.SweepInterval = time.Hour
+	store := &dueless{Store: r.store}
+	reports := make(chan TurnReport, 1)
+	e := New(r.opts, Deps{Store: store, Chat: r.chat, Model: r.model, Resolver: fakeResolver{r.agents},
+		Prompts: func() Prompts { return fakePrompts{} }, Now: r.clock.Now, OnTurn: func(tr TurnReport) { reports <- tr }})
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	go func() { ran <- e.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-ran; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+
+	if err := e.Handle(ctx, Event{ID: "Ev1", Team: team, Channel: chanA, TS: r.nextTS(), UserID: "U1", UserName: "Alice", Text: "hello"}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case tr := <-reports:
+		if tr.Outcome != "ok" || tr.Role != "facilitator" {
+			t.Errorf("turn %+v", tr)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the recorded message never got its turn")
+	}
+	if n := store.dues.Load(); n != 1 {
+		t.Errorf("Due called %d times, want once (when Run starts)", n)
+	}
+}
