@@ -441,6 +441,21 @@ func testUpdateMessage(t *testing.T, h *harness) {
 	if len(got) != 1 || got[0].Text != "after" || got[0].Raw != "<raw after>" || got[0].Name != "Ann" || got[0].Meta["k"] != "v" {
 		t.Errorf("after an edit: %+v, want the new text and the other fields kept", got)
 	}
+	// Text of any kind survives the edit, and so do the other fields.
+	odd := "a\x00b \"q\" \\ / ü \u2028 </x> &amp; \t{{.X}}"
+	if err := h.s.UpdateMessage(h.ctx, "c1", m.TS, "<@U1> "+odd, odd); err != nil {
+		t.Fatalf("UpdateMessage: %v", err)
+	}
+	got = h.snapshot(t, "c1").Messages
+	if len(got) != 1 || got[0].Text != odd || got[0].Raw != "<@U1> "+odd || got[0].UserID != "U1" || !got[0].At.Equal(m.At) {
+		t.Errorf("after an edit with odd text: %+v", got)
+	}
+	if err := h.s.UpdateMessage(h.ctx, "c1", m.TS, "", "no raw"); err != nil {
+		t.Fatalf("UpdateMessage: %v", err)
+	}
+	if got = h.snapshot(t, "c1").Messages; len(got) != 1 || got[0].Raw != "" || got[0].Text != "no raw" {
+		t.Errorf("after an edit without raw text: %+v", got)
+	}
 	tests := []struct{ name, conv, ts string }{
 		{"unknown message", "c1", "1700000000.000999"},
 		{"unknown conversation", "nope", "1700000000.000100"},
@@ -1015,27 +1030,59 @@ func testNonceExpiry(t *testing.T, h *harness) {
 
 func testConversationTTL(t *testing.T, h *harness) {
 	const ttl = 3 * time.Second
-	h = h.reopen(t, memory.Options{ConversationTTL: ttl})
-	h.record(t, "c1", h.msg("1700000000.000100", "hi"), "Ev1")
-	l := h.lock(t, "c1", time.Minute)
-	h.load(t, l)
-	h.commit(t, l, memory.Commit{Conversation: conv("c1"), Deadline: start})
-	h.release(t, l)
-	h.advance(2 * time.Second)
-	// A write restarts the clock.
-	if err := h.s.UpdateMessage(h.ctx, "c1", "1700000000.000100", "hi", "hi again"); err != nil {
-		t.Fatalf("UpdateMessage: %v", err)
+	// Every kind of write restarts the clock.
+	writes := []struct {
+		name  string
+		write func(t *testing.T, h *harness)
+		want  []string // the messages left
+		due   []string // Due once the conversation expired
+	}{
+		{"RecordMessage", func(t *testing.T, h *harness) {
+			h.record(t, "c1", h.msg("1700000000.000300", "three"), "Ev3")
+		}, []string{"1700000000.000100=one", "1700000000.000200=two", "1700000000.000300=three"},
+			// The message left the conversation pending, and a pending
+			// mark outlives it; its deadline does not.
+			[]string{"c1"}},
+		{"UpdateMessage", func(t *testing.T, h *harness) {
+			if err := h.s.UpdateMessage(h.ctx, "c1", "1700000000.000100", "one", "one again"); err != nil {
+				t.Fatalf("UpdateMessage: %v", err)
+			}
+		}, []string{"1700000000.000100=one again", "1700000000.000200=two"}, nil},
+		{"DeleteMessage", func(t *testing.T, h *harness) {
+			if err := h.s.DeleteMessage(h.ctx, "c1", "1700000000.000200"); err != nil {
+				t.Fatalf("DeleteMessage: %v", err)
+			}
+		}, []string{"1700000000.000100=one"}, nil},
+		{"Commit", func(t *testing.T, h *harness) {
+			l := h.lock(t, "c1", time.Minute)
+			h.commit(t, l, memory.Commit{Conversation: conv("c1"), Deadline: start})
+			h.release(t, l)
+		}, []string{"1700000000.000100=one", "1700000000.000200=two"}, nil},
 	}
-	h.advance(2 * time.Second)
-	if !h.snapshot(t, "c1").Exists {
-		t.Fatal("the conversation expired less than its ttl after its last write")
+	for _, w := range writes {
+		t.Run(w.name, func(t *testing.T) {
+			t.Parallel()
+			h := h.reopen(t, memory.Options{ConversationTTL: ttl})
+			h.record(t, "c1", h.msg("1700000000.000100", "one"), "Ev1")
+			h.record(t, "c1", h.msg("1700000000.000200", "two"), "Ev2")
+			l := h.lock(t, "c1", time.Minute)
+			h.load(t, l)
+			h.commit(t, l, memory.Commit{Conversation: conv("c1"), Deadline: start})
+			h.release(t, l)
+			h.advance(2 * time.Second)
+			w.write(t, h)
+			h.advance(2 * time.Second)
+			if !h.snapshot(t, "c1").Exists {
+				t.Fatal("the conversation expired less than its ttl after its last write")
+			}
+			want(t, "messages", h.texts(t, "c1"), w.want)
+			h.advance(ttl)
+			if snap := h.snapshot(t, "c1"); snap.Exists || len(snap.Messages) != 0 {
+				t.Errorf("Snapshot after the ttl = %+v, want nothing", snap)
+			}
+			want(t, "Due of an expired conversation", h.due(t, 0), w.due)
+		})
 	}
-	want(t, "messages", h.texts(t, "c1"), []string{"1700000000.000100=hi again"})
-	h.advance(ttl)
-	if snap := h.snapshot(t, "c1"); snap.Exists || len(snap.Messages) != 0 {
-		t.Errorf("Snapshot after the ttl = %+v, want nothing", snap)
-	}
-	want(t, "Due of an expired deadline", h.due(t, 0), nil)
 }
 
 func testPing(t *testing.T, h *harness) {
