@@ -847,7 +847,16 @@ func TestSlashCommands(t *testing.T) {
 		}
 		resp := r.fake.CommandResponses()
 		if len(resp) != 1 || resp[0].Key != d.EnvelopeID || resp[0].Text != "No agents in this channel." || resp[0].ResponseType != "ephemeral" {
-			t.Errorf("responses = %+v", resp)
+			t.Fatalf("responses = %+v", resp)
+		}
+		// A reply may carry a one-time link: no preview fetches it.
+		var flags struct {
+			UnfurlLinks *bool `json:"unfurl_links"`
+			UnfurlMedia *bool `json:"unfurl_media"`
+		}
+		if err := json.Unmarshal(resp[0].Body, &flags); err != nil || flags.UnfurlLinks == nil || *flags.UnfurlLinks ||
+			flags.UnfurlMedia == nil || *flags.UnfurlMedia {
+			t.Errorf("reply body %s, want unfurl_links and unfurl_media false", resp[0].Body)
 		}
 	})
 }

@@ -153,13 +153,16 @@ func (b *Bot) handleCommand(ctx context.Context, ev socketmode.Event) {
 }
 
 // ReplyToCommand answers a slash command privately to whoever typed it:
-// through its response_url, else with chat.postEphemeral. The text is sent
-// as is (mrkdwn); callers escape anything they did not write themselves.
+// through its response_url (with unfurling off: a reply may carry a
+// one-time link), else with chat.postEphemeral. The text is sent as is
+// (mrkdwn); callers escape anything they did not write themselves.
 func (b *Bot) ReplyToCommand(ctx context.Context, cmd slack.SlashCommand, text string) error {
 	if cmd.ResponseURL != "" {
 		err := b.call(ctx, "response_url", false, func(ctx context.Context) error {
-			err := slack.PostWebhookCustomHTTPContext(ctx, cmd.ResponseURL, b.httpClient(),
-				&slack.WebhookMessage{Text: text, ResponseType: slack.ResponseTypeEphemeral})
+			off := false
+			err := slack.PostWebhookCustomHTTPContext(ctx, cmd.ResponseURL, b.httpClient(), &slack.WebhookMessage{
+				Text: text, ResponseType: slack.ResponseTypeEphemeral, UnfurlLinks: &off, UnfurlMedia: &off,
+			})
 			// The URL lets whoever holds it answer as conclave: keep it
 			// out of errors and logs.
 			if ue, ok := errors.AsType[*url.Error](err); ok {
