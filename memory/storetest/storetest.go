@@ -256,6 +256,11 @@ func testDuplicateEventID(t *testing.T, h *harness) {
 		t.Error("a second message under the same event id was recorded")
 	}
 	want(t, "messages", h.texts(t, "c1"), []string{"1700000000.000100=first"})
+	// A refused delivery changes nothing else: it left no mark of its ts.
+	if !h.record(t, "c1", h.msg("1700000000.000200", "own event"), "Ev2") {
+		t.Error("a message refused under another's event id stays refused under its own")
+	}
+	want(t, "messages", h.texts(t, "c1"), []string{"1700000000.000100=first", "1700000000.000200=own event"})
 }
 
 func testDuplicateTS(t *testing.T, h *harness) {
