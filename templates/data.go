@@ -77,18 +77,16 @@ type Member struct {
 	name    string
 	isAgent bool
 	agent   AgentInfo
-	// view is what templates read, built once by Person and Agent so a
-	// render does not rebuild it for every member.
-	view any
+	v       memberViews // what templates read
 }
 
 // Person is a member who is not an agent.
-func Person(name string) Member { return Member{name: name, view: newPersonView(name)} }
+func Person(name string) Member { return Member{name: name, v: personViews(name)} }
 
 // Agent is a member that is a registered agent (human agents included).
 // The maps are copied: later changes to a's maps do not reach templates.
 func Agent(a AgentInfo) Member {
-	return Member{name: a.Name, isAgent: true, agent: a, view: newAgentView(a)}
+	return Member{name: a.Name, isAgent: true, agent: a, v: agentViews(a)}
 }
 
 // Name is the member's name.

@@ -96,8 +96,11 @@ func defaultValue(def, v any) any {
 }
 
 func isEmpty(v any) bool {
-	if v == nil {
+	switch v.(type) {
+	case nil:
 		return true
+	case view:
+		return false
 	}
 	rv := reflect.ValueOf(v)
 	switch rv.Kind() {

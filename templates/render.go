@@ -255,12 +255,42 @@ func execError(name string, err error) *Error {
 	return &Error{File: m[1], Line: line, Message: fmt.Sprintf("at <%s>: %s", m[3], msg), err: err}
 }
 
-// execute renders t on d. The result has no leading or trailing white
-// space; one that is nothing but white space is an error naming the file.
+// maxOutput caps what a prompt may render to: far more than any model
+// input, small enough that a runaway loop fails its turn instead of
+// filling memory.
+const maxOutput = 1 << 20
+
+// errOutputTooLarge stops a render that passes maxOutput.
+var errOutputTooLarge = errors.New("output too large")
+
+// output collects a render, up to maxOutput bytes.
+type output struct{ strings.Builder }
+
+func (o *output) Write(p []byte) (int, error) {
+	if o.Len()+len(p) > maxOutput {
+		return 0, errOutputTooLarge
+	}
+	return o.Builder.Write(p)
+}
+
+// execute renders t on d, on the fast views first and, when that fails,
+// on the full views, whose result stands (see view.go). sizeHint is the
+// expected length of the output. The result has no leading or trailing
+// white space; one that is nothing but white space is an error naming the
+// file.
 func execute(t *template.Template, sizeHint int, d *Data) (string, error) {
-	var b strings.Builder
+	var b output
 	b.Grow(sizeHint)
-	if err := t.Execute(&b, d.templateView()); err != nil {
+	err := t.Execute(&b, d.fastView())
+	if err != nil && !errors.Is(err, errOutputTooLarge) {
+		b.Reset()
+		b.Grow(sizeHint)
+		err = t.Execute(&b, d.templateView())
+	}
+	switch {
+	case errors.Is(err, errOutputTooLarge):
+		return "", &Error{File: t.Name(), Message: fmt.Sprintf("the prompt renders to more than %d bytes", maxOutput), err: err}
+	case err != nil:
 		return "", execError(t.Name(), err)
 	}
 	out := strings.TrimSpace(b.String())

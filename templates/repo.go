@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"text/template"
 	"text/template/parse"
 	"time"
@@ -102,8 +103,20 @@ func readRepoFile(fsys fs.FS, rel string, info fs.FileInfo) fileData {
 // promptFile is one parsed prompt template, or why it cannot be used.
 type promptFile struct {
 	tmpl *template.Template // nil when err is set
-	size int                // of the source, a hint for the output buffer
+	size int                // of the source
 	err  error
+	// rendered is the length of the last render, so the next one gets a
+	// buffer of about the right size at once.
+	rendered atomic.Int64
+}
+
+// sizeHint is the expected length of a render: the last one's and a
+// little more, or, before any, one and a half times the source.
+func (pf *promptFile) sizeHint() int {
+	if n := int(pf.rendered.Load()); n > 0 {
+		return n + n/8
+	}
+	return pf.size + pf.size/2
 }
 
 // settingsFile is one decoded settings file, or why it cannot be used.

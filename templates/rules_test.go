@@ -54,7 +54,7 @@ func TestBlankActionControls(t *testing.T) {
 }
 
 func TestFunctions(t *testing.T) {
-	members := []any{newPersonView("Ann"), newAgentView(AgentInfo{Name: "Bo"})}
+	members := []any{Person("Ann").templateView(), Agent(AgentInfo{Name: "Bo"}).templateView()}
 	tests := []struct {
 		name string
 		got  any
@@ -80,6 +80,8 @@ func TestFunctions(t *testing.T) {
 		{"default on empty list", defaultValue("d", []any{}), "d"},
 		{"default on value", defaultValue("d", "v"), "v"},
 		{"default on true", defaultValue("d", true), true},
+		// A member, a request or the data is a value, whatever it holds.
+		{"default on a view", defaultValue("d", personFields{}) != "d", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -143,5 +145,32 @@ func TestHugeMessageIsData(t *testing.T) {
 	}
 	if want := "Latest: " + content + " End."; got != want {
 		t.Errorf("the message was changed: got %d bytes, want %d", len(got), len(want))
+	}
+}
+
+// A template that loops into megabytes fails its render, naming the file,
+// instead of filling memory; a large but sane prompt is fine.
+func TestRenderOutputIsCapped(t *testing.T) {
+	tests := []struct {
+		name, src, wantErr string
+	}{
+		{"runaway loop", `{{range 200000}}0123456789{{end}}`, "loop.tmpl: the prompt renders to more than 1048576 bytes"},
+		{"large prompt", `{{range 90000}}0123456789{{end}}`, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tmpl, err := parseFile("loop.tmpl", tt.src, funcMap(FixedClock))
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := BuiltinFixture().Data
+			out, err := execute(tmpl, 0, &d)
+			switch {
+			case tt.wantErr == "" && (err != nil || len(out) != 900000):
+				t.Errorf("%d bytes, error %v", len(out), err)
+			case tt.wantErr != "" && (err == nil || err.Error() != tt.wantErr):
+				t.Errorf("error %v, want %q", err, tt.wantErr)
+			}
+		})
 	}
 }

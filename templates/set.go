@@ -32,7 +32,11 @@ func (s *Set) Render(agentENS, role, prompt string, d Data) (string, error) {
 	if pf.err != nil {
 		return "", pf.err
 	}
-	return execute(pf.tmpl, pf.size+pf.size/2, &d)
+	out, err := execute(pf.tmpl, pf.sizeHint(), &d)
+	if err == nil {
+		pf.rendered.Store(int64(len(out)))
+	}
+	return out, err
 }
 
 // Settings returns the settings of prompt for an agent: the .toml files

@@ -2,34 +2,97 @@ package templates
 
 import "fmt"
 
-// Templates read maps, not structs: text/template prints "<no value>" for
-// a missing map key and carries on through any depth, where a missing
-// struct field would stop the render.
+// Templates read the data through views, of two kinds holding the same
+// values.
+//
+// The full views are maps. text/template prints "<no value>" for a missing
+// map key and carries on at any depth, where a missing struct field stops
+// the render; a person's map has methods, found before keys, that fail for
+// the agent-only fields. The full views define what a template renders.
+//
+// The fast views are structs with the same exported fields. Reading a
+// struct field costs text/template no allocation, where a map read costs
+// two. A template that reads only fields that exist renders the same text
+// from either kind; one that reads any other field fails on the fast
+// views, and execute then renders it again on the full views. So the fast
+// views change how long a render takes, never what it gives. They are
+// never equal to anything (eq fails on them as it does on maps), never
+// empty, and print as their full view prints (through Format), except
+// where fmt shows types and addresses: %T, %p, and the type it names for
+// an extra argument of printf.
 
-// A member is one of two map types. An agent's holds every member field
-// as a key, so reading one is a plain map lookup. A person's holds Name and
-// IsAgent, and its methods, which come before keys, fail for the
-// agent-only fields with an error naming the field and the person.
-
-// agentView is an agent as templates see it.
+// agentView is the full view of an agent: every member field is a key.
 type agentView map[string]any
 
-// personView is a person as templates see it.
+// personView is the full view of a person: Name and IsAgent, and methods
+// failing for the agent-only fields.
 type personView map[string]any
 
-func newPersonView(name string) personView {
-	return personView{"Name": name, "IsAgent": false}
+// agentFields is the fast view of an agent. text/template looks fields up
+// in order: the most read come first.
+type agentFields struct {
+	IsAgent    bool
+	Name       string
+	EnsDomain  string
+	Attributes map[string]any
+	Addresses  map[string]any
+	Owner      string
+	full       agentView
 }
 
-func newAgentView(a AgentInfo) agentView {
-	return agentView{
+// personFields is the fast view of a person. Reading an agent-only field
+// fails, as a missing field does, so the full view answers with its error.
+type personFields struct {
+	IsAgent bool
+	Name    string
+	full    personView
+}
+
+// requestFields is the fast view of a request.
+type requestFields struct {
+	Content string
+	Author  any
+	req     Request
+}
+
+// dataFields is the fast view of the data.
+type dataFields struct {
+	ConversationId           string
+	ChannelDescription       string
+	ChannelMembers           []any
+	ConversationMessageCount int
+	MemorySessionId          string
+	InitialRequest           requestFields
+	LatestRequest            requestFields
+	data                     *Data
+}
+
+// memberViews are the two views of a member, built once by Person and
+// Agent so that a render does not rebuild them.
+type memberViews struct {
+	full any // agentView or personView
+	fast any // agentFields or personFields
+}
+
+func personViews(name string) memberViews {
+	full := personView{"Name": name, "IsAgent": false}
+	return memberViews{full: full, fast: personFields{Name: name, full: full}}
+}
+
+func agentViews(a AgentInfo) memberViews {
+	addresses, attributes := anyMap(a.Addresses), anyMap(a.Attributes)
+	full := agentView{
 		"Name":       a.Name,
 		"IsAgent":    true,
 		"EnsDomain":  a.EnsDomain,
 		"Owner":      a.Owner,
-		"Addresses":  anyMap(a.Addresses),
-		"Attributes": anyMap(a.Attributes),
+		"Addresses":  addresses,
+		"Attributes": attributes,
 	}
+	return memberViews{full: full, fast: agentFields{
+		IsAgent: true, Name: a.Name, EnsDomain: a.EnsDomain, Owner: a.Owner,
+		Addresses: addresses, Attributes: attributes, full: full,
+	}}
 }
 
 // anyMap copies m into a map of any, so that a missing key reads the same
@@ -81,19 +144,54 @@ func (m personView) agentOnly(field string) error {
 	return &agentOnlyError{field: field, member: m.String()}
 }
 
-// templateView is an agentView or a personView.
-func (m Member) templateView() any {
-	if m.view != nil {
-		return m.view
-	}
-	return newPersonView(m.name)
+// Format prints the agent as its full view prints.
+func (v agentFields) Format(f fmt.State, verb rune) { formatLike(f, verb, v.full) }
+
+// Format prints the person as its full view prints.
+func (v personFields) Format(f fmt.State, verb rune) { formatLike(f, verb, v.full) }
+
+// Format prints the request as its full view prints.
+func (v requestFields) Format(f fmt.State, verb rune) { formatLike(f, verb, v.req.templateView()) }
+
+// Format prints the data as its full view prints.
+func (v dataFields) Format(f fmt.State, verb rune) { formatLike(f, verb, v.data.templateView()) }
+
+// formatLike prints full with the verb and flags f was given.
+func formatLike(f fmt.State, verb rune, full any) {
+	fmt.Fprintf(f, fmt.FormatString(f, verb), full)
 }
 
+// view marks the views, which are never empty (for default).
+type view interface{ isView() }
+
+func (agentView) isView()     {}
+func (personView) isView()    {}
+func (agentFields) isView()   {}
+func (personFields) isView()  {}
+func (requestFields) isView() {}
+func (dataFields) isView()    {}
+
+func (m Member) views() memberViews {
+	if m.v.full != nil {
+		return m.v
+	}
+	return personViews(m.name)
+}
+
+// templateView is the member's full view.
+func (m Member) templateView() any { return m.views().full }
+
+// templateView is the request's full view.
 func (r Request) templateView() map[string]any {
 	return map[string]any{"Content": r.Content, "Author": r.Author.templateView()}
 }
 
-// templateView is the root value a template executes on.
+func (r Request) fastView() requestFields {
+	return requestFields{Content: r.Content, Author: r.Author.views().fast, req: r}
+}
+
+// templateView is the full view of the data, the root value a template
+// executes on.
 func (d *Data) templateView() map[string]any {
 	members := make([]any, len(d.ChannelMembers))
 	for i, m := range d.ChannelMembers {
@@ -107,5 +205,23 @@ func (d *Data) templateView() map[string]any {
 		"MemorySessionId":          d.MemorySessionId,
 		"InitialRequest":           d.InitialRequest.templateView(),
 		"LatestRequest":            d.LatestRequest.templateView(),
+	}
+}
+
+// fastView is the fast view of the data.
+func (d *Data) fastView() dataFields {
+	members := make([]any, len(d.ChannelMembers))
+	for i, m := range d.ChannelMembers {
+		members[i] = m.views().fast
+	}
+	return dataFields{
+		ConversationId:           d.ConversationId,
+		ChannelDescription:       d.ChannelDescription,
+		ChannelMembers:           members,
+		ConversationMessageCount: d.ConversationMessageCount,
+		MemorySessionId:          d.MemorySessionId,
+		InitialRequest:           d.InitialRequest.fastView(),
+		LatestRequest:            d.LatestRequest.fastView(),
+		data:                     d,
 	}
 }
