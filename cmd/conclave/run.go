@@ -8,7 +8,6 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
-	"net/http"
 	"os"
 	"os/signal"
 	"strings"
@@ -82,9 +81,10 @@ func runBot(ctx context.Context, args []string, e env) error {
 	defer directory.Close()
 	metrics.watchENS(directory.CacheStats)
 
+	web := webClient(cfg.Conversation.MaxParallel)
 	def, named := llmProfiles(cfg.LLM)
 	client, err := llm.New(def, named, llm.WithLogger(log.With(slog.String(logComponent, "llm"))),
-		llm.WithHTTPClient(metrics.llmHTTP(&http.Client{})))
+		llm.WithHTTPClient(metrics.llmHTTP(web)))
 	if err != nil {
 		return err
 	}
@@ -128,6 +128,7 @@ func runBot(ctx context.Context, args []string, e env) error {
 			APIURL:          cfg.Slack.APIURL,
 			WorkingReaction: cfg.Slack.WorkingReaction,
 			IPFSGateway:     cfg.Slack.IPFSGateway,
+			HTTPClient:      web,
 			Registerer:      reg,
 		}, bot.HandlerFunc(func(ctx context.Context, ev agents.Event) error {
 			return eng.Handle(ctx, ev)
