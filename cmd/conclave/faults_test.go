@@ -525,3 +525,67 @@ registry = %q
 		t.Errorf("conclave_ens_cache_stale_total = %v, want at least 1", v)
 	}
 }
+
+// TestMalformedSlashCommandsChangeNothing sends slash commands with
+// missing, extra, malformed and hostile arguments: each gets one line of
+// usage, privately, and the channel's agents stay as they were, with
+// nothing announced.
+func TestMalformedSlashCommandsChangeNothing(t *testing.T) {
+	r := newRig(t, fakeslack.Options{})
+	p := start(t, r.config(t, ""), nil)
+	ctx := waitCtx(t)
+	run := func(line string) string {
+		t.Helper()
+		name, text, _ := strings.Cut(line, " ")
+		n := len(r.slack.CommandResponses())
+		d := r.slack.SendSlashCommand(fakeslack.SlashCommand{Command: name, Text: text, UserID: testPerson, ChannelID: testChannel, ChannelName: "claims"})
+		resps, err := r.slack.WaitCommandResponses(ctx, n+1)
+		if err != nil {
+			t.Fatalf("%.40q: no reply: %v\n%s", line, err, p.logs)
+		}
+		for _, resp := range resps {
+			if resp.Key == d.EnvelopeID {
+				return resp.Text
+			}
+		}
+		t.Fatalf("%.40q: no reply of its own", line)
+		return ""
+	}
+	before := run("/list-agents")
+	tests := []struct{ name, line string }{
+		{"add without a name", "/add-agent"},
+		{"add with too many arguments", "/add-agent a b c d e"},
+		{"add with a bad collection", "/add-agent 0xnot-an-address 12"},
+		{"add with a negative token", "/add-agent 0x23dbc335f966d9869940FB55f61E919118AAD236 -1"},
+		{"add with a bad chain", "/add-agent 0x23dbc335f966d9869940FB55f61E919118AAD236 12 polygon"},
+		{"add a path", "/add-agent ../../etc/passwd"},
+		{"add a non-ASCII name", "/add-agent ünïcode.eth"},
+		{"add template actions", "/add-agent {{ .ConversationId }}"},
+		{"add control characters", "/add-agent \x00\a <@U1|x>"},
+		{"add 40,000 characters", "/add-agent " + strings.Repeat("a", 40000) + ".eth"},
+		{"remove without a name", "/remove-agent"},
+		{"remove with too many arguments", "/remove-agent x y z w"},
+		{"list with an argument", "/list-agents everything"},
+		{"verify with arguments", "/verify-wallet now please"},
+		{"pair without arguments", "/pair-slack-user-to-human-agent"},
+		{"pair without an agent", "/pair-slack-user-to-human-agent U123"},
+		{"pair a non-user", "/pair-slack-user-to-human-agent nobody " + elenENS},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := run(tt.line)
+			if !strings.HasPrefix(got, "Usage: ") || strings.Contains(got, "\n") {
+				t.Errorf("reply %q, want one line of usage", got)
+			}
+		})
+	}
+	if after := run("/list-agents"); after != before {
+		t.Errorf("agents changed:\n%s\nwant:\n%s", after, before)
+	}
+	if posts := r.slack.Posts(); len(posts) != 0 {
+		t.Errorf("announced: %+v", posts)
+	}
+	if strings.Contains(p.logs.String(), `"action":"agent_`) {
+		t.Errorf("an audit record was written:\n%s", p.logs)
+	}
+}
