@@ -478,6 +478,16 @@ func (s *Server) WaitPosts(ctx context.Context, n int) ([]Post, error) {
 	return s.Posts(), err
 }
 
+// WaitPostsAfter waits until more than n messages were posted and returns
+// those after the first n, so that a reader following a long run of posts
+// does not copy them all at each one.
+func (s *Server) WaitPostsAfter(ctx context.Context, n int) ([]Post, error) {
+	err := s.wait(ctx, func() bool { return len(s.posts) > n })
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Post(nil), s.posts[min(n, len(s.posts)):]...), err
+}
+
 // Ephemeral is one recorded chat.postEphemeral.
 type Ephemeral struct {
 	Seq      int64
