@@ -68,7 +68,8 @@ func runBot(ctx context.Context, args []string, e env) error {
 	defer rawStore.Close()
 	store := metrics.observeStore(rawStore)
 
-	lib, err := openTemplates(cfg.Templates.Dir, log)
+	lib, err := openTemplates(cfg.Templates.Dir, templates.Options{Logger: log.With(slog.String(logComponent, "templates"))},
+		func(msg string) { log.Info(msg) })
 	if err != nil {
 		return err
 	}
@@ -277,12 +278,11 @@ func openStore(ctx context.Context, c MemoryConfig, log *slog.Logger) (memory.St
 }
 
 // openTemplates opens the config repository; a directory that does not
-// exist means the built-in prompts (said in the log).
-func openTemplates(dir string, log *slog.Logger) (*templates.Library, error) {
-	opts := templates.Options{Logger: log.With(slog.String(logComponent, "templates"))}
+// exist means the built-in prompts, which note is told.
+func openTemplates(dir string, opts templates.Options, note func(string)) (*templates.Library, error) {
 	lib, err := templates.Open(dir, opts)
 	if errors.Is(err, fs.ErrNotExist) {
-		log.Info("templates: no config repository; using the built-in prompts", slog.String("dir", dir))
+		note(fmt.Sprintf("templates: no config repository at %q; using the built-in prompts", dir))
 		return templates.Open("", opts)
 	}
 	return lib, err

@@ -104,7 +104,7 @@ func runTemplatesRender(ctx context.Context, args []string, e env) error {
 	if *dir == "" {
 		*dir = cfg.Templates.Dir
 	}
-	fixture := templates.BuiltinFixture()
+	var fixture templates.Fixture
 	if *fixturePath != "" {
 		if fixture, err = templates.LoadFixture(*fixturePath); err != nil {
 			return err
@@ -114,7 +114,11 @@ func runTemplatesRender(ctx context.Context, args []string, e env) error {
 	if err != nil {
 		return err
 	}
-	lib, err := templates.Open(*dir, templates.Options{Clock: templates.FixedClock})
+	if *fixturePath == "" {
+		fixture = templates.BuiltinFixtureFor(string(agent.Role))
+	}
+	lib, err := openTemplates(*dir, templates.Options{Clock: templates.FixedClock},
+		func(msg string) { fmt.Fprintln(e.stderr, msg) })
 	if err != nil {
 		return err
 	}
@@ -164,7 +168,7 @@ func renderAgent(ctx context.Context, cfg Config, name string, f templates.Fixtu
 		return a, nil
 	case errors.Is(err, ens.ErrNotFound) || errors.Is(err, ens.ErrNoRPC):
 		if f.Role == "" {
-			return ens.Agent{}, fmt.Errorf("%w (declare it in [[agents]] or give the fixture a role)", err)
+			return ens.Agent{}, fmt.Errorf("%w (declare it in [[agents]], or give a --fixture with a role)", err)
 		}
 		n, perr := dir.Names().Parse(name)
 		if perr != nil {

@@ -1,0 +1,219 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/conclavehq/conclave/agents"
+	"github.com/conclavehq/conclave/memory"
+	"github.com/conclavehq/conclave/memory/redistest"
+)
+
+// cli runs one conclave command in-process and returns its exit code and
+// outputs.
+func cli(t *testing.T, environ map[string]string, args ...string) (int, string, string) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	code := runMain(context.Background(), args, env{
+		getenv: func(k string) string { return environ[k] },
+		stdout: &stdout, stderr: &stderr, stdin: strings.NewReader(""),
+	})
+	return code, stdout.String(), stderr.String()
+}
+
+func writeFiles(t *testing.T, files map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for name, body := range files {
+		path := filepath.Join(dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+const cliConfig = `
+[llm]
+model = "house-model"
+temperature = 0.2
+
+[[agents]]
+ens = "elen.acme.137.protocol6022.eth"
+name = "Elen"
+role = "facilitator"
+attributes = { mission = "Runs the claims desk" }
+
+[[agents]]
+ens = "claudine.acme.137.protocol6022.eth"
+name = "Claudine"
+role = "expert"
+`
+
+func TestTemplatesCheckCommand(t *testing.T) {
+	t.Run("clean repository", func(t *testing.T) {
+		code, out, errOut := cli(t, nil, "templates", "check", "--dir", "../../templates/testdata/examples")
+		if code != 0 {
+			t.Fatalf("exit %d\n%s%s", code, out, errOut)
+		}
+		if !strings.Contains(errOut, "templates check: ok") {
+			t.Errorf("stderr = %q", errOut)
+		}
+	})
+	t.Run("syntax error and agent-only field", func(t *testing.T) {
+		dir := writeFiles(t, map[string]string{
+			"expert/system.tmpl":       "You are an expert.\nAnswer {{if .IsAgent}.\n",
+			"facilitator/default.tmpl": "Latest from {{.LatestRequest.Author.EnsDomain}}.\n",
+		})
+		code, out, _ := cli(t, nil, "templates", "check", "--dir", dir)
+		if code != 1 {
+			t.Errorf("exit %d, want 1", code)
+		}
+		for _, want := range []string{"expert/system.tmpl:2:", "facilitator/default.tmpl:1:", "EnsDomain"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("output lacks %q:\n%s", want, out)
+			}
+		}
+	})
+	t.Run("usage", func(t *testing.T) {
+		if code, _, _ := cli(t, nil, "templates", "lint"); code != 2 {
+			t.Errorf("unknown sub-command: exit %d, want 2", code)
+		}
+	})
+}
+
+func TestTemplatesRenderCommand(t *testing.T) {
+	cfgDir := writeFiles(t, map[string]string{"config.toml": cliConfig})
+	environ := map[string]string{"CONCLAVE_CONFIG": filepath.Join(cfgDir, "config.toml")}
+	repo := writeFiles(t, map[string]string{
+		"facilitator/default.tmpl": "Decide now about: {{.LatestRequest.Content}}.\n",
+	})
+
+	t.Run("the exact request body", func(t *testing.T) {
+		code, out, errOut := cli(t, environ, "templates", "render", "--dir", repo,
+			"--agent", "Elen.acme.137.protocol6022.eth", "--prompt", "default")
+		if code != 0 {
+			t.Fatalf("exit %d\n%s", code, errOut)
+		}
+		var body struct {
+			Model       string  `json:"model"`
+			Temperature float64 `json:"temperature"`
+			Messages    []struct {
+				Role    string `json:"role"`
+				Content string `json:"content"`
+			} `json:"messages"`
+		}
+		if err := json.Unmarshal([]byte(out), &body); err != nil {
+			t.Fatalf("not JSON: %v\n%s", err, out)
+		}
+		if body.Model != "house-model" || body.Temperature < 0.19 || body.Temperature > 0.21 {
+			t.Errorf("model %q temperature %v", body.Model, body.Temperature)
+		}
+		n := len(body.Messages)
+		if n < 2 || body.Messages[0].Role != "system" || !strings.Contains(body.Messages[0].Content, "Elen") {
+			t.Fatalf("messages = %+v", body.Messages)
+		}
+		if last := body.Messages[n-1]; last.Role != "user" || !strings.HasPrefix(last.Content, "Decide now about: ") {
+			t.Errorf("phase prompt = %+v", last)
+		}
+		if !strings.Contains(errOut, "/chat/completions") {
+			t.Errorf("stderr does not say where it would go: %q", errOut)
+		}
+	})
+	t.Run("an expert gets the expert fixture", func(t *testing.T) {
+		code, out, errOut := cli(t, environ, "templates", "render", "--agent", "claudine.acme.137.protocol6022.eth", "--prompt", "context-found")
+		if code != 0 {
+			t.Fatalf("exit %d\n%s", code, errOut)
+		}
+		if !strings.Contains(out, "Claudine") {
+			t.Errorf("render does not speak of the agent:\n%s", out)
+		}
+	})
+	t.Run("an unknown agent needs a fixture with a role", func(t *testing.T) {
+		code, _, errOut := cli(t, environ, "templates", "render", "--agent", "nobody.acme.137.protocol6022.eth", "--prompt", "default")
+		if code != 1 || !strings.Contains(errOut, "--fixture with a role") {
+			t.Errorf("exit %d: %s", code, errOut)
+		}
+	})
+	t.Run("usage", func(t *testing.T) {
+		for _, args := range [][]string{
+			{"templates", "render", "--prompt", "default"},
+			{"templates", "render", "--agent", "elen.acme.137.protocol6022.eth"},
+			{"templates", "render", "--agent", "elen.acme.137.protocol6022.eth", "--prompt", "system"},
+		} {
+			if code, _, errOut := cli(t, environ, args...); code != 2 {
+				t.Errorf("%v: exit %d, want 2 (%s)", args, code, errOut)
+			}
+		}
+	})
+}
+
+func TestMemoryHydrateCommand(t *testing.T) {
+	db := redistest.New(t)
+	cfgDir := writeFiles(t, map[string]string{
+		"config.toml": cliConfig + "\n[memory]\nkey_prefix = \"" + db.Prefix + "\"\n",
+		"ok.jsonl":    `{"role":"user","content":"C45653 moved to Lyon."}` + "\n" + `{"role":"assistant","content":"Noted."}` + "\n",
+		"bad.jsonl":   `{"role":"user","content":"fine"}` + "\n" + `{"role":"bot","content":"no"}` + "\n",
+	})
+	environ := map[string]string{"CONCLAVE_CONFIG": filepath.Join(cfgDir, "config.toml"), "REDIS_URL": db.URL}
+	store := db.Store(t, memory.Options{})
+	ctx := context.Background()
+
+	t.Run("appends a session", func(t *testing.T) {
+		code, out, errOut := cli(t, environ, "memory", "hydrate", "--agent", "claudine.acme.137.protocol6022.eth",
+			"--session", "C45653", "--file", filepath.Join(cfgDir, "ok.jsonl"))
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, errOut)
+		}
+		if !strings.Contains(out, "appended 2 message(s)") {
+			t.Errorf("stdout = %q", out)
+		}
+		got, err := store.ReadSession(ctx, "claudine.acme.137.protocol6022.eth", "C45653", 0)
+		if err != nil || len(got) != 2 || got[0].Content != "C45653 moved to Lyon." || got[1].Role != "assistant" {
+			t.Errorf("session = %+v, %v", got, err)
+		}
+	})
+	t.Run("a bad line writes nothing", func(t *testing.T) {
+		code, _, errOut := cli(t, environ, "memory", "hydrate", "--agent", "claudine.acme.137.protocol6022.eth",
+			"--session", "C99999", "--file", filepath.Join(cfgDir, "bad.jsonl"))
+		if code != 1 || !strings.Contains(errOut, "bad.jsonl:2:") {
+			t.Errorf("exit %d: %s", code, errOut)
+		}
+		if got, _ := store.ReadSession(ctx, "claudine.acme.137.protocol6022.eth", "C99999", 0); len(got) != 0 {
+			t.Errorf("a refused file wrote %d entries", len(got))
+		}
+	})
+	t.Run("group session", func(t *testing.T) {
+		group := "arnaud.acme.137.protocol6022.eth,elen.acme.137.protocol6022.eth"
+		code, _, errOut := cli(t, environ, "memory", "hydrate", "--agent", "arnaud.acme.137.protocol6022.eth",
+			"--group", group, "--file", filepath.Join(cfgDir, "ok.jsonl"))
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, errOut)
+		}
+		key := agents.GroupSessionID(strings.Split(group, ","))
+		if got, _ := store.ReadSession(ctx, "arnaud.acme.137.protocol6022.eth", key, 0); len(got) != 2 {
+			t.Errorf("group session %s holds %d entries", key, len(got))
+		}
+	})
+	t.Run("refused on the in-process store", func(t *testing.T) {
+		noRedis := map[string]string{"CONCLAVE_CONFIG": environ["CONCLAVE_CONFIG"]}
+		code, _, errOut := cli(t, noRedis, "memory", "hydrate", "--agent", "claudine.acme.137.protocol6022.eth",
+			"--session", "C45653", "--file", filepath.Join(cfgDir, "ok.jsonl"))
+		if code != 1 || !strings.Contains(errOut, "memory.redis_url is not set") {
+			t.Errorf("exit %d: %s", code, errOut)
+		}
+	})
+	t.Run("usage", func(t *testing.T) {
+		if code, _, _ := cli(t, environ, "memory", "hydrate", "--agent", "x.eth"); code != 2 {
+			t.Errorf("exit %d, want 2", code)
+		}
+	})
+}
