@@ -1,0 +1,223 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"runtime"
+	"runtime/pprof"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/conclavehq/conclave/agents"
+	"github.com/conclavehq/conclave/agents/llm"
+	"github.com/conclavehq/conclave/bot"
+	"github.com/conclavehq/conclave/ens"
+	"github.com/conclavehq/conclave/memory"
+	"github.com/conclavehq/conclave/templates"
+)
+
+// envReplica carries a replicaConfig (JSON) to a replica process.
+const envReplica = "CONCLAVE_BENCH_REPLICA"
+
+// replicaConfig is what a replica process needs to wire itself.
+type replicaConfig struct {
+	SlackAPIURL string
+	AppToken    string
+	BotToken    string
+	ModelURL    string
+	Store       string // "memory" or "redis"
+	RedisURL    string
+	KeyPrefix   string
+	MaxParallel int
+	Channel     string
+	Facilitator ens.Agent
+	CPUProfile  string // file to write a CPU profile to, until the process stops
+}
+
+// replicaStats is what a replica reports at GET /stats.
+type replicaStats struct {
+	HeapBytes   uint64 // heap in use after a full collection
+	Goroutines  int
+	RedisCmds   int64         // commands sent to Redis
+	RedisTrips  int64         // round trips to Redis (a pipeline is one)
+	TurnsLogged int64         // turns the engine reported
+	CPU         time.Duration // user and system CPU time of the process
+}
+
+// roundTrips counts go-redis commands and round trips.
+type roundTrips struct{ cmds, trips atomic.Int64 }
+
+func (r *roundTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (r *roundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		r.cmds.Add(1)
+		r.trips.Add(1)
+		return next(ctx, cmd)
+	}
+}
+
+func (r *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		r.cmds.Add(int64(len(cmds)))
+		r.trips.Add(1)
+		return next(ctx, cmds)
+	}
+}
+
+// runReplica is one conclave replica: the store, the built-in prompts, a
+// static directory, the model client, the Slack transport and the engine,
+// wired as `conclave run` wires them. It prints its stats address on
+// stdout and runs until SIGTERM.
+func runReplica(raw string) error {
+	var cfg replicaConfig
+	if err := json.Unmarshal([]byte(raw), &cfg); err != nil {
+		return fmt.Errorf("replica config: %w", err)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	if cfg.CPUProfile != "" {
+		f, err := os.Create(cfg.CPUProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+
+	var trips roundTrips
+	var store memory.Store
+	switch cfg.Store {
+	case "memory":
+		store = memory.NewInProcess(memory.Options{})
+	case "redis":
+		opts, err := redis.ParseURL(cfg.RedisURL)
+		if err != nil {
+			return err
+		}
+		client := redis.NewClient(opts)
+		client.AddHook(&trips)
+		defer client.Close()
+		s, err := memory.NewRedis(ctx, memory.RedisOptions{Client: client, KeyPrefix: cfg.KeyPrefix})
+		if err != nil {
+			return err
+		}
+		store = s
+	default:
+		return fmt.Errorf("unknown store %q", cfg.Store)
+	}
+	defer store.Close()
+
+	lib, err := templates.Open("", templates.Options{})
+	if err != nil {
+		return err
+	}
+	directory, err := ens.New(ens.Options{}, []ens.Agent{cfg.Facilitator})
+	if err != nil {
+		return err
+	}
+	defer directory.Close()
+	// As `conclave run` does: enough idle connections for the turns in
+	// flight.
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.MaxIdleConnsPerHost = max(16, 2*cfg.MaxParallel)
+	transport.MaxIdleConns = max(transport.MaxIdleConns, 4*transport.MaxIdleConnsPerHost)
+	web := &http.Client{Transport: transport}
+	model, err := llm.New(llm.Profile{BaseURL: cfg.ModelURL, APIKey: "sk-bench", Model: "bench-model"}, nil, llm.WithHTTPClient(web))
+	if err != nil {
+		return err
+	}
+
+	var turns atomic.Int64
+	var eng *agents.Engine
+	b := bot.New(bot.Options{AppToken: cfg.AppToken, BotToken: cfg.BotToken, APIURL: cfg.SlackAPIURL, HTTPClient: web},
+		bot.HandlerFunc(func(ctx context.Context, ev agents.Event) error { return eng.Handle(ctx, ev) }), log)
+	id, err := b.Identify(ctx)
+	if err != nil {
+		return err
+	}
+	eng = agents.New(agents.Options{
+		Channels:    []agents.ChannelConfig{{ID: cfg.Channel, Agents: []string{cfg.Facilitator.EnsDomain}}},
+		MaxParallel: cfg.MaxParallel,
+		BotUserID:   id.UserID,
+	}, agents.Deps{
+		Store:    store,
+		Chat:     b,
+		Model:    model,
+		Prompts:  func() agents.Prompts { return lib.Current() },
+		Resolver: directory,
+		Logger:   log,
+		OnTurn:   func(agents.TurnReport) { turns.Add(1) },
+	})
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /stats", func(w http.ResponseWriter, r *http.Request) {
+		runtime.GC()
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		_ = json.NewEncoder(w).Encode(replicaStats{
+			HeapBytes: ms.HeapAlloc, Goroutines: runtime.NumGoroutine(),
+			RedisCmds: trips.cmds.Load(), RedisTrips: trips.trips.Load(), TurnsLogged: turns.Load(), CPU: processCPU(),
+		})
+	})
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	defer srv.Close()
+
+	engineDone := make(chan error, 1)
+	go func() { engineDone <- eng.Run(ctx) }()
+	slackDone := make(chan error, 1)
+	go func() { slackDone <- b.Run(ctx) }()
+	fmt.Fprintf(os.Stdout, "stats http://%s/stats\n", ln.Addr())
+
+	// The transport returns early only when Slack refuses the tokens.
+	runErr := <-slackDone
+	stop()
+	if err := <-engineDone; err != nil && runErr == nil {
+		runErr = err
+	}
+	return runErr
+}
+
+// fetchStats reads a replica's stats.
+func fetchStats(url string) (replicaStats, error) {
+	var s replicaStats
+	resp, err := http.Get(url)
+	if err != nil {
+		return s, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return s, err
+	}
+	return s, json.Unmarshal(body, &s)
+}
+
+// processCPU is the CPU time (user and system) this process used so far.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
