@@ -75,6 +75,12 @@ type Options struct {
 	// normalise one event's text; default 1s. Names not found in time stay
 	// as ids.
 	LookupTimeout time.Duration
+	// HandleParallel is how many threads' events may be recorded at once;
+	// the events of one thread are always recorded one at a time, in
+	// arrival order. Default 1: every event in arrival order. More lets a
+	// burst of events across threads be acknowledged without queueing
+	// behind one another's store round trips.
+	HandleParallel int
 
 	HTTPClient *http.Client          // optional
 	Registerer prometheus.Registerer // optional: Slack metrics are registered here
@@ -104,6 +110,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.LookupTimeout <= 0 {
 		o.LookupTimeout = time.Second
+	}
+	if o.HandleParallel <= 0 {
+		o.HandleParallel = 1
 	}
 }
 
@@ -137,6 +146,7 @@ type Bot struct {
 
 	commandWG    sync.WaitGroup
 	commandSlots chan struct{}
+	handling     *threadQueues
 }
 
 var _ agents.Chat = (*Bot)(nil)
@@ -166,6 +176,7 @@ func New(opts Options, handler Handler, logger *slog.Logger) *Bot {
 		users:        newTTLCache[string](time.Hour, 10000),
 		channels:     newTTLCache[channelInfo](5*time.Minute, 2000),
 		commandSlots: make(chan struct{}, 4),
+		handling:     newThreadQueues(opts.HandleParallel),
 	}
 	return b
 }
@@ -265,6 +276,7 @@ func (b *Bot) Run(ctx context.Context) error {
 		}
 	}
 	wg.Wait()
+	b.handling.wait()
 	b.commandWG.Wait()
 	if connErr != nil && !errors.Is(connErr, context.Canceled) {
 		return connErr

@@ -2,6 +2,7 @@ package bot
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"time"
@@ -12,10 +13,18 @@ import (
 // ttlCache is a small map whose entries expire; when full, expired entries
 // are dropped, and if none were, everything is.
 type ttlCache[V any] struct {
-	mu  sync.Mutex
-	ttl time.Duration
-	max int
-	m   map[string]cacheEntry[V]
+	mu      sync.Mutex
+	ttl     time.Duration
+	max     int
+	m       map[string]cacheEntry[V]
+	loading map[string]*cacheLoad[V] // look-ups under way, shared by whoever asks meanwhile
+}
+
+// cacheLoad is one look-up under way.
+type cacheLoad[V any] struct {
+	done chan struct{}
+	v    V
+	err  error
 }
 
 type cacheEntry[V any] struct {
@@ -24,18 +33,41 @@ type cacheEntry[V any] struct {
 }
 
 func newTTLCache[V any](ttl time.Duration, max int) *ttlCache[V] {
-	return &ttlCache[V]{ttl: ttl, max: max, m: map[string]cacheEntry[V]{}}
+	return &ttlCache[V]{ttl: ttl, max: max, m: map[string]cacheEntry[V]{}, loading: map[string]*cacheLoad[V]{}}
 }
 
-func (c *ttlCache[V]) get(key string, now time.Time) (V, bool) {
+// load returns the cached value of key, or fetches it: one fetch for all
+// who ask while it runs (events of several threads are recorded at once,
+// and often name the same people). A value fetched without error is
+// cached; errors are not.
+func (c *ttlCache[V]) load(ctx context.Context, key string, now func() time.Time, fetch func() (V, error)) (V, error) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	e, ok := c.m[key]
-	if !ok || !now.Before(e.expires) {
-		var zero V
-		return zero, false
+	if e, ok := c.m[key]; ok && now().Before(e.expires) {
+		c.mu.Unlock()
+		return e.v, nil
 	}
-	return e.v, true
+	if l, ok := c.loading[key]; ok {
+		c.mu.Unlock()
+		select {
+		case <-l.done:
+			return l.v, l.err
+		case <-ctx.Done():
+			var zero V
+			return zero, ctx.Err()
+		}
+	}
+	l := &cacheLoad[V]{done: make(chan struct{})}
+	c.loading[key] = l
+	c.mu.Unlock()
+	l.v, l.err = fetch()
+	c.mu.Lock()
+	delete(c.loading, key)
+	c.mu.Unlock()
+	if l.err == nil {
+		c.put(key, l.v, now())
+	}
+	close(l.done)
+	return l.v, l.err
 }
 
 func (c *ttlCache[V]) put(key string, v V, now time.Time) {
@@ -74,25 +106,27 @@ func (b *Bot) userName(ctx context.Context, id string) (string, bool) {
 	if id == "" {
 		return "", false
 	}
-	if name, ok := b.users.get(id, b.now()); ok {
-		return name, true
-	}
-	var u *slack.User
-	err := b.call(ctx, "users.info", true, func(ctx context.Context) (err error) {
-		u, err = b.api.GetUserInfoContext(ctx, id)
-		return err
+	name, err := b.users.load(ctx, id, b.now, func() (string, error) {
+		var u *slack.User
+		err := b.call(ctx, "users.info", true, func(ctx context.Context) (err error) {
+			u, err = b.api.GetUserInfoContext(ctx, id)
+			return err
+		})
+		if err != nil {
+			b.log.Debug("user name not found", slog.String("user", id), slog.Any(logError, err))
+			return "", err
+		}
+		name := firstNonEmpty(u.Profile.DisplayName, u.RealName, u.Profile.RealName, u.Name)
+		if name == "" {
+			return "", errNoName
+		}
+		return name, nil
 	})
-	if err != nil {
-		b.log.Debug("user name not found", slog.String("user", id), slog.Any(logError, err))
-		return "", false
-	}
-	name := firstNonEmpty(u.Profile.DisplayName, u.RealName, u.Profile.RealName, u.Name)
-	if name == "" {
-		return "", false
-	}
-	b.users.put(id, name, b.now())
-	return name, true
+	return name, err == nil
 }
+
+// errNoName: Slack knows the user but gives it no name.
+var errNoName = errors.New("bot: the user has no name")
 
 // channelInfo is what conclave reads of a channel.
 type channelInfo struct {
@@ -103,20 +137,17 @@ type channelInfo struct {
 // channelInfo fetches a channel's name and purpose, cached for at most five
 // minutes.
 func (b *Bot) channelInfo(ctx context.Context, id string) (channelInfo, error) {
-	if info, ok := b.channels.get(id, b.now()); ok {
-		return info, nil
-	}
-	var ch *slack.Channel
-	err := b.call(ctx, "conversations.info", true, func(ctx context.Context) (err error) {
-		ch, err = b.api.GetConversationInfoContext(ctx, &slack.GetConversationInfoInput{ChannelID: id})
-		return err
+	return b.channels.load(ctx, id, b.now, func() (channelInfo, error) {
+		var ch *slack.Channel
+		err := b.call(ctx, "conversations.info", true, func(ctx context.Context) (err error) {
+			ch, err = b.api.GetConversationInfoContext(ctx, &slack.GetConversationInfoInput{ChannelID: id})
+			return err
+		})
+		if err != nil {
+			return channelInfo{}, err
+		}
+		return channelInfo{name: ch.Name, purpose: ch.Purpose.Value}, nil
 	})
-	if err != nil {
-		return channelInfo{}, err
-	}
-	info := channelInfo{name: ch.Name, purpose: ch.Purpose.Value}
-	b.channels.put(id, info, b.now())
-	return info, nil
 }
 
 func firstNonEmpty(s ...string) string {

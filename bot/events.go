@@ -62,8 +62,11 @@ func (b *Bot) dispatch(ctx context.Context, ev socketmode.Event) {
 }
 
 // handleEnvelope records one events_api envelope: decode, drop what is not
-// for conclave, normalise, Handle, then ack. A Handle error leaves the
-// envelope unacknowledged so that Slack delivers it again.
+// for conclave, then normalise, Handle and ack, in arrival order within a
+// thread, and with Options.HandleParallel above 1 several threads at once
+// (each envelope must be acknowledged within 3 s, and recording takes
+// store round trips). A Handle error leaves the envelope unacknowledged so
+// that Slack delivers it again.
 func (b *Bot) handleEnvelope(ctx context.Context, req socketmode.Request) {
 	log := b.log.With(slog.String(logEnvelope, req.EnvelopeID))
 	if req.RetryAttempt > 0 {
@@ -87,9 +90,19 @@ func (b *Bot) handleEnvelope(ctx context.Context, req socketmode.Request) {
 		b.ack(ctx, req, nil)
 		return
 	}
+	thread := ev.ThreadTS
+	if thread == "" {
+		thread = ev.TS
+	}
+	b.handling.run(ctx, ev.Channel+"/"+thread, func() { b.record(ctx, req, ev, log) })
+}
+
+// record normalises an event, has the handler record it and acknowledges
+// its envelope; a Handle error leaves the envelope unacknowledged.
+func (b *Bot) record(ctx context.Context, req socketmode.Request, ev agents.Event, log *slog.Logger) {
 	b.normalize(ctx, &ev)
 	hctx, cancel := context.WithTimeout(ctx, b.opts.HandleTimeout)
-	err = b.handler.Handle(hctx, ev)
+	err := b.handler.Handle(hctx, ev)
 	cancel()
 	if err != nil {
 		b.metrics.handleErrors.Inc()

@@ -144,7 +144,7 @@ func runReplica(raw string) error {
 
 	var turns atomic.Int64
 	var eng *agents.Engine
-	b := bot.New(bot.Options{AppToken: cfg.AppToken, BotToken: cfg.BotToken, APIURL: cfg.SlackAPIURL, HTTPClient: web},
+	b := bot.New(bot.Options{AppToken: cfg.AppToken, BotToken: cfg.BotToken, APIURL: cfg.SlackAPIURL, HTTPClient: web, HandleParallel: 16},
 		bot.HandlerFunc(func(ctx context.Context, ev agents.Event) error { return eng.Handle(ctx, ev) }), log)
 	id, err := b.Identify(ctx)
 	if err != nil {

@@ -130,6 +130,7 @@ func runBot(ctx context.Context, args []string, e env) error {
 			WorkingReaction: cfg.Slack.WorkingReaction,
 			IPFSGateway:     cfg.Slack.IPFSGateway,
 			HTTPClient:      web,
+			HandleParallel:  16,
 			Registerer:      reg,
 		}, bot.HandlerFunc(func(ctx context.Context, ev agents.Event) error {
 			return eng.Handle(ctx, ev)
