@@ -56,3 +56,46 @@ func TestHandleHandsTheConversationToAWorker(t *testing.T) {
 		t.Errorf("Due called %d times, want once (when Run starts)", n)
 	}
 }
+
+// TestDispatchOnAckWaitsForTheAcknowledgement: with DispatchOnAck, a
+// recorded message gets no turn (no model call) until the transport says
+// Slack has its acknowledgement.
+func TestDispatchOnAckWaitsForTheAcknowledgement(t *testing.T) {
+	r := newRig(t)
+	r.opts.SweepInterval = time.Hour
+	r.opts.DispatchOnAck = true
+	store := &dueless{Store: r.store}
+	reports := make(chan TurnReport, 1)
+	e := New(r.opts, Deps{Store: store, Chat: r.chat, Model: r.model, Resolver: fakeResolver{r.agents},
+		Prompts: func() Prompts { return fakePrompts{} }, Now: r.clock.Now, OnTurn: func(tr TurnReport) { reports <- tr }})
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	go func() { ran <- e.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-ran; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+
+	ev := Event{ID: "Ev1", Team: team, Channel: chanA, TS: r.nextTS(), UserID: "U1", UserName: "Alice", Text: "hello"}
+	if err := e.Handle(ctx, ev); err != nil {
+		t.Fatal(err)
+	}
+	// Acknowledging another event starts nothing.
+	e.Acked(Event{Channel: chanA, TS: "1.000000"})
+	select {
+	case tr := <-reports:
+		t.Fatalf("a turn ran before the acknowledgement: %+v", tr)
+	case <-time.After(200 * time.Millisecond):
+	}
+	e.Acked(ev)
+	select {
+	case tr := <-reports:
+		if tr.Outcome != "ok" {
+			t.Errorf("turn %+v", tr)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the acknowledged message never got its turn")
+	}
+}

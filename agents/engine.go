@@ -81,6 +81,12 @@ type Options struct {
 	ShutdownGrace time.Duration // time for in-flight turns after Run's context ends (15s)
 	LockTTL       time.Duration // per-conversation lock, renewed while a turn runs (30s)
 	SweepInterval time.Duration // how often Due is polled (1s)
+
+	// DispatchOnAck: the transport calls Acked once it acknowledged an
+	// event Handle recorded, and the conversation's turn starts only then
+	// (Slack must have its acknowledgement before any model call).
+	// Without it a recorded message goes to a worker at once.
+	DispatchOnAck bool
 }
 
 // Deps are the engine's collaborators.
@@ -136,6 +142,8 @@ type Engine struct {
 
 	nudge chan struct{}
 	ready chan string // conversations this replica just recorded a message of
+
+	awaitingAck sync.Map // "channel/ts" → conversation id, with DispatchOnAck
 
 	mu   sync.Mutex
 	busy map[string]bool // conversations a local worker is on

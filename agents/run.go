@@ -82,8 +82,28 @@ func (e *Engine) Handle(ctx context.Context, ev Event) error {
 	if _, err := e.deps.Store.RecordMessage(ctx, conv, m, ev.ID); err != nil {
 		return fmt.Errorf("agents: record message %s: %w", ev.TS, err)
 	}
-	// The conversation goes straight to a worker; when too many wait
-	// already, the next sweep finds it.
+	if e.opts.DispatchOnAck {
+		// The turn waits for Slack's acknowledgement (Acked); should it
+		// never come, the next sweep finds the conversation pending.
+		e.awaitingAck.Store(ev.Channel+"/"+ev.TS, id)
+		return nil
+	}
+	e.dispatchSoon(id)
+	return nil
+}
+
+// Acked tells the engine that the transport acknowledged an event Handle
+// recorded; with Options.DispatchOnAck its conversation goes to a worker
+// only now, so no model call starts before Slack has its acknowledgement.
+func (e *Engine) Acked(ev Event) {
+	if id, ok := e.awaitingAck.LoadAndDelete(ev.Channel + "/" + ev.TS); ok {
+		e.dispatchSoon(id.(string))
+	}
+}
+
+// dispatchSoon hands a conversation straight to a worker; when too many
+// wait already, the next sweep finds it.
+func (e *Engine) dispatchSoon(id string) {
 	select {
 	case e.ready <- id:
 	default:
@@ -92,7 +112,6 @@ func (e *Engine) Handle(ctx context.Context, ev Event) error {
 		default:
 		}
 	}
-	return nil
 }
 
 // messageOf turns an event into the stored message, attributing a paired

@@ -33,6 +33,13 @@ type Handler interface {
 	Handle(ctx context.Context, ev agents.Event) error
 }
 
+// AckObserver is implemented by handlers that want to know when an event
+// they recorded has been acknowledged to Slack (the engine starts turns
+// only then).
+type AckObserver interface {
+	Acked(ev agents.Event)
+}
+
 // HandlerFunc adapts a function to Handler.
 type HandlerFunc func(ctx context.Context, ev agents.Event) error
 

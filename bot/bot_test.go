@@ -28,6 +28,20 @@ type recorder struct {
 	changed chan struct{}
 	before  func(ctx context.Context, ev agents.Event, call int) error
 	calls   int
+	acked   []agents.Event // events the Bot reported acknowledged
+}
+
+// Acked records an acknowledged event (the Bot calls it as AckObserver).
+func (r *recorder) Acked(ev agents.Event) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.acked = append(r.acked, ev)
+}
+
+func (r *recorder) ackedEvents() []agents.Event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]agents.Event(nil), r.acked...)
 }
 
 func newRecorder() *recorder { return &recorder{changed: make(chan struct{})} }

@@ -111,6 +111,9 @@ func (b *Bot) record(ctx context.Context, req socketmode.Request, ev agents.Even
 		return
 	}
 	b.ack(ctx, req, nil)
+	if o, ok := b.handler.(AckObserver); ok {
+		o.Acked(ev)
+	}
 }
 
 // handleBadMessage deals with a frame the socketmode client could not parse

@@ -122,7 +122,7 @@ func runBot(ctx context.Context, args []string, e env) error {
 		log.Error("Slack tokens are not set: not connecting to Slack; set SLACK_APP_TOKEN (xapp-…) and SLACK_BOT_TOKEN (xoxb-…), see README")
 		checks = append(checks, readinessCheck{"slack", func(context.Context) error { return errors.New("not configured") }})
 	} else {
-		var eng *agents.Engine
+		eng := &engineHandler{}
 		b := bot.New(bot.Options{
 			AppToken:        cfg.Slack.AppToken,
 			BotToken:        cfg.Slack.BotToken,
@@ -132,15 +132,13 @@ func runBot(ctx context.Context, args []string, e env) error {
 			HTTPClient:      web,
 			HandleParallel:  16,
 			Registerer:      reg,
-		}, bot.HandlerFunc(func(ctx context.Context, ev agents.Event) error {
-			return eng.Handle(ctx, ev)
-		}), log)
+		}, eng, log)
 		checks = append(checks, readinessCheck{"slack", func(context.Context) error { return b.Ready() }})
 		id, err := identify(runCtx, b, log)
 		if err != nil {
 			return err
 		}
-		eng = agents.New(engineOptions(cfg, id.UserID), agents.Deps{
+		eng.Engine = agents.New(engineOptions(cfg, id.UserID), agents.Deps{
 			Store:    store,
 			Chat:     b,
 			Model:    model,
@@ -149,7 +147,7 @@ func runBot(ctx context.Context, args []string, e env) error {
 			Logger:   log,
 			OnTurn:   metrics.observeTurn,
 		})
-		if wallet, err = wireCommands(cfg, b, eng, store, directory, log); err != nil {
+		if wallet, err = wireCommands(cfg, b, eng.Engine, store, directory, log); err != nil {
 			return err
 		}
 		go func() {
@@ -195,6 +193,10 @@ func runBot(ctx context.Context, args []string, e env) error {
 	log.Info("stopped")
 	return nil
 }
+
+// engineHandler hands the transport's events to the engine, which is built
+// once the transport knows conclave's identity (before it runs).
+type engineHandler struct{ *agents.Engine }
 
 // identify learns conclave's own Slack identity, retrying while Slack
 // cannot be reached; a token Slack refuses is a configuration error.
@@ -245,6 +247,7 @@ func engineOptions(cfg Config, botUserID string) agents.Options {
 		BotUserID:        botUserID,
 		BaseDomains:      cfg.ENS.BaseDomains,
 		ShutdownGrace:    cfg.ShutdownGrace.Duration,
+		DispatchOnAck:    true,
 		Agents:           map[string]agents.AgentSettings{},
 	}
 	for _, ch := range cfg.Channels {

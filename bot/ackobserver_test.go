@@ -1,0 +1,43 @@
+package bot
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/conclavehq/conclave/agents"
+	"github.com/conclavehq/conclave/bot/fakeslack"
+)
+
+// TestAckObserverHearsOfAcknowledgedEventsOnly: the handler is told of an
+// event once its acknowledgement is queued, and never of one it failed to
+// record (that one is left for Slack to deliver again).
+func TestAckObserverHearsOfAcknowledgedEventsOnly(t *testing.T) {
+	r := newRig(t, fakeslack.Options{AckTimeout: 200 * time.Millisecond}, nil)
+	r.rec.before = func(ctx context.Context, ev agents.Event, call int) error {
+		if call == 1 {
+			if n := len(r.rec.ackedEvents()); n != 0 {
+				t.Errorf("Acked called %d times before the first Handle", n)
+			}
+			return errors.New("store unreachable")
+		}
+		return nil
+	}
+	r.run(t)
+	d := r.fake.SendMessage(fakeslack.Message{Channel: "C1", User: "U1", Text: "keep me"})
+	if _, err := r.fake.WaitAck(testContext(t), d.EventID); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for len(r.rec.ackedEvents()) == 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	acked := r.rec.ackedEvents()
+	if len(acked) != 1 || acked[0].ID != d.EventID || acked[0].TS != d.TS {
+		t.Fatalf("acked = %+v, want the one delivery that was recorded", acked)
+	}
+	if got := len(r.rec.wait(t, 1)); got != 1 {
+		t.Errorf("recorded %d events", got)
+	}
+}
