@@ -143,17 +143,21 @@ func runReplica(raw string) error {
 	}
 
 	var turns atomic.Int64
-	var eng *agents.Engine
+	// The engine is built once the transport knows conclave's identity; it
+	// hears of each event twice, as run wires it: recorded, then
+	// acknowledged (when its turn may start).
+	eng := &engineHandler{}
 	b := bot.New(bot.Options{AppToken: cfg.AppToken, BotToken: cfg.BotToken, APIURL: cfg.SlackAPIURL, HTTPClient: web, HandleParallel: 16},
-		bot.HandlerFunc(func(ctx context.Context, ev agents.Event) error { return eng.Handle(ctx, ev) }), log)
+		eng, log)
 	id, err := b.Identify(ctx)
 	if err != nil {
 		return err
 	}
-	eng = agents.New(agents.Options{
-		Channels:    []agents.ChannelConfig{{ID: cfg.Channel, Agents: []string{cfg.Facilitator.EnsDomain}}},
-		MaxParallel: cfg.MaxParallel,
-		BotUserID:   id.UserID,
+	eng.Engine = agents.New(agents.Options{
+		Channels:      []agents.ChannelConfig{{ID: cfg.Channel, Agents: []string{cfg.Facilitator.EnsDomain}}},
+		MaxParallel:   cfg.MaxParallel,
+		BotUserID:     id.UserID,
+		DispatchOnAck: true,
 	}, agents.Deps{
 		Store:    store,
 		Chat:     b,
@@ -197,6 +201,10 @@ func runReplica(raw string) error {
 	}
 	return runErr
 }
+
+// engineHandler hands the transport's events, and their
+// acknowledgements, to the engine.
+type engineHandler struct{ *agents.Engine }
 
 // fetchStats reads a replica's stats.
 func fetchStats(url string) (replicaStats, error) {
