@@ -227,10 +227,17 @@ func parseAgentRef(args []string) (agentRef, string) {
 	return ref, ""
 }
 
+// maxReason bounds the reason of a usage reply, which may quote what was
+// typed (a pasted page of text is not echoed back whole).
+const maxReason = 300
+
 // usage is a one-line usage reply with the reason the arguments failed.
 func usage(line, reason string) string {
 	if reason == "" {
 		return line
+	}
+	if r := []rune(reason); len(r) > maxReason {
+		reason = string(r[:maxReason]) + "…"
 	}
 	return line + " (" + escapeSlack(reason) + ")"
 }

@@ -268,14 +268,23 @@ func nameUsers(s string, lookup nameLookup) string {
 		return s
 	}
 	return rewriteProse(s, func(line string) string {
-		return userMention.ReplaceAllStringFunc(line, func(m string) string {
-			return strings.Map(func(r rune) rune {
-				if unicode.IsControl(r) || r == '\u2028' || r == '\u2029' {
-					return ' '
-				}
-				return r
-			}, normalizeMarkup(m[1:len(m)-1], lookup))
-		})
+		// Naming a mention can close a new one around it ("<<@U1>>"), so
+		// go again while something changes; each pass shortens the markup.
+		for range 8 {
+			named := userMention.ReplaceAllStringFunc(line, func(m string) string {
+				return strings.Map(func(r rune) rune {
+					if unicode.IsControl(r) || r == '\u2028' || r == '\u2029' {
+						return ' '
+					}
+					return r
+				}, normalizeMarkup(m[1:len(m)-1], lookup))
+			})
+			if named == line {
+				break
+			}
+			line = named
+		}
+		return line
 	})
 }
 

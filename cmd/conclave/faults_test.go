@@ -575,7 +575,10 @@ func TestMalformedSlashCommandsChangeNothing(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			got := run(tt.line)
 			if !strings.HasPrefix(got, "Usage: ") || strings.Contains(got, "\n") {
-				t.Errorf("reply %q, want one line of usage", got)
+				t.Errorf("reply %.200q, want one line of usage", got)
+			}
+			if len(got) > 1000 {
+				t.Errorf("reply of %d bytes: what was typed is echoed back whole", len(got))
 			}
 		})
 	}
