@@ -51,6 +51,9 @@ func buildCall(p Profile, r Request) (openai.ChatCompletionRequest, error) {
 	if IsReasoningModel(call.Model) {
 		call.MaxCompletionTokens = maxTokens
 	} else {
+		// max_tokens, deprecated by OpenAI for its own models, is the field
+		// Ollama, vLLM, LiteLLM and other compatible servers read.
+		//lint:ignore SA1019 the field compatible endpoints understand
 		call.MaxTokens = maxTokens
 		if temp != nil {
 			call.Temperature = wireTemperature(*temp)
@@ -75,6 +78,7 @@ func wireTemperature(t float64) float32 {
 // knows): such a model is sent max_completion_tokens and no temperature.
 // It asks the library's own validator, so it follows the library's list.
 func IsReasoningModel(model string) bool {
+	//lint:ignore SA1019 the probe sets what the validator refuses
 	probe := openai.ChatCompletionRequest{Model: model, MaxTokens: 1}
 	return openai.NewReasoningValidator().Validate(probe) != nil
 }
