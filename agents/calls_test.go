@@ -138,7 +138,7 @@ func TestWorkingReaction(t *testing.T) {
 		var root Event
 		seen := map[string]bool{}
 		r.model.hook = func(req llm.Request) {
-			seen[req.Agent+"|"+req.Prompt] = r.chat.reacted(root.TS, hourglass)
+			seen[req.Agent+"|"+req.Prompt] = r.reacted(root.TS, hourglass)
 		}
 		r.model.on(cora, templates.PromptContextNotFound, threading("", "Which claim?"))
 		root = r.send("", "U1", "Alice", cora+" is my claim covered?")
@@ -156,7 +156,7 @@ func TestWorkingReaction(t *testing.T) {
 		during := false
 		r.model.hook = func(req llm.Request) {
 			if req.Agent == cora {
-				during = r.chat.reacted(third.TS, hourglass)
+				during = r.reacted(third.TS, hourglass)
 			}
 		}
 		root := r.send("", "U1", "Alice", paul+" first")
@@ -179,7 +179,7 @@ func TestWorkingReaction(t *testing.T) {
 		during := false
 		r.model.hook = func(req llm.Request) {
 			if req.Prompt == templates.PromptConclude {
-				during = r.chat.reacted(end.TS, hourglass)
+				during = r.reacted(end.TS, hourglass)
 			}
 		}
 		root := r.send("", "U1", "Alice", "hello")
@@ -273,7 +273,7 @@ func TestResolvePendingRechecksLock(t *testing.T) {
 		// The holder settling the pending reply loses its lock while it
 		// looks; another replica takes over and settles the reply.
 		r.clock.Add(time.Minute)
-		other.process(context.Background(), context.Background(), ConversationID(team, chanA, root.TS))
+		other.process(context.Background(), context.Background(), task{id: ConversationID(team, chanA, root.TS)})
 	}
 	r.settle()
 	if got := r.chat.texts(); !slices.Equal(got, []string{"Elen: elen ok"}) {

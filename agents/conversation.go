@@ -33,42 +33,55 @@ type convo struct {
 
 	newMsgs  []memory.Message
 	sessions []memory.SessionAppend
-	appended map[string]bool // namespace|key|ts appended this step
+	appended map[string]bool // namespace|key|ts appended while loaded
+	notices  []notice        // ephemeral notices to send once committed
 }
 
-// step loads the conversation, routes new messages, runs at most one
-// action (a turn, a conclusion, a timeout) and commits. It reports whether
-// there may be more to do.
-func (e *Engine) step(ctx context.Context, lock memory.Lock) (bool, error) {
-	snap, err := e.deps.Store.Load(ctx, lock)
-	if err != nil {
-		return false, err
-	}
-	c, err := e.load(ctx, lock, snap)
-	if err != nil {
-		return false, err
-	}
+// notice is an ephemeral notice for the author of a message.
+type notice struct{ user, agent, text string }
+
+// step routes new messages, runs at most one action (a turn, a
+// conclusion, a timeout) and reports whether there is more to do now. It
+// leaves what it did to the caller's commit, except that routing which
+// sends notices is committed before they go, so that they are not sent
+// twice: the other side effects of routing (reactions) may be repeated by
+// whoever redoes the work of a holder that stopped before committing, and
+// a post is committed as pending before it is made.
+func (c *convo) step(ctx context.Context) (bool, error) {
 	if c.st.Pending != nil {
 		if err := c.resolvePending(ctx); err != nil {
 			return false, err
 		}
-		return true, c.commit(ctx)
+		return true, nil
 	}
 	c.route(ctx)
 	act := c.next(ctx)
-	// The routing is committed before anything slow happens, so that a
-	// replica that dies or shuts down mid-turn leaves the work due for the
-	// others (and notices are not sent twice).
-	if err := c.commit(ctx); err != nil || act == nil {
-		return false, err
+	if act == nil {
+		return false, nil // the caller's commit sends the notices
+	}
+	if len(c.notices) > 0 {
+		if _, err := c.commit(ctx, commitHold); err != nil {
+			return false, err
+		}
 	}
 	if err := act(ctx); err != nil {
 		return false, err
 	}
-	return true, c.commit(ctx)
+	return c.workDue(), nil
 }
 
-func (e *Engine) load(ctx context.Context, lock memory.Lock, snap memory.Snapshot) (*convo, error) {
+// workDue reports whether something waits to be done now: what next
+// would act on.
+func (c *convo) workDue() bool {
+	now := c.e.now()
+	d := c.st.deadline(now, c.e.opts.Timeout, c.e.opts.MaxTurns, c.facilitator != "")
+	return !d.IsZero() && !d.After(now)
+}
+
+// load builds a step's view of a loaded conversation; added is the
+// channel's run-time agents as read with the snapshot (nil: read them
+// now).
+func (e *Engine) load(ctx context.Context, lock memory.Lock, snap memory.Snapshot, added []string) (*convo, error) {
 	st, err := decodeState(snap.Conversation.State)
 	if err != nil {
 		return nil, fmt.Errorf("agents: conversation %s: %w", snap.Conversation.ID, err)
@@ -89,10 +102,12 @@ func (e *Engine) load(ctx context.Context, lock memory.Lock, snap memory.Snapsho
 		c.conv.ID = lock.ConversationID
 	}
 	sort.SliceStable(c.msgs, func(i, j int) bool { return lessTS(c.msgs[i].TS, c.msgs[j].TS) })
-	names, _, err := e.registeredNames(ctx, c.conv.Channel)
-	if err != nil {
-		return nil, err
+	if added == nil {
+		if added, err = e.deps.Store.ChannelAgents(ctx, c.conv.Channel); err != nil {
+			return nil, fmt.Errorf("agents: list agents of %s: %w", c.conv.Channel, err)
+		}
 	}
+	names, _ := e.channelNames(c.conv.Channel, added)
 	c.start = e.static[c.conv.Channel].Start
 	if c.start == "" {
 		c.start = StartAll
@@ -119,22 +134,51 @@ func (e *Engine) load(ctx context.Context, lock memory.Lock, snap memory.Snapsho
 	return c, nil
 }
 
+// How a commit leaves the conversation.
+type commitMode int
+
+const (
+	// commitHold: the holder goes on working. The deadline is no earlier
+	// than the lock's expiry: until then the holder is on the work and
+	// other replicas need not look (should it die, they find it then).
+	commitHold commitMode = iota
+	// commitLeave: the holder is about to release the lock with work left
+	// (a post failed): the deadline is when the work is due.
+	commitLeave
+	// commitRelease: the lock is released in the same round trip.
+	commitRelease
+)
+
 // commit writes the state, the new messages and session entries, and the
-// next deadline. It fails with memory.ErrLockLost when the lock is gone.
-func (c *convo) commit(ctx context.Context) error {
+// next deadline, then sends the notices it made safe to send. It reports
+// whether the conversation was marked pending meanwhile, and fails with
+// memory.ErrLockLost when the lock is gone.
+func (c *convo) commit(ctx context.Context, mode commitMode) (bool, error) {
 	conv := c.conv
 	conv.State = c.st.encode()
-	err := c.e.deps.Store.Commit(ctx, c.lock, memory.Commit{
+	now := c.e.now()
+	deadline := c.st.deadline(now, c.e.opts.Timeout, c.e.opts.MaxTurns, c.facilitator != "")
+	if held := now.Add(c.e.opts.LockTTL); mode == commitHold && !deadline.IsZero() && deadline.Before(held) {
+		deadline = held
+	}
+	pending, err := c.e.deps.Store.Commit(ctx, c.lock, memory.Commit{
 		Conversation: conv,
 		Messages:     c.newMsgs,
 		Sessions:     c.sessions,
-		Deadline:     c.st.deadline(c.e.now(), c.e.opts.Timeout, c.e.opts.MaxTurns, c.facilitator != ""),
+		Deadline:     deadline,
+		Release:      mode == commitRelease,
 	})
 	if err != nil {
-		return fmt.Errorf("agents: commit conversation %s: %w", c.conv.ID, err)
+		return false, fmt.Errorf("agents: commit conversation %s: %w", c.conv.ID, err)
 	}
 	c.newMsgs, c.sessions = nil, nil
-	return nil
+	for _, n := range c.notices {
+		if err := c.e.deps.Chat.PostEphemeral(ctx, c.conv.Channel, n.user, n.text); err != nil {
+			c.log.Warn("post a notice of an agent that cannot be called", slog.String(logAgent, n.agent), slog.Any(logError, err))
+		}
+	}
+	c.notices = nil
+	return pending, nil
 }
 
 // agent returns the identity of a registered or human agent.
@@ -252,15 +296,21 @@ func (c *convo) loadHistory(ctx context.Context) {
 	for _, m := range c.msgs {
 		have[m.TS] = true
 	}
+	paired := make(map[string]string) // user → human agent
 	for _, ev := range events {
 		if have[ev.TS] || ev.TS == "" || c.e.opts.BotUserID != "" && ev.UserID == c.e.opts.BotUserID {
 			continue
 		}
-		m, err := c.e.messageOf(ctx, ev)
-		if err != nil {
-			c.log.Warn("history message", slog.Any(logError, err))
-			continue
+		agent, known := paired[ev.UserID]
+		if !known && ev.UserID != "" && !isBotEvent(ev) {
+			var err error
+			if agent, err = c.e.PairedAgent(ctx, ev.UserID); err != nil {
+				c.log.Warn("history message: pairing of its author", slog.String("ts", ev.TS), slog.Any(logError, err))
+				continue
+			}
+			paired[ev.UserID] = agent
 		}
+		m := c.e.messageOf(ev, agent)
 		c.addMessage(m)
 		c.routeOne(ctx, m, false)
 	}
@@ -399,9 +449,7 @@ func (c *convo) notice(ctx context.Context, m memory.Message, key, agent, text s
 		return
 	}
 	c.st.Noticed[key] = true
-	if err := c.e.deps.Chat.PostEphemeral(ctx, c.conv.Channel, m.UserID, text); err != nil {
-		c.log.Warn("post a notice of an agent that cannot be called", slog.String(logAgent, agent), slog.Any(logError, err))
-	}
+	c.notices = append(c.notices, notice{user: m.UserID, agent: agent, text: text})
 }
 
 // enqueue queues a turn for an expert or clone named by the message at ts.
@@ -468,15 +516,8 @@ func (c *convo) working(ctx context.Context, ts string, delta int) {
 	} else {
 		c.st.Working[ts] = after
 	}
-	var err error
-	switch {
-	case before == 0 && after > 0:
-		err = c.e.deps.Chat.AddReaction(ctx, c.conv.Channel, ts, c.e.opts.WorkingReaction)
-	case before > 0 && after == 0:
-		err = c.e.deps.Chat.RemoveReaction(ctx, c.conv.Channel, ts, c.e.opts.WorkingReaction)
-	}
-	if err != nil {
-		c.log.Warn("working reaction", slog.String("ts", ts), slog.Any(logError, err))
+	if (before == 0) != (after == 0) {
+		c.e.reactions.set(ctx, c.conv.Channel, ts, c.e.opts.WorkingReaction, after > 0)
 	}
 }
 
@@ -530,9 +571,7 @@ func (c *convo) restart(ctx context.Context) {
 			delete(c.st.Noticed, k)
 		}
 	}
-	if err := c.e.deps.Chat.RemoveReaction(ctx, c.conv.Channel, c.conv.ThreadTS, c.e.opts.DoneReaction); err != nil {
-		c.log.Warn("remove the conclusion reaction", slog.Any(logError, err))
-	}
+	c.e.reactions.set(ctx, c.conv.Channel, c.conv.ThreadTS, c.e.opts.DoneReaction, false)
 	c.log.Info("conversation restarted")
 }
 

@@ -31,15 +31,8 @@ func TestHandleHandsTheConversationToAWorker(t *testing.T) {
 	reports := make(chan TurnReport, 1)
 	e := New(r.opts, Deps{Store: store, Chat: r.chat, Model: r.model, Resolver: fakeResolver{r.agents},
 		Prompts: func() Prompts { return fakePrompts{} }, Now: r.clock.Now, OnTurn: func(tr TurnReport) { reports <- tr }})
-	ctx, cancel := context.WithCancel(context.Background())
-	ran := make(chan error, 1)
-	go func() { ran <- e.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-ran; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}()
+	runEngine(t, e)
+	ctx := context.Background()
 
 	if err := e.Handle(ctx, Event{ID: "Ev1", Team: team, Channel: chanA, TS: r.nextTS(), UserID: "U1", UserName: "Alice", Text: "hello"}); err != nil {
 		t.Fatal(err)
@@ -68,15 +61,8 @@ func TestDispatchOnAckWaitsForTheAcknowledgement(t *testing.T) {
 	reports := make(chan TurnReport, 1)
 	e := New(r.opts, Deps{Store: store, Chat: r.chat, Model: r.model, Resolver: fakeResolver{r.agents},
 		Prompts: func() Prompts { return fakePrompts{} }, Now: r.clock.Now, OnTurn: func(tr TurnReport) { reports <- tr }})
-	ctx, cancel := context.WithCancel(context.Background())
-	ran := make(chan error, 1)
-	go func() { ran <- e.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-ran; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}()
+	runEngine(t, e)
+	ctx := context.Background()
 
 	ev := Event{ID: "Ev1", Team: team, Channel: chanA, TS: r.nextTS(), UserID: "U1", UserName: "Alice", Text: "hello"}
 	if err := e.Handle(ctx, ev); err != nil {

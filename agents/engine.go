@@ -141,9 +141,11 @@ type Engine struct {
 	static   map[string]ChannelConfig
 
 	nudge chan struct{}
-	ready chan string // conversations this replica just recorded a message of
+	ready chan task // conversations this replica just recorded a message of
 
-	awaitingAck sync.Map // "channel/ts" → conversation id, with DispatchOnAck
+	awaitingAck sync.Map // "channel/ts" → task, with DispatchOnAck
+
+	reactions *reactor
 
 	mu   sync.Mutex
 	busy map[string]bool // conversations a local worker is on
@@ -208,9 +210,10 @@ func New(opts Options, deps Deps) *Engine {
 		patterns: make(map[string]*regexp.Regexp),
 		static:   make(map[string]ChannelConfig),
 		nudge:    make(chan struct{}, 1),
-		ready:    make(chan string, 256),
+		ready:    make(chan task, 256),
 		busy:     make(map[string]bool),
 	}
+	e.reactions = newReactor(deps.Chat, e.log)
 	for i, b := range opts.BaseDomains {
 		opts.BaseDomains[i] = strings.ToLower(strings.Trim(b, ". "))
 	}
@@ -287,16 +290,23 @@ func (e *Engine) forms(names []string) []nameForm {
 // registeredNames lists a channel's agents: the configuration's, then
 // those added at run time, canonical and without duplicates.
 func (e *Engine) registeredNames(ctx context.Context, channel string) (names []string, static map[string]bool, err error) {
+	added, err := e.deps.Store.ChannelAgents(ctx, channel)
+	if err != nil {
+		return nil, nil, fmt.Errorf("agents: list agents of %s: %w", channel, err)
+	}
+	names, static = e.channelNames(channel, added)
+	return names, static, nil
+}
+
+// channelNames merges a channel's configured agents with those added at
+// run time (as the store lists them).
+func (e *Engine) channelNames(channel string, added []string) (names []string, static map[string]bool) {
 	static = make(map[string]bool)
 	for _, n := range e.static[channel].Agents {
 		if !static[n] {
 			static[n] = true
 			names = append(names, n)
 		}
-	}
-	added, err := e.deps.Store.ChannelAgents(ctx, channel)
-	if err != nil {
-		return nil, nil, fmt.Errorf("agents: list agents of %s: %w", channel, err)
 	}
 	seen := make(map[string]bool, len(names))
 	for _, n := range names {
@@ -309,7 +319,7 @@ func (e *Engine) registeredNames(ctx context.Context, channel string) (names []s
 			names = append(names, n)
 		}
 	}
-	return names, static, nil
+	return names, static
 }
 
 // ChannelAgent is an agent registered in a channel.

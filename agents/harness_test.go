@@ -95,11 +95,28 @@ type fakeChat struct {
 	// afterFind, when set, runs once after FindTurnPost has looked (and
 	// before it answers), with no lock of the fake held.
 	afterFind func()
+	// beforePost, when set, runs before PostReply posts; an error fails
+	// the call with nothing posted. afterPost runs once a reply is
+	// posted, before PostReply answers.
+	beforePost func() error
+	afterPost  func()
+	// reactionGate, when set, holds every reaction change until it is
+	// closed; reactionLog lists the changes made, in order.
+	reactionGate chan struct{}
+	reactionLog  []string
 }
 
 func newFakeChat() *fakeChat { return &fakeChat{reactions: make(map[string]map[string]bool)} }
 
 func (f *fakeChat) PostReply(_ context.Context, r Reply) (string, error) {
+	if f.beforePost != nil {
+		if err := f.beforePost(); err != nil {
+			return "", err
+		}
+	}
+	if f.afterPost != nil {
+		defer f.afterPost()
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.failPost > 0 {
@@ -125,20 +142,40 @@ func (f *fakeChat) PostEphemeral(_ context.Context, channel, user, text string) 
 }
 
 func (f *fakeChat) AddReaction(_ context.Context, channel, ts, name string) error {
+	f.waitGate()
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.reactions[ts] == nil {
 		f.reactions[ts] = make(map[string]bool)
 	}
 	f.reactions[ts][name] = true
+	f.reactionLog = append(f.reactionLog, "add "+ts+" "+name)
 	return nil
 }
 
 func (f *fakeChat) RemoveReaction(_ context.Context, channel, ts, name string) error {
+	f.waitGate()
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	delete(f.reactions[ts], name)
+	f.reactionLog = append(f.reactionLog, "remove "+ts+" "+name)
 	return nil
+}
+
+func (f *fakeChat) waitGate() {
+	f.mu.Lock()
+	gate := f.reactionGate
+	f.mu.Unlock()
+	if gate != nil {
+		<-gate
+	}
+}
+
+// reactionChanges returns the reaction changes made so far.
+func (f *fakeChat) reactionChanges() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.reactionLog)
 }
 
 func (f *fakeChat) FindTurnPost(_ context.Context, channel, threadTS, turnID string) (string, bool, error) {
@@ -344,6 +381,20 @@ func newRig(t testing.TB, configure ...func(*rig)) *rig {
 	return r
 }
 
+// runEngine runs e until the test ends.
+func runEngine(t *testing.T, e *Engine) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	go func() { ran <- e.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-ran; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+}
+
 // engine builds an engine over the rig's parts.
 func (r *rig) engine(p Prompts) *Engine {
 	return New(r.opts, Deps{
@@ -412,13 +463,24 @@ func settleEngines(t testing.TB, store memory.Store, clock *fakeClock, engines .
 			t.Fatal(err)
 		}
 		if len(ids) == 0 {
+			for _, e := range engines {
+				e.reactions.wait()
+			}
 			return
 		}
 		for i, id := range ids {
-			engines[i%len(engines)].process(ctx, ctx, id)
+			engines[i%len(engines)].process(ctx, ctx, task{id: id})
 		}
 	}
 	t.Fatal("the engine did not settle")
+}
+
+// reacted reports whether a message carries an emoji once the engine's
+// reaction changes queued so far are applied.
+func (r *rig) reacted(ts, name string) bool {
+	r.t.Helper()
+	r.e.reactions.wait()
+	return r.chat.reacted(ts, name)
 }
 
 // state reads a conversation's engine state.

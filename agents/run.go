@@ -31,6 +31,10 @@ const threadHistoryLimit = 50
 // retried or duplicated event is recorded once. Messages in channels with
 // no registered agent, and replies in threads conclave does not know that
 // name no agent, are ignored.
+//
+// It takes two store round trips: one reading what the event needs (the
+// channel's agents, the author's pairing, whether a reply's thread is a
+// conversation), one recording it.
 func (e *Engine) Handle(ctx context.Context, ev Event) error {
 	if ev.Channel == "" || ev.TS == "" {
 		return nil
@@ -38,18 +42,28 @@ func (e *Engine) Handle(ctx context.Context, ev Event) error {
 	if e.opts.BotUserID != "" && ev.UserID == e.opts.BotUserID {
 		return nil
 	}
-	names, _, err := e.registeredNames(ctx, ev.Channel)
-	if err != nil {
-		return err
-	}
-	if len(names) == 0 {
-		return nil
-	}
 	thread := ev.ThreadTS
 	if thread == "" {
 		thread = ev.TS
 	}
 	id := ConversationID(ev.Team, ev.Channel, thread)
+	q := memory.Lookup{Channel: ev.Channel}
+	if ev.Kind == EventMessage {
+		if !isBotEvent(ev) {
+			q.User = ev.UserID
+		}
+		if thread != ev.TS {
+			q.Conversation = id
+		}
+	}
+	found, err := e.deps.Store.Lookup(ctx, q)
+	if err != nil {
+		return fmt.Errorf("agents: look up message %s: %w", ev.TS, err)
+	}
+	names, _ := e.channelNames(ev.Channel, found.ChannelAgents)
+	if len(names) == 0 {
+		return nil
+	}
 	max := e.opts.MaxMessageChars
 	switch ev.Kind {
 	case EventEdited:
@@ -65,30 +79,21 @@ func (e *Engine) Handle(ctx context.Context, ev Event) error {
 		return nil
 	}
 	text := capText(ev.Text, max)
-	if thread != ev.TS && len(findMentions(text, e.forms(names))) == 0 && len(attemptedNames(text, e.opts.BaseDomains)) == 0 {
-		snap, err := e.deps.Store.Snapshot(ctx, id)
-		if err != nil {
-			return fmt.Errorf("agents: look up conversation %s: %w", id, err)
-		}
-		if !snap.Exists {
-			return nil // a thread conclave does not know, naming nobody
-		}
-	}
-	m, err := e.messageOf(ctx, ev)
-	if err != nil {
-		return err
+	if thread != ev.TS && !found.Exists && len(findMentions(text, e.forms(names))) == 0 && len(attemptedNames(text, e.opts.BaseDomains)) == 0 {
+		return nil // a thread conclave does not know, naming nobody
 	}
 	conv := memory.Conversation{ID: id, Team: ev.Team, Channel: ev.Channel, ThreadTS: thread}
-	if _, err := e.deps.Store.RecordMessage(ctx, conv, m, ev.ID); err != nil {
+	if _, err := e.deps.Store.RecordMessage(ctx, conv, e.messageOf(ev, found.HumanAgent), ev.ID); err != nil {
 		return fmt.Errorf("agents: record message %s: %w", ev.TS, err)
 	}
+	t := task{id: id, channel: ev.Channel}
 	if e.opts.DispatchOnAck {
 		// The turn waits for Slack's acknowledgement (Acked); should it
 		// never come, the next sweep finds the conversation pending.
-		e.awaitingAck.Store(ev.Channel+"/"+ev.TS, id)
+		e.awaitingAck.Store(ev.Channel+"/"+ev.TS, t)
 		return nil
 	}
-	e.dispatchSoon(id)
+	e.dispatchSoon(t)
 	return nil
 }
 
@@ -96,16 +101,20 @@ func (e *Engine) Handle(ctx context.Context, ev Event) error {
 // recorded; with Options.DispatchOnAck its conversation goes to a worker
 // only now, so no model call starts before Slack has its acknowledgement.
 func (e *Engine) Acked(ev Event) {
-	if id, ok := e.awaitingAck.LoadAndDelete(ev.Channel + "/" + ev.TS); ok {
-		e.dispatchSoon(id.(string))
+	if t, ok := e.awaitingAck.LoadAndDelete(ev.Channel + "/" + ev.TS); ok {
+		e.dispatchSoon(t.(task))
 	}
 }
 
+// task is a conversation to work on, with its channel when known (its
+// agents are then read in the round trip that loads it).
+type task struct{ id, channel string }
+
 // dispatchSoon hands a conversation straight to a worker; when too many
 // wait already, the next sweep finds it.
-func (e *Engine) dispatchSoon(id string) {
+func (e *Engine) dispatchSoon(t task) {
 	select {
-	case e.ready <- id:
+	case e.ready <- t:
 	default:
 		select {
 		case e.nudge <- struct{}{}:
@@ -114,9 +123,12 @@ func (e *Engine) dispatchSoon(id string) {
 	}
 }
 
-// messageOf turns an event into the stored message, attributing a paired
-// user's message to the human agent.
-func (e *Engine) messageOf(ctx context.Context, ev Event) (memory.Message, error) {
+func isBotEvent(ev Event) bool { return ev.BotID != "" || ev.Subtype == "bot_message" }
+
+// messageOf turns an event into the stored message; paired is the human
+// agent its author is paired with ("" when none), to whom the message is
+// attributed.
+func (e *Engine) messageOf(ev Event, paired string) memory.Message {
 	max := e.opts.MaxMessageChars
 	m := memory.Message{
 		TS:      ev.TS,
@@ -133,18 +145,12 @@ func (e *Engine) messageOf(ctx context.Context, ev Event) (memory.Message, error
 		m.At = tsTime(ev.TS)
 	}
 	switch {
-	case ev.BotID != "" || ev.Subtype == "bot_message":
+	case isBotEvent(ev):
 		m.Kind = kindBot
-	case ev.UserID != "":
-		agent, err := e.PairedAgent(ctx, ev.UserID)
-		if err != nil {
-			return m, fmt.Errorf("agents: look up pairing of %s: %w", ev.UserID, err)
-		}
-		if agent != "" {
-			m.Kind, m.Agent = kindHuman, e.canonical(agent)
-		}
+	case ev.UserID != "" && paired != "":
+		m.Kind, m.Agent = kindHuman, e.canonical(paired)
 	}
-	return m, nil
+	return m
 }
 
 // tsTime reads a Slack ts ("1700000000.000100") as a time.
@@ -182,15 +188,15 @@ func lessTS(a, b string) bool {
 func (e *Engine) Run(ctx context.Context) error {
 	turnCtx, cancelTurns := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelTurns()
-	work := make(chan string)
+	work := make(chan task)
 	var wg sync.WaitGroup
 	for range e.opts.MaxParallel {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for id := range work {
-				e.process(ctx, turnCtx, id)
-				e.setBusy(id, false)
+			for t := range work {
+				e.process(ctx, turnCtx, t)
+				e.setBusy(t.id, false)
 			}
 		}()
 	}
@@ -206,8 +212,8 @@ sweep:
 			e.sweep(ctx, work)
 		case <-e.nudge:
 			e.sweep(ctx, work)
-		case id := <-e.ready:
-			e.dispatch(ctx, work, id)
+		case t := <-e.ready:
+			e.dispatch(ctx, work, t)
 		}
 	}
 	close(work)
@@ -225,11 +231,15 @@ sweep:
 		cancelTurns()
 		<-done
 	}
+	if n := e.reactions.queued(); n > 0 {
+		e.log.Info("waiting for reaction changes", slog.Int("changes", n))
+	}
+	e.reactions.wait()
 	return nil
 }
 
 // sweep hands every due conversation no local worker is on to a worker.
-func (e *Engine) sweep(ctx context.Context, work chan<- string) {
+func (e *Engine) sweep(ctx context.Context, work chan<- task) {
 	ids, err := e.deps.Store.Due(ctx, e.now(), 4*e.opts.MaxParallel)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -238,7 +248,7 @@ func (e *Engine) sweep(ctx context.Context, work chan<- string) {
 		return
 	}
 	for _, id := range ids {
-		if !e.dispatch(ctx, work, id) {
+		if !e.dispatch(ctx, work, task{id: id}) {
 			return
 		}
 	}
@@ -246,15 +256,15 @@ func (e *Engine) sweep(ctx context.Context, work chan<- string) {
 
 // dispatch hands a conversation no local worker is on to a worker; false
 // when ctx ended first.
-func (e *Engine) dispatch(ctx context.Context, work chan<- string, id string) bool {
-	if !e.setBusy(id, true) {
+func (e *Engine) dispatch(ctx context.Context, work chan<- task, t task) bool {
+	if !e.setBusy(t.id, true) {
 		return true
 	}
 	select {
-	case work <- id:
+	case work <- t:
 		return true
 	case <-ctx.Done():
-		e.setBusy(id, false)
+		e.setBusy(t.id, false)
 		return false
 	}
 }
@@ -275,39 +285,47 @@ func (e *Engine) setBusy(id string, busy bool) bool {
 }
 
 // process works on one conversation while it has work: it takes the lock
-// (another replica holding it will see the pending mark when it releases),
-// runs steps until nothing is left, releases, and goes again when messages
-// arrived meanwhile. runCtx ending stops new turns; turnCtx ending cancels
-// the one in flight.
-func (e *Engine) process(runCtx, turnCtx context.Context, id string) {
-	log := e.log.With(slog.String(logConversation, id))
+// and loads the conversation in one round trip (another replica holding
+// the lock will see the pending mark when it releases), runs steps until
+// nothing is left, releases, and goes again when messages arrived
+// meanwhile. runCtx ending stops new turns; turnCtx ending cancels the one
+// in flight.
+func (e *Engine) process(runCtx, turnCtx context.Context, t task) {
+	log := e.log.With(slog.String(logConversation, t.id))
 	for runCtx.Err() == nil {
-		lock, err := e.deps.Store.AcquireLock(turnCtx, id, e.opts.LockTTL)
+		lock, snap, found, err := e.deps.Store.AcquireAndLoad(turnCtx, t.id, e.opts.LockTTL, memory.Lookup{Channel: t.channel})
 		if errors.Is(err, memory.ErrLocked) {
 			return
 		}
 		if err != nil {
-			log.Error("take conversation lock", slog.Any(logError, err))
+			log.Error("take and load conversation", slog.Any(logError, err))
 			return
 		}
-		e.holdLock(runCtx, turnCtx, lock, log)
-		releaseCtx, cancel := context.WithTimeout(context.WithoutCancel(turnCtx), 5*time.Second)
-		pending, err := e.deps.Store.ReleaseLock(releaseCtx, lock)
-		cancel()
-		if err != nil {
-			log.Error("release conversation lock", slog.Any(logError, err))
-			return
+		var added []string // nil: not read yet
+		if t.channel != "" {
+			added = append([]string{}, found.ChannelAgents...)
 		}
-		if !pending {
+		t.channel = snap.Conversation.Channel
+		if !e.holdLock(runCtx, turnCtx, lock, snap, added, log) {
 			return
 		}
 	}
 }
 
-// holdLock runs steps under a held lock, renewing it meanwhile; a lost lock
-// cancels the step in flight, which then stops without posting.
-func (e *Engine) holdLock(runCtx, turnCtx context.Context, lock memory.Lock, log *slog.Logger) {
+// holdLock runs steps under a held lock, renewing it meanwhile, and
+// releases it; it reports whether the conversation was marked pending
+// meanwhile (there is more to do). added is the channel's run-time agents
+// read with snap (nil: read them now). A lost lock cancels the step in
+// flight, which then stops without posting.
+//
+// A step that has more to do commits and goes on with what it holds,
+// unless a message arrived meanwhile (the commit says so): then the
+// conversation is loaded again, so that the message is routed before the
+// next turn. The last commit releases the lock in the same round trip.
+func (e *Engine) holdLock(runCtx, turnCtx context.Context, lock memory.Lock, snap memory.Snapshot, added []string, log *slog.Logger) bool {
 	ctx, cancel := context.WithCancel(turnCtx)
+	defer cancel()
+	renewCtx, stopRenewing := context.WithCancel(ctx)
 	renewed := make(chan struct{})
 	go func() {
 		defer close(renewed)
@@ -315,11 +333,11 @@ func (e *Engine) holdLock(runCtx, turnCtx context.Context, lock memory.Lock, log
 		defer t.Stop()
 		for {
 			select {
-			case <-ctx.Done():
+			case <-renewCtx.Done():
 				return
 			case <-t.C:
-				if err := e.deps.Store.RenewLock(ctx, lock, e.opts.LockTTL); err != nil {
-					if ctx.Err() == nil {
+				if err := e.deps.Store.RenewLock(renewCtx, lock, e.opts.LockTTL); err != nil {
+					if renewCtx.Err() == nil {
 						log.Warn("conversation lock lost; stopping", slog.Any(logError, err))
 						cancel()
 					}
@@ -328,20 +346,59 @@ func (e *Engine) holdLock(runCtx, turnCtx context.Context, lock memory.Lock, log
 			}
 		}
 	}()
-	defer func() {
-		cancel()
+	stopRenewal := func() {
+		stopRenewing()
 		<-renewed
-	}()
-	for runCtx.Err() == nil {
-		more, err := e.step(ctx, lock)
-		if err != nil {
-			if !errors.Is(err, memory.ErrLockLost) && ctx.Err() == nil {
-				log.Error("conversation step", slog.Any(logError, err))
-			}
-			return
+	}
+	defer stopRenewal()
+
+	if !snap.Exists {
+		return e.release(turnCtx, lock, false, log) // nothing to do, nothing to write
+	}
+	c, err := e.load(ctx, lock, snap, added)
+	for err == nil {
+		var more, pending bool
+		if more, err = c.step(ctx); err != nil {
+			break
 		}
-		if !more {
-			return
+		if !more || runCtx.Err() != nil {
+			stopRenewal()
+			if pending, err = c.commit(ctx, commitRelease); err != nil {
+				break
+			}
+			return pending
+		}
+		if pending, err = c.commit(ctx, commitHold); err != nil || !pending {
+			continue
+		}
+		if snap, err = e.deps.Store.Load(ctx, lock); err == nil {
+			c, err = e.load(ctx, lock, snap, nil)
 		}
 	}
+	if !errors.Is(err, memory.ErrLockLost) && ctx.Err() == nil {
+		log.Error("conversation step", slog.Any(logError, err))
+	}
+	// What the step did not commit stays due (the store keeps it due from
+	// the lock's expiry on); a turn stopped by shutdown leaves it due at
+	// once, for another replica.
+	return e.release(turnCtx, lock, turnCtx.Err() != nil, log)
+}
+
+// release releases a lock without committing, marking the conversation
+// pending first when its work must be taken up at once; it reports
+// whether the conversation is pending.
+func (e *Engine) release(turnCtx context.Context, lock memory.Lock, markPending bool, log *slog.Logger) bool {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(turnCtx), 5*time.Second)
+	defer cancel()
+	if markPending {
+		if err := e.deps.Store.MarkPending(ctx, lock.ConversationID); err != nil {
+			log.Error("leave the conversation due", slog.Any(logError, err))
+		}
+	}
+	pending, err := e.deps.Store.ReleaseLock(ctx, lock)
+	if err != nil {
+		log.Error("release conversation lock", slog.Any(logError, err))
+		return false
+	}
+	return pending
 }

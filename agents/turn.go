@@ -291,8 +291,9 @@ func (c *convo) reply(a ens.Agent, text, postID string, mention []string) Reply 
 
 // post posts an agent's reply exactly once: the reply is committed as
 // pending first (which also proves the lock is still held), then posted,
-// then recorded and routed. :end: is stripped; an empty reply posts
-// nothing.
+// then recorded and routed; the step's next commit stores it (until then,
+// the pending reply stands for it: whoever loads it finds the post by its
+// id). :end: is stripped; an empty reply posts nothing.
 func (c *convo) post(ctx context.Context, a ens.Agent, postID, text string, p pendingPost) error {
 	text, _ = stripEnd(text)
 	if strings.TrimSpace(text) == "" {
@@ -305,19 +306,19 @@ func (c *convo) post(ctx context.Context, a ens.Agent, postID, text string, p pe
 		p.Mention = c.mentionUsers(ctx, text, a.EnsDomain)
 	}
 	c.st.Pending = &p
-	if err := c.commit(ctx); err != nil {
+	if _, err := c.commit(ctx, commitHold); err != nil {
 		return err
 	}
 	ts, err := c.e.deps.Chat.PostReply(ctx, c.reply(a, p.Text, p.PostID, p.Mention))
 	if err != nil {
 		p.Attempts++
-		if cerr := c.commit(ctx); cerr != nil {
+		if _, cerr := c.commit(ctx, commitLeave); cerr != nil {
 			return cerr
 		}
 		return fmt.Errorf("agents: post reply %s: %w", postID, err)
 	}
 	c.applyPost(ctx, &p, ts)
-	return c.commit(ctx)
+	return nil
 }
 
 // resolvePending settles a reply whose post is uncertain: found in the
@@ -339,9 +340,9 @@ func (c *convo) resolvePending(ctx context.Context) error {
 		if p.Attempts >= maxPostAttempts {
 			c.log.Error("reply given up", slog.String(logTurn, p.PostID), slog.String(logAgent, p.Agent), slog.Any(logError, err))
 			c.st.Pending = nil
-			return c.commit(ctx)
+			return nil
 		}
-		if cerr := c.commit(ctx); cerr != nil {
+		if _, cerr := c.commit(ctx, commitLeave); cerr != nil {
 			return cerr
 		}
 		return fmt.Errorf("agents: settle reply %s: %w", p.PostID, err)
@@ -670,9 +671,7 @@ func (c *convo) concludeTurn(ctx context.Context) error {
 		return ctx.Err()
 	}
 	finish()
-	if err := c.e.deps.Chat.AddReaction(ctx, c.conv.Channel, c.conv.ThreadTS, c.e.opts.DoneReaction); err != nil {
-		c.log.Warn("add the conclusion reaction", slog.Any(logError, err))
-	}
+	c.e.reactions.set(ctx, c.conv.Channel, c.conv.ThreadTS, c.e.opts.DoneReaction, true)
 	c.log.Info("conversation concluded", slog.String("reason", r.Reason))
 	if err != nil {
 		return c.failed(ctx, t, err)

@@ -9,7 +9,7 @@ func (r *Redis) ParkSessions() { r.direct = false }
 // CommitParked writes c as Commit does but leaves its session appends
 // parked, as a crash right after the conversation write would.
 func (r *Redis) CommitParked(ctx context.Context, l Lock, c Commit) error {
-	_, err := r.commit(ctx, r.keys.conv(l.ConversationID), l, c)
+	_, _, err := r.commit(ctx, r.keys.conv(l.ConversationID), l, c, false)
 	return err
 }
 

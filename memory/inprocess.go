@@ -34,10 +34,10 @@ type InProcess struct {
 }
 
 type inConv struct {
-	conv     Conversation
-	msgs     map[string]Message
-	deadline time.Time
-	expires  time.Time
+	conv    Conversation
+	msgs    map[string]Message
+	due     time.Time // when Due lists it (zero: never), unless pending
+	expires time.Time
 }
 
 type inLock struct {
@@ -243,11 +243,11 @@ func (s *InProcess) Due(_ context.Context, now time.Time, limit int) ([]string, 
 	}
 	for id := range s.convs {
 		c := s.conv(id, clock)
-		if c == nil || c.deadline.IsZero() || c.deadline.After(now) {
+		if c == nil || c.due.IsZero() || c.due.After(now) {
 			continue
 		}
 		if _, ok := s.pending[id]; !ok {
-			items = append(items, dueItem{id: id, at: c.deadline})
+			items = append(items, dueItem{id: id, at: c.due})
 		}
 	}
 	return orderDue(items, limit), nil
@@ -255,21 +255,33 @@ func (s *InProcess) Due(_ context.Context, now time.Time, limit int) ([]string, 
 
 // AcquireLock implements Store.
 func (s *InProcess) AcquireLock(_ context.Context, convID string, ttl time.Duration) (Lock, error) {
-	if convID == "" {
-		return Lock{}, fmt.Errorf("memory: acquire lock: %w", errNoConversation)
-	}
-	if err := checkTTL(ttl); err != nil {
-		return Lock{}, fmt.Errorf("memory: acquire lock %s: %w", convID, err)
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	now := s.now()
+	return s.acquire(convID, ttl, s.now())
+}
+
+func (s *InProcess) acquire(convID string, ttl time.Duration, now time.Time) (Lock, error) {
+	if err := checkAcquire(convID, ttl); err != nil {
+		return Lock{}, err
+	}
 	if rec, ok := s.locks[convID]; ok && now.Before(rec.expires) {
 		return Lock{}, fmt.Errorf("memory: acquire lock %s: %w", convID, ErrLocked)
 	}
 	l := Lock{ConversationID: convID, Token: newToken()}
 	s.locks[convID] = inLock{token: l.Token, expires: now.Add(ttl)}
 	return l, nil
+}
+
+// AcquireAndLoad implements Store.
+func (s *InProcess) AcquireAndLoad(_ context.Context, convID string, ttl time.Duration, q Lookup) (Lock, Snapshot, Found, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	l, err := s.acquire(convID, ttl, now)
+	if err != nil {
+		return Lock{}, Snapshot{}, Found{}, err
+	}
+	return l, s.load(l, now), s.lookup(q, now), nil
 }
 
 // RenewLock implements Store.
@@ -305,35 +317,62 @@ func (s *InProcess) Load(_ context.Context, l Lock) (Snapshot, error) {
 	if !s.held(l, now) {
 		return Snapshot{}, fmt.Errorf("memory: load %s: %w", l.ConversationID, ErrLockLost)
 	}
+	return s.load(l, now), nil
+}
+
+// load clears the pending mark of a held conversation and keeps it due
+// from the lock's expiry on; callers hold s.mu and the lock.
+func (s *InProcess) load(l Lock, now time.Time) Snapshot {
+	_, pending := s.pending[l.ConversationID]
 	delete(s.pending, l.ConversationID)
-	return s.snapshot(l.ConversationID, now), nil
+	if c := s.conv(l.ConversationID, now); c != nil {
+		expiry := s.locks[l.ConversationID].expires
+		switch {
+		case pending:
+			c.due = expiry
+		case !c.due.IsZero():
+			c.due = latest(c.due, expiry)
+		}
+	}
+	return s.snapshot(l.ConversationID, now)
+}
+
+func latest(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // Commit implements Store.
-func (s *InProcess) Commit(_ context.Context, l Lock, c Commit) error {
+func (s *InProcess) Commit(_ context.Context, l Lock, c Commit) (bool, error) {
 	conv, err := checkCommit(l, c)
 	if err == nil {
 		err = checkSessionAppends(c.Sessions)
 	}
 	if err != nil {
-		return fmt.Errorf("memory: commit %s: %w", l.ConversationID, err)
+		return false, fmt.Errorf("memory: commit %s: %w", l.ConversationID, err)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
 	if !s.held(l, now) {
-		return fmt.Errorf("memory: commit %s: %w", l.ConversationID, ErrLockLost)
+		return false, fmt.Errorf("memory: commit %s: %w", l.ConversationID, ErrLockLost)
 	}
 	rec := s.writable(conv, now)
 	rec.conv = cloneConversation(conv)
-	rec.deadline = c.Deadline
+	rec.due = c.Deadline
 	for _, m := range c.Messages {
 		rec.msgs[m.TS] = cloneMessage(m)
 	}
 	for _, a := range c.Sessions {
 		s.appendSession(a)
 	}
-	return nil
+	if c.Release {
+		delete(s.locks, l.ConversationID)
+	}
+	_, pending := s.pending[l.ConversationID]
+	return pending, nil
 }
 
 // ReleaseLock implements Store.
@@ -402,6 +441,28 @@ func (s *InProcess) Sessions(_ context.Context, namespace string) ([]string, err
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return slices.Sorted(maps.Keys(s.sessions[namespace])), nil
+}
+
+// Lookup implements Store.
+func (s *InProcess) Lookup(_ context.Context, q Lookup) (Found, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lookup(q, s.now()), nil
+}
+
+// lookup reads what q names; callers hold s.mu.
+func (s *InProcess) lookup(q Lookup, now time.Time) Found {
+	var f Found
+	if q.Channel != "" {
+		f.ChannelAgents = slices.Clone(s.channels[q.Channel])
+	}
+	if q.User != "" {
+		f.HumanAgent = s.userAgent[q.User]
+	}
+	if q.Conversation != "" {
+		f.Exists = s.conv(q.Conversation, now) != nil
+	}
+	return f
 }
 
 // ChannelAgents implements Store.

@@ -58,6 +58,16 @@ func checkRecord(conv Conversation, m Message) error {
 	return nil
 }
 
+func checkAcquire(convID string, ttl time.Duration) error {
+	if convID == "" {
+		return fmt.Errorf("memory: acquire lock: %w", errNoConversation)
+	}
+	if err := checkTTL(ttl); err != nil {
+		return fmt.Errorf("memory: acquire lock %s: %w", convID, err)
+	}
+	return nil
+}
+
 func checkTTL(ttl time.Duration) error {
 	if ttl < time.Millisecond {
 		return fmt.Errorf("ttl %v is under a millisecond", ttl)

@@ -260,11 +260,8 @@ func (r *Redis) Due(ctx context.Context, now time.Time, limit int) ([]string, er
 
 // AcquireLock implements Store.
 func (r *Redis) AcquireLock(ctx context.Context, convID string, ttl time.Duration) (Lock, error) {
-	if convID == "" {
-		return Lock{}, fmt.Errorf("memory: acquire lock: %w", errNoConversation)
-	}
-	if err := checkTTL(ttl); err != nil {
-		return Lock{}, fmt.Errorf("memory: acquire lock %s: %w", convID, err)
+	if err := checkAcquire(convID, ttl); err != nil {
+		return Lock{}, err
 	}
 	l := Lock{ConversationID: convID, Token: newToken()}
 	err := r.c.SetArgs(ctx, r.keys.conv(convID).lock, l.Token, redis.SetArgs{Mode: "NX", TTL: ttl}).Err()
@@ -275,6 +272,23 @@ func (r *Redis) AcquireLock(ctx context.Context, convID string, ttl time.Duratio
 		return Lock{}, fmt.Errorf("memory: acquire lock %s: %w", convID, err)
 	}
 	return l, nil
+}
+
+// AcquireAndLoad implements Store: the lock is taken by the load script,
+// and the lookups ride in the same pipeline.
+func (r *Redis) AcquireAndLoad(ctx context.Context, convID string, ttl time.Duration, q Lookup) (Lock, Snapshot, Found, error) {
+	if err := checkAcquire(convID, ttl); err != nil {
+		return Lock{}, Snapshot{}, Found{}, err
+	}
+	l := Lock{ConversationID: convID, Token: newToken()}
+	snap, found, err := r.load(ctx, l, ttl, q)
+	if errors.Is(err, ErrLockLost) {
+		err = ErrLocked
+	}
+	if err != nil {
+		return Lock{}, Snapshot{}, Found{}, fmt.Errorf("memory: acquire and load %s: %w", convID, err)
+	}
+	return l, snap, found, nil
 }
 
 // RenewLock implements Store.
@@ -306,22 +320,54 @@ func (r *Redis) CheckLock(ctx context.Context, l Lock) error {
 
 // Load implements Store.
 func (r *Redis) Load(ctx context.Context, l Lock) (Snapshot, error) {
-	snap, err := r.load(ctx, l)
+	snap, _, err := r.load(ctx, l, 0, Lookup{})
 	if err != nil {
 		return Snapshot{}, fmt.Errorf("memory: load %s: %w", l.ConversationID, err)
 	}
 	return snap, nil
 }
 
-func (r *Redis) load(ctx context.Context, l Lock) (Snapshot, error) {
+// load runs the load script, taking the lock first when ttl > 0, with q's
+// reads in the same pipeline. ErrLockLost when the lock is not (or could
+// not be) held.
+func (r *Redis) load(ctx context.Context, l Lock, ttl time.Duration, q Lookup) (Snapshot, Found, error) {
 	k := r.keys.conv(l.ConversationID)
-	res, err := loadScript.Run(ctx, r.c, []string{k.lock, k.due, k.conv, k.msgs, k.outbox}, l.Token, l.ConversationID).Result()
+	keys := []string{k.lock, k.due, k.conv, k.msgs, k.outbox}
+	acquire := ""
+	if ttl > 0 {
+		acquire = ms(ttl)
+	}
+	args := []any{l.Token, l.ConversationID, r.opts.Now().UnixMilli(), acquire}
+	var res any
+	var found Found
+	var err error
+	if q == (Lookup{}) {
+		res, err = loadScript.Run(ctx, r.c, keys, args...).Result()
+	} else {
+		var script *redis.Cmd
+		var lookups lookupCmds
+		// Errors are read per command below.
+		_, _ = r.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+			script = loadScript.EvalSha(ctx, p, keys, args...)
+			lookups = r.queueLookup(ctx, p, q)
+			return nil
+		})
+		res, err = script.Result()
+		if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+			// Redis restarted and lost its script cache: the script did
+			// not run, so it may run now.
+			res, err = loadScript.Run(ctx, r.c, keys, args...).Result()
+		}
+		if err == nil {
+			found, err = lookups.found()
+		}
+	}
 	if err != nil {
-		return Snapshot{}, err
+		return Snapshot{}, Found{}, err
 	}
 	parts, ok := res.([]any)
 	if !ok || len(parts) != 3 {
-		return Snapshot{}, ErrLockLost
+		return Snapshot{}, Found{}, ErrLockLost
 	}
 	flat, msgs, outbox := strs(parts[0]), strs(parts[1]), strs(parts[2])
 	fields := make(map[string]string, len(flat)/2)
@@ -330,10 +376,75 @@ func (r *Redis) load(ctx context.Context, l Lock) (Snapshot, error) {
 	}
 	for _, entry := range outbox {
 		if err := r.drainOutbox(ctx, k, entry); err != nil {
-			return Snapshot{}, err
+			return Snapshot{}, Found{}, err
 		}
 	}
-	return decodeSnapshot(l.ConversationID, fields, msgs)
+	snap, err := decodeSnapshot(l.ConversationID, fields, msgs)
+	return snap, found, err
+}
+
+// lookupCmds are the commands of a Lookup queued in a pipeline.
+type lookupCmds struct {
+	agents *redis.StringSliceCmd
+	human  *redis.StringCmd
+	exists *redis.IntCmd
+}
+
+func (r *Redis) queueLookup(ctx context.Context, p redis.Pipeliner, q Lookup) lookupCmds {
+	var c lookupCmds
+	if q.Channel != "" {
+		c.agents = p.LRange(ctx, r.keys.channel(q.Channel), 0, -1)
+	}
+	if q.User != "" {
+		c.human = p.HGet(ctx, r.keys.pairByUser(), q.User)
+	}
+	if q.Conversation != "" {
+		c.exists = p.Exists(ctx, r.keys.conv(q.Conversation).conv)
+	}
+	return c
+}
+
+// found reads the answers of a pipeline that ran.
+func (c lookupCmds) found() (Found, error) {
+	var f Found
+	var err error
+	if c.agents != nil {
+		if f.ChannelAgents, err = c.agents.Result(); err != nil {
+			return Found{}, fmt.Errorf("agents of the channel: %w", err)
+		}
+	}
+	if c.human != nil {
+		f.HumanAgent, err = c.human.Result()
+		if errors.Is(err, redis.Nil) {
+			err = nil
+		}
+		if err != nil {
+			return Found{}, fmt.Errorf("human agent of the user: %w", err)
+		}
+	}
+	if c.exists != nil {
+		n, err := c.exists.Result()
+		if err != nil {
+			return Found{}, fmt.Errorf("conversation: %w", err)
+		}
+		f.Exists = n > 0
+	}
+	return f, nil
+}
+
+// Lookup implements Store.
+func (r *Redis) Lookup(ctx context.Context, q Lookup) (Found, error) {
+	var cmds lookupCmds
+	// Errors are read per command.
+	_, _ = r.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		cmds = r.queueLookup(ctx, p, q)
+		return nil
+	})
+	f, err := cmds.found()
+	if err != nil {
+		return Found{}, fmt.Errorf("memory: lookup: %w", err)
+	}
+	return f, nil
 }
 
 func strs(v any) []string {
@@ -355,37 +466,50 @@ type outboxEntry struct {
 }
 
 // Commit implements Store.
-func (r *Redis) Commit(ctx context.Context, l Lock, c Commit) error {
+func (r *Redis) Commit(ctx context.Context, l Lock, c Commit) (bool, error) {
 	k := r.keys.conv(l.ConversationID)
-	parked, err := r.commit(ctx, k, l, c)
+	release := c.Release
+	// Parked appends are applied after the script: the lock is released
+	// only once they are, so that no other holder drains them meanwhile.
+	parked, pending, err := r.commit(ctx, k, l, c, release && r.direct)
 	if err == nil && parked != "" {
 		err = r.drainOutbox(ctx, k, parked)
 	}
-	if err != nil {
-		return fmt.Errorf("memory: commit %s: %w", l.ConversationID, err)
+	if err == nil && release && !r.direct {
+		pending, err = r.release(ctx, l)
 	}
-	return nil
+	if err != nil {
+		return false, fmt.Errorf("memory: commit %s: %w", l.ConversationID, err)
+	}
+	return pending, nil
 }
 
-// commit writes c under l and returns the outbox entry it parked, if any.
-func (r *Redis) commit(ctx context.Context, k convKeys, l Lock, c Commit) (parked string, err error) {
+// commit writes c under l (releasing it when release is set) and returns
+// the outbox entry it parked, if any, and whether the conversation is
+// pending.
+func (r *Redis) commit(ctx context.Context, k convKeys, l Lock, c Commit, release bool) (parked string, pending bool, err error) {
 	conv, err := checkCommit(l, c)
 	if err == nil {
 		err = checkSessionAppends(c.Sessions)
 	}
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
 	deadline := ""
 	if !c.Deadline.IsZero() {
 		deadline = strconv.FormatInt(max(c.Deadline.UnixMilli(), 0), 10)
 	}
+	releaseArg := ""
+	if release {
+		releaseArg = "1"
+	}
 	keys := []string{k.lock, k.due, k.conv, k.msgs, k.outbox}
-	args := []any{l.Token, conv.ID, conv.Team, conv.Channel, conv.ThreadTS, conv.State, deadline, r.convTTL(), len(c.Messages)}
+	args := []any{l.Token, conv.ID, conv.Team, conv.Channel, conv.ThreadTS, conv.State, deadline, r.convTTL(),
+		releaseArg, len(c.Messages)}
 	for _, m := range c.Messages {
 		body, err := json.Marshal(m)
 		if err != nil {
-			return "", fmt.Errorf("encode message %s: %w", m.TS, err)
+			return "", false, fmt.Errorf("encode message %s: %w", m.TS, err)
 		}
 		args = append(args, m.TS, body)
 	}
@@ -393,7 +517,7 @@ func (r *Redis) commit(ctx context.Context, k convKeys, l Lock, c Commit) (parke
 	if !r.direct && len(appends) > 0 {
 		body, err := json.Marshal(outboxEntry{ID: newToken(), Sessions: appends})
 		if err != nil {
-			return "", fmt.Errorf("encode session appends: %w", err)
+			return "", false, fmt.Errorf("encode session appends: %w", err)
 		}
 		parked = string(body)
 	}
@@ -407,7 +531,7 @@ func (r *Redis) commit(ctx context.Context, k convKeys, l Lock, c Commit) (parke
 			for _, e := range a.Entries {
 				body, err := json.Marshal(e)
 				if err != nil {
-					return "", fmt.Errorf("encode session entry: %w", err)
+					return "", false, fmt.Errorf("encode session entry: %w", err)
 				}
 				args = append(args, body)
 			}
@@ -417,12 +541,12 @@ func (r *Redis) commit(ctx context.Context, k convKeys, l Lock, c Commit) (parke
 	}
 	n, err := commitScript.Run(ctx, r.c, keys, args...).Int()
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
 	if n == 0 {
-		return "", ErrLockLost
+		return "", false, ErrLockLost
 	}
-	return parked, nil
+	return parked, n == 2, nil
 }
 
 // drainOutbox applies a parked commit's session appends, each at most
@@ -453,12 +577,17 @@ func (r *Redis) drainOutbox(ctx context.Context, k convKeys, entry string) error
 
 // ReleaseLock implements Store.
 func (r *Redis) ReleaseLock(ctx context.Context, l Lock) (bool, error) {
-	k := r.keys.conv(l.ConversationID)
-	n, err := releaseScript.Run(ctx, r.c, []string{k.lock, k.due}, l.Token, l.ConversationID).Int()
+	pending, err := r.release(ctx, l)
 	if err != nil {
 		return false, fmt.Errorf("memory: release lock %s: %w", l.ConversationID, err)
 	}
-	return n == 1, nil
+	return pending, nil
+}
+
+func (r *Redis) release(ctx context.Context, l Lock) (bool, error) {
+	k := r.keys.conv(l.ConversationID)
+	n, err := releaseScript.Run(ctx, r.c, []string{k.lock, k.due}, l.Token, l.ConversationID).Int()
+	return n == 1, err
 }
 
 // appendSession appends a to its session; with a commit id, an append

@@ -9,7 +9,8 @@ import "github.com/redis/go-redis/v9"
 //
 // The due index of a shard is a sorted set: a pending conversation scores
 // (pending since, in ms) - pendingOffset, which is negative; a conversation
-// with a deadline and no pending mark scores the deadline in ms.
+// with a deadline and no pending mark scores the deadline in ms (once
+// loaded under a lock, no earlier than the lock's expiry).
 
 // luaCommon is prepended to the scripts that need it.
 const luaCommon = `
@@ -113,16 +114,28 @@ redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return 1
 `)
 
-// loadScript: KEYS lock, due, conv, msgs, outbox; ARGV token, id. Returns 0
-// when the lock is not held, else {conversation fields, messages, outbox}.
+// loadScript: KEYS lock, due, conv, msgs, outbox; ARGV token, id, now ms,
+// lock ttl ms to take the lock (” when it is held already). Returns 0 when
+// the lock is not held (or, taking it, held by someone else), else
+// {conversation fields, messages, outbox}. The lock's expiry is the lease:
+// a conversation that was pending or due stays due from then on, so work
+// a holder takes and never commits is found by the others.
 var loadScript = redis.NewScript(luaCommon + `
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
-if is_pending(KEYS[2], ARGV[2]) then
-  local deadline = redis.call('HGET', KEYS[3], 'deadline')
-  if deadline then
-    redis.call('ZADD', KEYS[2], deadline, ARGV[2])
-  else
-    redis.call('ZREM', KEYS[2], ARGV[2])
+local now, lease = tonumber(ARGV[3]), 0
+if ARGV[4] ~= '' then
+  if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[4]) then return 0 end
+  lease = now + tonumber(ARGV[4])
+else
+  if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+  lease = now + redis.call('PTTL', KEYS[1])
+end
+local score = redis.call('ZSCORE', KEYS[2], ARGV[2])
+if score then
+  score = tonumber(score)
+  if redis.call('EXISTS', KEYS[3]) == 0 then
+    if score < 0 then redis.call('ZREM', KEYS[2], ARGV[2]) end
+  elseif score < lease then
+    redis.call('ZADD', KEYS[2], string.format('%d', lease), ARGV[2])
   end
 end
 return {redis.call('HGETALL', KEYS[3]), redis.call('HVALS', KEYS[4]), redis.call('LRANGE', KEYS[5], 0, -1)}
@@ -131,22 +144,25 @@ return {redis.call('HGETALL', KEYS[3]), redis.call('HVALS', KEYS[4]), redis.call
 // commitScript: KEYS lock, due, conv, msgs, outbox, then a session list and
 // its namespace index per direct session append;
 // ARGV token, id, team, channel, thread_ts, state, deadline ms (” for
-// none), conversation ttl ms, message count, (ts, message)…, outbox entry
-// (” for none), session bound, session count, (key, entry count,
-// entries…)…. Returns 0 when the lock is not held.
+// none), conversation ttl ms, release (” to keep the lock), message
+// count, (ts, message)…, outbox entry (” for none), session bound, session
+// count, (key, entry count, entries…)…. Returns 0 when the lock is not
+// held, else 2 when the conversation is pending, 1 when not.
 var commitScript = redis.NewScript(luaCommon + `
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
-local id, ttl = ARGV[2], ARGV[8]
-redis.call('HSET', KEYS[3], 'team', ARGV[3], 'channel', ARGV[4], 'thread_ts', ARGV[5], 'state', ARGV[6])
+local id, ttl, release = ARGV[2], ARGV[8], ARGV[9] ~= ''
 local pending = is_pending(KEYS[2], id)
+-- The deadline is kept in the record too, for replicas of earlier
+-- versions (whose Load restores it) during a rolling upgrade.
 if ARGV[7] == '' then
+  redis.call('HSET', KEYS[3], 'team', ARGV[3], 'channel', ARGV[4], 'thread_ts', ARGV[5], 'state', ARGV[6])
   redis.call('HDEL', KEYS[3], 'deadline')
   if not pending then redis.call('ZREM', KEYS[2], id) end
 else
-  redis.call('HSET', KEYS[3], 'deadline', ARGV[7])
+  redis.call('HSET', KEYS[3], 'team', ARGV[3], 'channel', ARGV[4], 'thread_ts', ARGV[5], 'state', ARGV[6], 'deadline', ARGV[7])
   if not pending then redis.call('ZADD', KEYS[2], ARGV[7], id) end
 end
-local i = 9
+local i = 10
 local n = tonumber(ARGV[i])
 i = i + 1
 for _ = 1, n do
@@ -171,6 +187,8 @@ for _ = 1, sessions do
   i = i + 2 + count
   k = k + 2
 end
+if release then redis.call('DEL', KEYS[1]) end
+if pending then return 2 end
 return 1
 `)
 

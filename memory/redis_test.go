@@ -136,7 +136,7 @@ func TestRedisKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = s.Commit(ctx, l, memory.Commit{Conversation: conv, Deadline: time.Now().Add(time.Hour),
+	_, err = s.Commit(ctx, l, memory.Commit{Conversation: conv, Deadline: time.Now().Add(time.Hour),
 		Sessions: []memory.SessionAppend{{Namespace: "x.eth", Key: "k", Entries: []memory.SessionEntry{{Role: "user", Content: "a"}}}}})
 	if err != nil {
 		t.Fatal(err)
@@ -214,6 +214,11 @@ func TestRedisRestart(t *testing.T) {
 	if _, err := s.AcquireLock(ctx, "c1", time.Minute); !errors.Is(err, memory.ErrLocked) {
 		t.Errorf("AcquireLock after the restart: %v, want ErrLocked", err)
 	}
+	// The restart emptied the script cache: the load script, sent by its
+	// hash in a pipeline, is sent again.
+	if _, _, found, err := s.AcquireAndLoad(ctx, "c2", time.Minute, memory.Lookup{Conversation: "c1"}); err != nil || !found.Exists {
+		t.Errorf("AcquireAndLoad after the restart: %+v, %v; want c1 found", found, err)
+	}
 	snap, err := s.Load(ctx, l)
 	if err != nil {
 		t.Fatalf("Load after the restart: %v", err)
@@ -221,7 +226,7 @@ func TestRedisRestart(t *testing.T) {
 	if len(snap.Messages) != 1 || snap.Messages[0].Text != "before" {
 		t.Errorf("messages after the restart = %+v", snap.Messages)
 	}
-	if err := s.Commit(ctx, l, memory.Commit{Conversation: conv}); err != nil {
+	if _, err := s.Commit(ctx, l, memory.Commit{Conversation: conv}); err != nil {
 		t.Errorf("Commit after the restart: %v", err)
 	}
 	if _, err := s.Due(ctx, time.Now(), 0); err != nil {

@@ -79,6 +79,22 @@ type Lock struct {
 	Token          string
 }
 
+// Lookup names small records read in the same round trip as another call
+// (Lookup, AcquireAndLoad): what handling an event or a step needs besides
+// the conversation. An empty field reads nothing.
+type Lookup struct {
+	Channel      string // the agents added to this channel at run time
+	User         string // the human agent paired with this Slack user
+	Conversation string // whether this conversation exists
+}
+
+// Found is what a Lookup read.
+type Found struct {
+	ChannelAgents []string // as ChannelAgents returns them
+	HumanAgent    string   // "" when Lookup.User is paired with none
+	Exists        bool     // Lookup.Conversation exists (as Snapshot.Exists)
+}
+
 // SessionEntry is one message of a memory session.
 type SessionEntry struct {
 	Role           string    `json:"role"`             // user, assistant or system
@@ -107,6 +123,9 @@ type Commit struct {
 	// Deadline is when the conversation next needs attention without a new
 	// message (inactivity, a call timing out); zero clears it.
 	Deadline time.Time
+	// Release releases the lock once c is applied, as ReleaseLock does, in
+	// the same round trip (when c is not applied the lock is not released).
+	Release bool
 }
 
 // Store is conclave's persistence. All methods are safe for concurrent use.
@@ -148,18 +167,31 @@ type Store interface {
 	RenewLock(ctx context.Context, l Lock, ttl time.Duration) error
 	// CheckLock reports ErrLockLost when l is no longer held.
 	CheckLock(ctx context.Context, l Lock) error
+	// AcquireAndLoad takes the conversation's lock as AcquireLock does and,
+	// holding it, loads the conversation as Load does and reads q, all in
+	// one round trip. ErrLocked when someone else holds the lock (nothing is
+	// loaded or cleared then).
+	AcquireAndLoad(ctx context.Context, convID string, ttl time.Duration, q Lookup) (Lock, Snapshot, Found, error)
 	// Load clears the conversation's pending mark and reads its snapshot,
 	// under the lock. ErrLockLost when l is no longer held.
+	//
+	// Work a holder took stays due for the others when its lock would
+	// expire: Load leaves a conversation that was pending or due listed by
+	// Due from l's expiry on (a later deadline stays as it is). A holder
+	// that stops without committing leaves it so; one that wants its work
+	// taken up at once marks the conversation pending before it releases.
 	Load(ctx context.Context, l Lock) (Snapshot, error)
-	// Commit applies c if l is still held (ErrLockLost otherwise), all or
-	// nothing. The conversation's ID is l's (a different non-empty
-	// c.Conversation.ID is an error).
+	// Commit applies c if l is still held (ErrLockLost otherwise, and
+	// nothing is written), all or nothing, and reports whether the
+	// conversation is pending: marked since Load cleared the mark (a
+	// message arrived meanwhile). The conversation's ID is l's (a different
+	// non-empty c.Conversation.ID is an error).
 	//
 	// On Redis Cluster the session appends of c land in their own hash
 	// slots just after the conversation is written; a crash in between
 	// leaves them in the conversation's outbox, applied exactly once by the
 	// next Load.
-	Commit(ctx context.Context, l Lock, c Commit) error
+	Commit(ctx context.Context, l Lock, c Commit) (pending bool, err error)
 	// ReleaseLock releases l (a lock no longer held is not an error) and
 	// reports whether the conversation was marked pending meanwhile (that
 	// is: whether it is pending now; Load cleared the earlier mark).
@@ -174,6 +206,9 @@ type Store interface {
 	ReadSession(ctx context.Context, namespace, key string, n int) ([]SessionEntry, error)
 	// Sessions lists the session keys of a namespace, sorted.
 	Sessions(ctx context.Context, namespace string) ([]string, error)
+
+	// Lookup reads the records q names, in one round trip.
+	Lookup(ctx context.Context, q Lookup) (Found, error)
 
 	// ChannelAgents lists the ENS names registered in a channel at run
 	// time, in the order they were added.

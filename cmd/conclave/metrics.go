@@ -211,6 +211,20 @@ func (s observedStore) RecordMessage(ctx context.Context, conv memory.Conversati
 func (s observedStore) AcquireLock(ctx context.Context, convID string, ttl time.Duration) (memory.Lock, error) {
 	start := time.Now()
 	l, err := s.Store.AcquireLock(ctx, convID, ttl)
+	s.lockTry(start, err)
+	return l, err
+}
+
+// AcquireAndLoad is how the engine takes a lock (and loads the
+// conversation in the same round trip).
+func (s observedStore) AcquireAndLoad(ctx context.Context, convID string, ttl time.Duration, q memory.Lookup) (memory.Lock, memory.Snapshot, memory.Found, error) {
+	start := time.Now()
+	l, snap, found, err := s.Store.AcquireAndLoad(ctx, convID, ttl, q)
+	s.lockTry(start, err)
+	return l, snap, found, err
+}
+
+func (s observedStore) lockTry(start time.Time, err error) {
 	s.m.lockSeconds.Observe(time.Since(start).Seconds())
 	switch {
 	case err == nil:
@@ -220,5 +234,4 @@ func (s observedStore) AcquireLock(ctx context.Context, convID string, ttl time.
 	default:
 		s.m.lockTries.WithLabelValues("error").Inc()
 	}
-	return l, err
 }

@@ -28,6 +28,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -100,6 +101,50 @@ func (db DB) Client(t testing.TB) redis.UniversalClient {
 	}
 	t.Cleanup(func() { c.Close() })
 	return c
+}
+
+// CountedStore opens a store on db, as Store does, whose round trips to
+// Redis are counted.
+func (db DB) CountedStore(t testing.TB, o memory.Options) (*memory.Redis, *RoundTrips) {
+	t.Helper()
+	c := db.Client(t)
+	trips := &RoundTrips{}
+	c.AddHook(trips)
+	s, err := memory.NewRedis(t.Context(), memory.RedisOptions{
+		Client: c, KeyPrefix: db.Prefix,
+		MaxSessionMessages: o.MaxSessionMessages, ConversationTTL: o.ConversationTTL, Now: o.Now,
+	})
+	if err != nil {
+		t.Fatalf("redistest: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s, trips
+}
+
+// RoundTrips is a go-redis hook counting the round trips a client makes:
+// one per command, one per pipeline.
+type RoundTrips struct{ n atomic.Int64 }
+
+// Count returns the round trips made so far.
+func (c *RoundTrips) Count() int64 { return c.n.Load() }
+
+// DialHook implements redis.Hook.
+func (c *RoundTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+// ProcessHook implements redis.Hook.
+func (c *RoundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		c.n.Add(1)
+		return next(ctx, cmd)
+	}
+}
+
+// ProcessPipelineHook implements redis.Hook.
+func (c *RoundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		c.n.Add(1)
+		return next(ctx, cmds)
+	}
 }
 
 var (

@@ -53,7 +53,13 @@ func Run(t *testing.T, newStore Factory) {
 		{"Pending/release reports new message", testReleaseReportsPending},
 		{"Pending/release without news", testReleaseQuiet},
 		{"Pending/load of unknown conversation", testLoadUnknown},
+		{"AcquireAndLoad", testAcquireAndLoad},
+		{"AcquireAndLoad/locked", testAcquireAndLoadLocked},
+		{"AcquireAndLoad/bad input", testAcquireAndLoadBadInput},
+		{"Due/work taken and not committed", testTakenWorkStaysDue},
 		{"Commit/state and messages", testCommit},
+		{"Commit/reports pending", testCommitReportsPending},
+		{"Commit/release", testCommitRelease},
 		{"Commit/conversation id", testCommitConversationID},
 		{"Commit/sessions", testCommitSessions},
 		{"Due/ordering and limits", testDueOrder},
@@ -63,6 +69,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"Sessions/large append", testSessionLargeAppend},
 		{"Sessions/bad input", testSessionBadInput},
 		{"ChannelAgents", testChannelAgents},
+		{"Lookup", testLookup},
 		{"PairHuman", testPairHuman},
 		{"Wallets", testWallets},
 		{"Nonces", testNonces},
@@ -184,11 +191,13 @@ func (h *harness) load(t *testing.T, l memory.Lock) memory.Snapshot {
 	return snap
 }
 
-func (h *harness) commit(t *testing.T, l memory.Lock, c memory.Commit) {
+func (h *harness) commit(t *testing.T, l memory.Lock, c memory.Commit) (pending bool) {
 	t.Helper()
-	if err := h.s.Commit(h.ctx, l, c); err != nil {
+	pending, err := h.s.Commit(h.ctx, l, c)
+	if err != nil {
 		t.Fatalf("Commit(%s): %v", l.ConversationID, err)
 	}
+	return pending
 }
 
 func (h *harness) release(t *testing.T, l memory.Lock) bool {
@@ -562,7 +571,7 @@ func testLostLockWritesNothing(t *testing.T, h *harness) {
 	old := h.lock(t, "c1", 100*time.Millisecond)
 	h.load(t, old)
 	h.advance(150 * time.Millisecond)
-	h.lock(t, "c1", time.Minute)
+	taken := h.lock(t, "c1", time.Minute)
 
 	_, err := h.s.Load(h.ctx, old)
 	wantErr(t, "Load with a lost lock", err, memory.ErrLockLost)
@@ -572,7 +581,14 @@ func testLostLockWritesNothing(t *testing.T, h *harness) {
 		Sessions:     []memory.SessionAppend{{Namespace: "ns", Key: "k", Entries: entries("stale")}},
 		Deadline:     start.Add(-time.Hour),
 	}
-	wantErr(t, "Commit with a lost lock", h.s.Commit(h.ctx, old, c), memory.ErrLockLost)
+	_, err = h.s.Commit(h.ctx, old, c)
+	wantErr(t, "Commit with a lost lock", err, memory.ErrLockLost)
+	c.Release = true
+	_, err = h.s.Commit(h.ctx, old, c)
+	wantErr(t, "Commit and release with a lost lock", err, memory.ErrLockLost)
+	if err := h.s.CheckLock(h.ctx, taken); err != nil {
+		t.Errorf("the new holder lost its lock to a stale commit and release: %v", err)
+	}
 
 	snap := h.snapshot(t, "c1")
 	if snap.Conversation.State != nil {
@@ -580,7 +596,9 @@ func testLostLockWritesNothing(t *testing.T, h *harness) {
 	}
 	want(t, "messages", h.texts(t, "c1"), []string{"1700000000.000100=hi"})
 	want(t, "session", h.session(t, "ns", "k", 0), nil)
-	want(t, "Due", h.due(t, 0), nil)
+	// The message the old holder loaded and never committed is due again
+	// since its lock expired.
+	want(t, "Due", h.due(t, 0), []string{"c1"})
 }
 
 func testLockBadTTL(t *testing.T, h *harness) {
@@ -664,6 +682,151 @@ func testLoadUnknown(t *testing.T, h *harness) {
 	}
 }
 
+func testAcquireAndLoad(t *testing.T, h *harness) {
+	h.record(t, "c1", h.msg("1700000000.000100", "hi"), "Ev1")
+	if _, err := h.s.AddChannelAgent(h.ctx, "C1", "a.eth"); err != nil {
+		t.Fatalf("AddChannelAgent: %v", err)
+	}
+	if _, _, err := h.s.PairHuman(h.ctx, "U1", "ann.eth"); err != nil {
+		t.Fatalf("PairHuman: %v", err)
+	}
+	l, snap, found, err := h.s.AcquireAndLoad(h.ctx, "c1", time.Minute, memory.Lookup{Channel: "C1", User: "U1", Conversation: "c1"})
+	if err != nil {
+		t.Fatalf("AcquireAndLoad: %v", err)
+	}
+	if l.ConversationID != "c1" || l.Token == "" {
+		t.Errorf("lock = %+v, want the conversation and a token", l)
+	}
+	if !snap.Exists || snap.Conversation.Channel != "C1" || len(snap.Messages) != 1 || snap.Messages[0].Text != "hi" {
+		t.Errorf("snapshot = %+v, want the recorded message", snap)
+	}
+	if !slices.Equal(found.ChannelAgents, []string{"a.eth"}) || found.HumanAgent != "ann.eth" || !found.Exists {
+		t.Errorf("found = %+v, want the channel's agent, the pairing and the conversation", found)
+	}
+	want(t, "Due after AcquireAndLoad", h.due(t, 0), nil)
+	if err := h.s.CheckLock(h.ctx, l); err != nil {
+		t.Errorf("CheckLock: %v", err)
+	}
+	_, err = h.s.AcquireLock(h.ctx, "c1", time.Minute)
+	wantErr(t, "AcquireLock of a conversation taken by AcquireAndLoad", err, memory.ErrLocked)
+	h.record(t, "c1", h.msg("1700000000.000200", "more"), "Ev2")
+	if !h.release(t, l) {
+		t.Error("ReleaseLock: pending = false after a message arrived")
+	}
+
+	// A conversation nobody wrote in loads as not existing.
+	_, snap, found, err = h.s.AcquireAndLoad(h.ctx, "new", time.Minute, memory.Lookup{Conversation: "new", User: "U9"})
+	if err != nil {
+		t.Fatalf("AcquireAndLoad of an unknown conversation: %v", err)
+	}
+	if snap.Exists || snap.Conversation.ID != "new" || found.Exists || found.HumanAgent != "" || found.ChannelAgents != nil {
+		t.Errorf("AcquireAndLoad of an unknown conversation = %+v, %+v", snap, found)
+	}
+}
+
+func testAcquireAndLoadLocked(t *testing.T, h *harness) {
+	h.record(t, "c1", h.msg("1700000000.000100", "hi"), "Ev1")
+	l := h.lock(t, "c1", time.Minute)
+	won := race(t, 8, memory.ErrLocked, func(int) error {
+		_, _, _, err := h.s.AcquireAndLoad(h.ctx, "c1", time.Minute, memory.Lookup{Channel: "C1"})
+		return err
+	})
+	if won != 0 {
+		t.Errorf("%d AcquireAndLoad calls took a held lock", won)
+	}
+	// A refused attempt clears nothing: the message is still pending.
+	want(t, "Due", h.due(t, 0), []string{"c1"})
+	h.release(t, l)
+	won = race(t, 8, memory.ErrLocked, func(int) error {
+		_, _, _, err := h.s.AcquireAndLoad(h.ctx, "c1", time.Minute, memory.Lookup{})
+		return err
+	})
+	if won != 1 {
+		t.Errorf("%d AcquireAndLoad calls took a free lock, want 1", won)
+	}
+}
+
+func testAcquireAndLoadBadInput(t *testing.T, h *harness) {
+	tests := []struct {
+		name string
+		id   string
+		ttl  time.Duration
+	}{
+		{"no conversation", "", time.Minute},
+		{"no ttl", "c1", 0},
+		{"ttl under a millisecond", "c1", time.Microsecond},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, _, _, err := h.s.AcquireAndLoad(h.ctx, tt.id, tt.ttl, memory.Lookup{}); err == nil || errors.Is(err, memory.ErrLocked) {
+				t.Errorf("AcquireAndLoad(%q, %v) = %v, want an input error", tt.id, tt.ttl, err)
+			}
+		})
+	}
+}
+
+// testTakenWorkStaysDue: work a holder loaded and never committed is due
+// again when its lock would have expired, whether it was a new message or
+// a deadline; a later deadline stays.
+func testTakenWorkStaysDue(t *testing.T, h *harness) {
+	now := h.clock.Now()
+	tests := []struct {
+		name     string
+		prepare  func(t *testing.T, id string)
+		acquire  bool // AcquireAndLoad rather than AcquireLock and Load
+		dueAt    time.Time
+		notDueAt time.Time
+	}{
+		{"a pending message", func(t *testing.T, id string) {
+			h.record(t, id, h.msg("1700000000.000100", "hi"), "Ev1")
+		}, false, now.Add(time.Minute), now},
+		{"a pending message, with AcquireAndLoad", func(t *testing.T, id string) {
+			h.record(t, id, h.msg("1700000000.000100", "hi"), "Ev1")
+		}, true, now.Add(time.Minute), now},
+		{"a pending message and a later deadline", func(t *testing.T, id string) {
+			h.commitReleased(t, id, now.Add(time.Hour))
+			h.record(t, id, h.msg("1700000000.000100", "hi"), "Ev1")
+		}, true, now.Add(time.Minute), now},
+		{"a deadline passed", func(t *testing.T, id string) {
+			h.commitReleased(t, id, now.Add(-time.Hour))
+		}, true, now.Add(time.Minute), now},
+		{"a deadline after the lock", func(t *testing.T, id string) {
+			h.commitReleased(t, id, now.Add(time.Hour))
+		}, true, now.Add(time.Hour), now.Add(time.Minute)},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			id := fmt.Sprintf("c%d", i)
+			tt.prepare(t, id)
+			var l memory.Lock
+			if tt.acquire {
+				var err error
+				if l, _, _, err = h.s.AcquireAndLoad(h.ctx, id, time.Minute, memory.Lookup{}); err != nil {
+					t.Fatalf("AcquireAndLoad: %v", err)
+				}
+			} else {
+				l = h.lock(t, id, time.Minute)
+				h.load(t, l)
+			}
+			h.release(t, l)
+			if slices.Contains(h.dueAt(t, tt.notDueAt, 0), id) {
+				t.Errorf("due at %v, before the lock would have expired", tt.notDueAt.Sub(now))
+			}
+			if !slices.Contains(h.dueAt(t, tt.dueAt, 0), id) {
+				t.Errorf("not due at %v", tt.dueAt.Sub(now))
+			}
+		})
+	}
+}
+
+// commitReleased commits a conversation with a deadline under a lock of
+// its own, released at once.
+func (h *harness) commitReleased(t *testing.T, id string, deadline time.Time) {
+	t.Helper()
+	l := h.lock(t, id, time.Minute)
+	h.commit(t, l, memory.Commit{Conversation: conv(id), Deadline: deadline, Release: true})
+}
+
 func testCommit(t *testing.T, h *harness) {
 	h.record(t, "c1", h.msg("1700000000.000100", "hi"), "Ev1")
 	l := h.lock(t, "c1", time.Minute)
@@ -689,9 +852,68 @@ func testCommit(t *testing.T, h *harness) {
 	}
 }
 
+func testCommitReportsPending(t *testing.T, h *harness) {
+	h.record(t, "c1", h.msg("1700000000.000100", "hi"), "Ev1")
+	l := h.lock(t, "c1", time.Minute)
+	h.load(t, l)
+	if h.commit(t, l, memory.Commit{Conversation: conv("c1")}) {
+		t.Error("Commit: pending = true with nothing new")
+	}
+	h.record(t, "c1", h.msg("1700000000.000200", "more"), "Ev2")
+	if !h.commit(t, l, memory.Commit{Conversation: conv("c1"), Deadline: h.clock.Now().Add(time.Hour)}) {
+		t.Error("Commit: pending = false after a message arrived")
+	}
+	// The commit kept the pending mark ahead of its deadline.
+	want(t, "Due", h.due(t, 0), []string{"c1"})
+	if got := len(h.load(t, l).Messages); got != 2 {
+		t.Errorf("Load: %d messages, want 2", got)
+	}
+	if h.commit(t, l, memory.Commit{Conversation: conv("c1")}) {
+		t.Error("Commit after Load: pending = true")
+	}
+}
+
+func testCommitRelease(t *testing.T, h *harness) {
+	tests := []struct {
+		name    string
+		while   func(t *testing.T, id string)
+		pending bool
+	}{
+		{"nothing new", func(*testing.T, string) {}, false},
+		{"a message arrived", func(t *testing.T, id string) {
+			h.record(t, id, h.msg("1700000000.000200", "more"), "Ev2")
+		}, true},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			id := fmt.Sprintf("c%d", i)
+			h.record(t, id, h.msg("1700000000.000100", "hi"), "Ev1")
+			l := h.lock(t, id, time.Minute)
+			h.load(t, l)
+			tt.while(t, id)
+			c := conv(id)
+			c.State = []byte("done")
+			deadline := h.clock.Now().Add(time.Hour)
+			if got := h.commit(t, l, memory.Commit{Conversation: c, Deadline: deadline, Release: true}); got != tt.pending {
+				t.Errorf("Commit with Release: pending = %v, want %v", got, tt.pending)
+			}
+			wantErr(t, "CheckLock after Commit with Release", h.s.CheckLock(h.ctx, l), memory.ErrLockLost)
+			next := h.lock(t, id, time.Minute)
+			if got := string(h.load(t, next).Conversation.State); got != "done" {
+				t.Errorf("State = %q, want the committed one", got)
+			}
+			h.release(t, next)
+			if !tt.pending {
+				want(t, "Due before the deadline", h.due(t, 0), nil)
+				want(t, "Due at the deadline", h.dueAt(t, deadline, 0), []string{id})
+			}
+		})
+	}
+}
+
 func testCommitConversationID(t *testing.T, h *harness) {
 	l := h.lock(t, "c1", time.Minute)
-	if err := h.s.Commit(h.ctx, l, memory.Commit{Conversation: conv("c2")}); err == nil {
+	if _, err := h.s.Commit(h.ctx, l, memory.Commit{Conversation: conv("c2")}); err == nil {
 		t.Error("Commit of another conversation under c1's lock succeeded")
 	}
 	if h.snapshot(t, "c2").Exists || h.snapshot(t, "c1").Exists {
@@ -702,7 +924,7 @@ func testCommitConversationID(t *testing.T, h *harness) {
 		t.Errorf("Commit without an ID: snapshot %+v, want conversation c1", got)
 	}
 	bad := memory.Commit{Conversation: conv("c1"), Messages: []memory.Message{{Text: "no ts"}}}
-	if err := h.s.Commit(h.ctx, l, bad); err == nil {
+	if _, err := h.s.Commit(h.ctx, l, bad); err == nil {
 		t.Error("Commit of a message without ts succeeded")
 	}
 }
@@ -728,7 +950,7 @@ func testCommitSessions(t *testing.T, h *harness) {
 		{Namespace: "expert.eth", Key: "C45653", Entries: entries("e")},
 		{Namespace: "", Key: "k", Entries: entries("x")},
 	}}
-	if err := h.s.Commit(h.ctx, l, bad); err == nil {
+	if _, err := h.s.Commit(h.ctx, l, bad); err == nil {
 		t.Error("Commit with a session append without namespace succeeded")
 	}
 	want(t, "expert session after a refused commit", h.session(t, "expert.eth", "C45653", 0), []string{"b", "c", "d"})
@@ -918,6 +1140,49 @@ func testChannelAgents(t *testing.T, h *harness) {
 	want(t, "C1", list("C1"), []string{"b.eth", "c.eth", "a.eth"})
 	want(t, "C2", list("C2"), []string{"a.eth"})
 	want(t, "C3", list("C3"), nil)
+}
+
+func testLookup(t *testing.T, h *harness) {
+	for _, a := range []string{"b.eth", "a.eth"} {
+		if _, err := h.s.AddChannelAgent(h.ctx, "C1", a); err != nil {
+			t.Fatalf("AddChannelAgent: %v", err)
+		}
+	}
+	if _, _, err := h.s.PairHuman(h.ctx, "U1", "ann.eth"); err != nil {
+		t.Fatalf("PairHuman: %v", err)
+	}
+	h.record(t, "c1", h.msg("1700000000.000100", "hi"), "Ev1")
+	tests := []struct {
+		name string
+		q    memory.Lookup
+		want memory.Found
+	}{
+		{"nothing", memory.Lookup{}, memory.Found{}},
+		{"everything", memory.Lookup{Channel: "C1", User: "U1", Conversation: "c1"},
+			memory.Found{ChannelAgents: []string{"b.eth", "a.eth"}, HumanAgent: "ann.eth", Exists: true}},
+		{"unknown ones", memory.Lookup{Channel: "C9", User: "U9", Conversation: "c9"}, memory.Found{}},
+		{"odd names", memory.Lookup{Channel: "{C1}:x", User: "%U1", Conversation: "{c1}"}, memory.Found{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := h.s.Lookup(h.ctx, tt.q)
+			if err != nil {
+				t.Fatalf("Lookup: %v", err)
+			}
+			if !slices.Equal(got.ChannelAgents, tt.want.ChannelAgents) || got.HumanAgent != tt.want.HumanAgent || got.Exists != tt.want.Exists {
+				t.Errorf("Lookup(%+v) = %+v, want %+v", tt.q, got, tt.want)
+			}
+		})
+	}
+	// Lookup reads; it marks nothing.
+	l := h.lock(t, "c1", time.Minute)
+	h.load(t, l)
+	if _, err := h.s.Lookup(h.ctx, memory.Lookup{Conversation: "c1"}); err != nil {
+		t.Fatalf("Lookup: %v", err)
+	}
+	if h.release(t, l) {
+		t.Error("a Lookup of the conversation marked it pending")
+	}
 }
 
 func testPairHuman(t *testing.T, h *harness) {

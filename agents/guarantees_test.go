@@ -1,0 +1,385 @@
+package agents
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/conclavehq/conclave/agents/llm"
+	"github.com/conclavehq/conclave/memory"
+	"github.com/conclavehq/conclave/memory/redistest"
+	"github.com/conclavehq/conclave/templates"
+)
+
+// withCountedRedis puts the rig on a real Redis whose round trips are
+// counted.
+func withCountedRedis(trips **redistest.RoundTrips) func(*rig) {
+	return func(r *rig) {
+		r.store, *trips = redistest.New(r.t).CountedStore(r.t, memory.Options{Now: r.clock.Now})
+	}
+}
+
+// TestRoundTripsPerTurn holds the hot path to its budget of Redis round
+// trips: two to record a message before its acknowledgement (what the
+// event needs, pipelined; the record), and for the turn it triggers: the
+// lock taken and the thread loaded with the channel's agents, the reply
+// committed as pending before it is posted, and the last commit, which
+// releases the lock. An expert reads its session too.
+func TestRoundTripsPerTurn(t *testing.T) {
+	tests := []struct {
+		name         string
+		send         func(r *rig, root Event) Event
+		handle, turn int64
+	}{
+		{"a person's first message", func(r *rig, _ Event) Event {
+			return r.send("", "U1", "Alice", "hello")
+		}, 2, 3},
+		{"a person's reply naming nobody", func(r *rig, root Event) Event {
+			return r.send(root.TS, "U1", "Alice", "thanks")
+		}, 2, 3},
+		{"a reply naming a bound expert, then the facilitator", func(r *rig, root Event) Event {
+			return r.send(root.TS, "U1", "Alice", cora+" and the deductible?")
+		}, 2, 1 + 1 + 2 + 2}, // load; session; expert: pending, posted; facilitator: pending, release
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var trips *redistest.RoundTrips
+			r := newRig(t, withCountedRedis(&trips))
+			r.model.on(cora, templates.PromptContextNotFound, threading("C45653", ""))
+			root := r.send("", "U1", "Alice", cora+" claim C45653?")
+			r.settle()
+			posted := len(r.chat.texts())
+			before := trips.Count()
+			ev := tt.send(r, root)
+			handled := trips.Count()
+			id := ConversationID(team, chanA, ev.TS)
+			if ev.ThreadTS != "" {
+				id = ConversationID(team, chanA, ev.ThreadTS)
+			}
+			r.e.process(context.Background(), context.Background(), task{id: id, channel: chanA})
+			if n := handled - before; n > tt.handle {
+				t.Errorf("Handle took %d round trips, want at most %d", n, tt.handle)
+			}
+			if n := trips.Count() - handled; n > tt.turn {
+				t.Errorf("the turn took %d round trips, want at most %d", n, tt.turn)
+			}
+			if len(r.chat.texts()) == posted {
+				t.Fatal("nothing was posted")
+			}
+			if ids, err := r.store.Due(context.Background(), r.clock.Now(), 0); err != nil || len(ids) != 0 {
+				t.Errorf("Due after the turn = %v, %v; want nothing left to do", ids, err)
+			}
+		})
+	}
+}
+
+// TestHandleIsDurableBeforeItReturns: once Handle returned nil (and the
+// transport acknowledged the envelope), the message is in the store and its
+// conversation is due, even if no worker of this replica ever runs; when
+// the store fails, Handle fails, so the envelope is not acknowledged.
+func TestHandleIsDurableBeforeItReturns(t *testing.T) {
+	r := newRig(t)
+	root := r.send("", "U1", "Alice", "hello")
+	id := ConversationID(team, chanA, root.TS)
+	if got := r.messages(root.TS); len(got) != 1 || got[0].Text != "hello" {
+		t.Errorf("stored messages %+v, want the message", got)
+	}
+	if ids, err := r.store.Due(context.Background(), r.clock.Now(), 0); err != nil || !slices.Contains(ids, id) {
+		t.Errorf("Due = %v, %v; want the conversation", ids, err)
+	}
+
+	failing := &failingStore{Store: r.store, fail: "RecordMessage"}
+	e := New(r.opts, Deps{Store: failing, Chat: r.chat, Model: r.model, Resolver: fakeResolver{r.agents},
+		Prompts: func() Prompts { return fakePrompts{} }, Now: r.clock.Now})
+	ev := Event{ID: "Ev9", Team: team, Channel: chanA, TS: r.nextTS(), ThreadTS: root.TS, UserID: "U1", Text: "more"}
+	if err := e.Handle(context.Background(), ev); err == nil {
+		t.Error("Handle returned nil though the message could not be recorded")
+	}
+}
+
+// failingStore fails one method.
+type failingStore struct {
+	memory.Store
+	fail string
+}
+
+func (s *failingStore) RecordMessage(ctx context.Context, c memory.Conversation, m memory.Message, ev string) (bool, error) {
+	if s.fail == "RecordMessage" {
+		return false, errors.New("store unreachable")
+	}
+	return s.Store.RecordMessage(ctx, c, m, ev)
+}
+
+// dyingStore is one replica's view of the store; once die is called every
+// call fails and nothing more is written or released, as if the replica's
+// process had died at that point.
+type dyingStore struct {
+	memory.Store
+	dead atomic.Bool
+}
+
+var errDead = errors.New("the replica died")
+
+func (s *dyingStore) die() { s.dead.Store(true) }
+
+func (s *dyingStore) Load(ctx context.Context, l memory.Lock) (memory.Snapshot, error) {
+	if s.dead.Load() {
+		return memory.Snapshot{}, errDead
+	}
+	return s.Store.Load(ctx, l)
+}
+
+func (s *dyingStore) Commit(ctx context.Context, l memory.Lock, c memory.Commit) (bool, error) {
+	if s.dead.Load() {
+		return false, errDead
+	}
+	return s.Store.Commit(ctx, l, c)
+}
+
+func (s *dyingStore) CheckLock(ctx context.Context, l memory.Lock) error {
+	if s.dead.Load() {
+		return errDead
+	}
+	return s.Store.CheckLock(ctx, l)
+}
+
+func (s *dyingStore) RenewLock(ctx context.Context, l memory.Lock, ttl time.Duration) error {
+	if s.dead.Load() {
+		return errDead
+	}
+	return s.Store.RenewLock(ctx, l, ttl)
+}
+
+func (s *dyingStore) MarkPending(ctx context.Context, id string) error {
+	if s.dead.Load() {
+		return errDead
+	}
+	return s.Store.MarkPending(ctx, id)
+}
+
+func (s *dyingStore) ReleaseLock(ctx context.Context, l memory.Lock) (bool, error) {
+	if s.dead.Load() {
+		return false, errDead
+	}
+	return s.Store.ReleaseLock(ctx, l)
+}
+
+// TestReplicaDiesAnywhere: a replica that dies at any point of a turn
+// leaves the work due for the others once its lock would have expired (not
+// before: until then it may still be working), and the reply is posted
+// exactly once: a post whose outcome the dead replica never recorded is
+// found by its turn id.
+func TestReplicaDiesAnywhere(t *testing.T) {
+	tests := []struct {
+		name string
+		// arm makes the replica die at its point.
+		arm        func(r *rig, s *dyingStore)
+		modelCalls int
+	}{
+		{"while the model answers", func(r *rig, s *dyingStore) {
+			r.model.hook = func(llm.Request) { s.die() }
+		}, 2},
+		{"after committing the reply as pending, before posting it", func(r *rig, s *dyingStore) {
+			r.chat.beforePost = func() error { s.die(); return errDead }
+		}, 1},
+		{"after posting, before committing the post", func(r *rig, s *dyingStore) {
+			r.chat.afterPost = s.die
+		}, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newRig(t)
+			dying := &dyingStore{Store: r.store}
+			replica := New(r.opts, Deps{Store: dying, Chat: r.chat, Model: r.model, Resolver: fakeResolver{r.agents},
+				Prompts: func() Prompts { return fakePrompts{} }, Now: r.clock.Now})
+			root := r.send("", "U1", "Alice", "hello")
+			id := ConversationID(team, chanA, root.TS)
+			tt.arm(r, dying)
+			replica.process(context.Background(), context.Background(), task{id: id, channel: chanA})
+			replica.reactions.wait()
+			r.model.hook, r.chat.beforePost, r.chat.afterPost = nil, nil, nil
+			if !dying.dead.Load() {
+				t.Fatal("the replica did not reach the point where it dies")
+			}
+
+			due := func(at time.Time) bool {
+				t.Helper()
+				ids, err := r.store.Due(context.Background(), at, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return slices.Contains(ids, id)
+			}
+			if due(r.clock.Now()) {
+				t.Error("due while the dead replica's lock still holds")
+			}
+			r.clock.Add(r.e.opts.LockTTL)
+			if !due(r.clock.Now()) {
+				t.Fatal("not due once the dead replica's lock expired: the work is lost")
+			}
+			r.settle()
+			if got := r.chat.texts(); !slices.Equal(got, []string{"Elen: elen ok"}) {
+				t.Errorf("posts %q, want exactly one", got)
+			}
+			if n := len(r.model.calls(elen, "")); n != tt.modelCalls {
+				t.Errorf("model calls = %d, want %d", n, tt.modelCalls)
+			}
+			var stored int
+			for _, m := range r.messages(root.TS) {
+				if m.Kind == kindAgent {
+					stored++
+				}
+			}
+			if st := r.state(root.TS); stored != 1 || st.Pending != nil || len(st.WakeBy) != 0 {
+				t.Errorf("stored replies %d, pending %+v, waking %v; want the reply once and nothing left", stored, st.Pending, st.WakeBy)
+			}
+			if r.chat.anyReaction("hourglass_flowing_sand") {
+				t.Error("a working reaction was left behind")
+			}
+		})
+	}
+}
+
+// TestLostWakeUpFoundBySweep: a recorded message whose hand-off to a
+// worker never happens (the acknowledgement never came back) is found by
+// the sweeper and answered.
+func TestLostWakeUpFoundBySweep(t *testing.T) {
+	r := newRig(t)
+	r.opts.DispatchOnAck = true
+	r.opts.SweepInterval = 5 * time.Millisecond
+	reports := make(chan TurnReport, 1)
+	e := New(r.opts, Deps{Store: r.store, Chat: r.chat, Model: r.model, Resolver: fakeResolver{r.agents},
+		Prompts: func() Prompts { return fakePrompts{} }, Now: r.clock.Now, OnTurn: func(tr TurnReport) { reports <- tr }})
+	if err := e.Handle(context.Background(), Event{ID: "Ev1", Team: team, Channel: chanA, TS: r.nextTS(), UserID: "U1", Text: "hello"}); err != nil {
+		t.Fatal(err)
+	}
+	runEngine(t, e)
+	select {
+	case tr := <-reports:
+		if tr.Outcome != "ok" {
+			t.Errorf("turn %+v", tr)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the message whose wake-up was lost never got its turn")
+	}
+}
+
+// overlapModel answers after a moment and counts the turns of one
+// conversation that run at the same time (the facilitator's phase prompt
+// of fakePrompts carries the conversation id as its session).
+type overlapModel struct {
+	*fakeModel
+	mu       sync.Mutex
+	inFlight map[string]int
+	overlaps int
+}
+
+func (m *overlapModel) Complete(ctx context.Context, r llm.Request) (llm.Response, error) {
+	_, conv, _ := strings.Cut(lastUser(r), "session=")
+	conv, _, _ = strings.Cut(conv, "|")
+	m.mu.Lock()
+	m.inFlight[conv]++
+	if m.inFlight[conv] > 1 {
+		m.overlaps++
+	}
+	m.mu.Unlock()
+	time.Sleep(2 * time.Millisecond) // widen the window another replica's turn would need
+	m.mu.Lock()
+	m.inFlight[conv]--
+	m.mu.Unlock()
+	return m.fakeModel.Complete(ctx, r)
+}
+
+// TestTurnsNeverOverlap: two replicas on one store, each handling every
+// event of threads that get several messages in a row, never run two
+// turns of one conversation at once.
+func TestTurnsNeverOverlap(t *testing.T) {
+	tests := []struct {
+		name  string
+		store func(r *rig)
+	}{
+		{"in-process", func(*rig) {}},
+		{"redis", withRedis},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newRig(t, tt.store)
+			model := &overlapModel{fakeModel: r.model, inFlight: make(map[string]int)}
+			var turns atomic.Int64
+			r.opts.SweepInterval = 5 * time.Millisecond
+			engines := make([]*Engine, 2)
+			for i := range engines {
+				engines[i] = New(r.opts, Deps{Store: r.store, Chat: r.chat, Model: model, Resolver: fakeResolver{r.agents},
+					Prompts: func() Prompts { return fakePrompts{} }, Now: r.clock.Now, OnTurn: func(TurnReport) { turns.Add(1) }})
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			var wg sync.WaitGroup
+			for _, e := range engines {
+				wg.Go(func() {
+					if err := e.Run(ctx); err != nil {
+						t.Error(err)
+					}
+				})
+			}
+			const threads, messages = 3, 4
+			for i := range threads {
+				var root string
+				for j := range messages {
+					ev := Event{Team: team, Channel: chanA, TS: r.nextTS(), ThreadTS: root, UserID: "U1", UserName: "Alice", Text: "question"}
+					ev.ID = "Ev" + ev.TS
+					for k := range engines {
+						if err := engines[(i+j+k)%2].Handle(ctx, ev); err != nil {
+							t.Fatal(err)
+						}
+					}
+					if j == 0 {
+						root = ev.TS
+					}
+				}
+			}
+			deadline := time.Now().Add(60 * time.Second)
+			for turns.Load() < threads && time.Now().Before(deadline) {
+				time.Sleep(5 * time.Millisecond)
+			}
+			cancel()
+			wg.Wait()
+			settleEngines(t, r.store, r.clock, engines...)
+			model.mu.Lock()
+			defer model.mu.Unlock()
+			if model.overlaps != 0 {
+				t.Errorf("%d turns ran while another turn of their conversation was running", model.overlaps)
+			}
+			if turns.Load() < threads {
+				t.Errorf("%d turns for %d threads", turns.Load(), threads)
+			}
+		})
+	}
+}
+
+// TestNoticeOnceWhenAReplicaDies: the routing that sends a notice is
+// committed before the notice goes, so a replica that dies later in the
+// turn does not make another replica send it again.
+func TestNoticeOnceWhenAReplicaDies(t *testing.T) {
+	r := newRig(t)
+	dying := &dyingStore{Store: r.store}
+	replica := New(r.opts, Deps{Store: dying, Chat: r.chat, Model: r.model, Resolver: fakeResolver{r.agents},
+		Prompts: func() Prompts { return fakePrompts{} }, Now: r.clock.Now})
+	root := r.send("", "U1", "Alice", "hello "+ghost)
+	r.model.hook = func(llm.Request) { dying.die() }
+	replica.process(context.Background(), context.Background(), task{id: ConversationID(team, chanA, root.TS), channel: chanA})
+	replica.reactions.wait()
+	r.model.hook = nil
+	r.clock.Add(r.e.opts.LockTTL)
+	r.settle()
+	if got := r.chat.texts(); !slices.Equal(got, []string{"Elen: elen ok"}) {
+		t.Errorf("posts %q, want the answer once", got)
+	}
+	if len(r.chat.ephemeral) != 1 {
+		t.Errorf("notices %q, want one", r.chat.ephemeral)
+	}
+}
