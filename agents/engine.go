@@ -213,7 +213,7 @@ func New(opts Options, deps Deps) *Engine {
 		ready:    make(chan task, 256),
 		busy:     make(map[string]bool),
 	}
-	e.reactions = newReactor(deps.Chat, e.log)
+	e.reactions = newReactor(deps.Chat, e.log, opts.MaxParallel)
 	for i, b := range opts.BaseDomains {
 		opts.BaseDomains[i] = strings.ToLower(strings.Trim(b, ". "))
 	}

@@ -17,19 +17,22 @@ type reactionKey struct{ channel, ts, name string }
 // reactor applies reaction changes off the turns' path: a turn queues a
 // change and goes on, and a goroutine per emoji and message applies its
 // changes one after the other, in the order they were queued, so an add
-// is never overtaken by its remove. Engine.Run waits for every queued
-// change before it returns.
+// is never overtaken by its remove. At most cap(calls) changes are sent at
+// once (as many as turns run at once, which used to make them), so a
+// burst does not open a connection to Slack per message. Engine.Run waits
+// for every queued change before it returns.
 type reactor struct {
-	chat Chat
-	log  *slog.Logger
+	chat  Chat
+	log   *slog.Logger
+	calls chan struct{} // a slot per change being sent
 
 	mu     sync.Mutex
 	queues map[reactionKey][]bool // changes not applied yet (true: add); a key is present while its goroutine runs
 	idle   *sync.Cond             // signalled when queues empties
 }
 
-func newReactor(chat Chat, log *slog.Logger) *reactor {
-	r := &reactor{chat: chat, log: log, queues: make(map[reactionKey][]bool)}
+func newReactor(chat Chat, log *slog.Logger, parallel int) *reactor {
+	r := &reactor{chat: chat, log: log, calls: make(chan struct{}, parallel), queues: make(map[reactionKey][]bool)}
 	r.idle = sync.NewCond(&r.mu)
 	return r
 }
@@ -65,6 +68,7 @@ func (r *reactor) apply(ctx context.Context, key reactionKey) {
 		r.queues[key] = q[1:]
 		r.mu.Unlock()
 
+		r.calls <- struct{}{}
 		cctx, cancel := context.WithTimeout(ctx, reactionTimeout)
 		var err error
 		if add {
@@ -73,6 +77,7 @@ func (r *reactor) apply(ctx context.Context, key reactionKey) {
 			err = r.chat.RemoveReaction(cctx, key.channel, key.ts, key.name)
 		}
 		cancel()
+		<-r.calls
 		if err != nil {
 			r.log.Warn("reaction", slog.String(logChannel, key.channel), slog.String("ts", key.ts),
 				slog.String("reaction", key.name), slog.Bool("add", add), slog.Any(logError, err))
