@@ -15,9 +15,16 @@
 // Every client honours the deadlines of the contexts it is given (go-redis'
 // ContextTimeoutEnabled), so a caller that must answer in time (Slack's
 // acknowledgement) is not held by the client's own timeouts.
+//
+// The connections go-redis keeps for pipelines get the buffers of the
+// others (32 KiB each way) unless the URL sets pipeline_read_buffer_size
+// or pipeline_write_buffer_size: go-redis would give them 128 KiB each
+// way, up to 2.5 MB a client, while conclave's pipelines (a script and a
+// few small reads for every message) carry little.
 package redisurl
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net/url"
@@ -25,6 +32,11 @@ import (
 
 	"github.com/redis/go-redis/v9"
 )
+
+// bufferSize is go-redis' buffer size for connections other than the
+// pipeline pool's (Cluster clients, which have no such pool unless its
+// buffers are set, are left alone).
+const bufferSize = 32 * 1024
 
 // NewClient returns a client for rawURL. Errors never repeat the URL, which
 // may hold a password.
@@ -42,6 +54,8 @@ func NewClient(rawURL string) (redis.UniversalClient, error) {
 			return nil, clean(err)
 		}
 		o.ContextTimeoutEnabled = true
+		o.PipelineReadBufferSize = cmp.Or(o.PipelineReadBufferSize, o.ReadBufferSize, bufferSize)
+		o.PipelineWriteBufferSize = cmp.Or(o.PipelineWriteBufferSize, o.WriteBufferSize, bufferSize)
 		return redis.NewClient(o), nil
 	case "sentinel":
 		o, err := redis.ParseFailoverURL(base + rest)
@@ -52,6 +66,8 @@ func NewClient(rawURL string) (redis.UniversalClient, error) {
 			return nil, errors.New("redis url: a sentinel URL needs master_name")
 		}
 		o.ContextTimeoutEnabled = true
+		o.PipelineReadBufferSize = cmp.Or(o.PipelineReadBufferSize, o.ReadBufferSize, bufferSize)
+		o.PipelineWriteBufferSize = cmp.Or(o.PipelineWriteBufferSize, o.WriteBufferSize, bufferSize)
 		return redis.NewFailoverClient(o), nil
 	case "cluster":
 		o, err := redis.ParseClusterURL(base + rest)

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/redis/go-redis/v9"
 )
 
 func TestNewClient(t *testing.T) {
@@ -38,6 +40,30 @@ func TestNewClient(t *testing.T) {
 			}
 			if strings.Contains(got, "hunter2") {
 				t.Errorf("the error repeats the password: %s", got)
+			}
+		})
+	}
+}
+
+func TestPipelineBuffers(t *testing.T) {
+	tests := []struct {
+		url         string
+		read, write int
+	}{
+		{"redis://127.0.0.1:6379", 32 * 1024, 32 * 1024},
+		{"redis://127.0.0.1:6379?pipeline_read_buffer_size=131072", 128 * 1024, 32 * 1024},
+		{"redis://127.0.0.1:6379?pipeline_write_buffer_size=65536", 32 * 1024, 64 * 1024},
+	}
+	for _, tt := range tests {
+		t.Run(tt.url, func(t *testing.T) {
+			c, err := NewClient(tt.url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			o := c.(*redis.Client).Options()
+			if o.PipelineReadBufferSize != tt.read || o.PipelineWriteBufferSize != tt.write {
+				t.Errorf("pipeline buffers %d, %d; want %d, %d", o.PipelineReadBufferSize, o.PipelineWriteBufferSize, tt.read, tt.write)
 			}
 		})
 	}
