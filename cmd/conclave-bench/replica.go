@@ -109,6 +109,10 @@ func runReplica(raw string) error {
 		if err != nil {
 			return err
 		}
+		// The same client conclave run builds from a URL (see
+		// memory/internal/redisurl), plus the hook that counts trips.
+		opts.ContextTimeoutEnabled = true
+		opts.PipelineReadBufferSize, opts.PipelineWriteBufferSize = 32<<10, 32<<10
 		client := redis.NewClient(opts)
 		client.AddHook(&trips)
 		defer client.Close()
