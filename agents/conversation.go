@@ -571,7 +571,7 @@ func (c *convo) restart(ctx context.Context) {
 			delete(c.st.Noticed, k)
 		}
 	}
-	c.e.reactions.set(ctx, c.conv.Channel, c.conv.ThreadTS, c.e.opts.DoneReaction, false)
+	c.e.reactions.set(ctx, c.conv.Channel, c.conv.ThreadTS, doneReaction, false)
 	c.log.Info("conversation restarted")
 }
 

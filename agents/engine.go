@@ -35,6 +35,9 @@ const (
 	ScopeChannel = "channel" // kept per channel
 )
 
+// doneReaction marks a concluded conversation's root (✅).
+const doneReaction = "white_check_mark"
+
 // Where failures are reported.
 const (
 	NotifyThread = "thread" // a ⚠️ notice in the thread
@@ -71,7 +74,6 @@ type Options struct {
 
 	Notify          string // errors.notify: NotifyThread (default) or NotifyLog
 	WorkingReaction string // slack.working_reaction (hourglass_flowing_sand)
-	DoneReaction    string // the conclusion's reaction (white_check_mark)
 
 	Channels    []ChannelConfig
 	Agents      map[string]AgentSettings // by ENS name
@@ -182,9 +184,6 @@ func New(opts Options, deps Deps) *Engine {
 	}
 	if opts.WorkingReaction == "" {
 		opts.WorkingReaction = "hourglass_flowing_sand"
-	}
-	if opts.DoneReaction == "" {
-		opts.DoneReaction = "white_check_mark"
 	}
 	if len(opts.BaseDomains) == 0 {
 		opts.BaseDomains = []string{"protocol6022.eth", "6022.eth"}

@@ -671,7 +671,7 @@ func (c *convo) concludeTurn(ctx context.Context) error {
 		return ctx.Err()
 	}
 	finish()
-	c.e.reactions.set(ctx, c.conv.Channel, c.conv.ThreadTS, c.e.opts.DoneReaction, true)
+	c.e.reactions.set(ctx, c.conv.Channel, c.conv.ThreadTS, doneReaction, true)
 	c.log.Info("conversation concluded", slog.String("reason", r.Reason))
 	if err != nil {
 		return c.failed(ctx, t, err)
