@@ -107,7 +107,12 @@ func (c *Cache) Resolve(ctx context.Context, name string) (Agent, error) {
 	if err != nil {
 		return Agent{}, fmt.Errorf("ens: resolve %q: %w", name, err)
 	}
-	key := n.Canonical
+	return c.resolve(ctx, name, n.Canonical)
+}
+
+// resolve is Resolve for a name already parsed: key is its canonical form,
+// name the form errors show.
+func (c *Cache) resolve(ctx context.Context, name, key string) (Agent, error) {
 	for {
 		c.mu.Lock()
 		if e, ok := c.entries[key]; ok && c.cfg.Now().Before(e.expires) {

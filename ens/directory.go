@@ -239,8 +239,9 @@ func (d *Directory) Resolve(ctx context.Context, name string) (Agent, error) {
 	if a, ok := d.static.has(n.Canonical); ok {
 		return a, nil
 	}
-	// Errors name the canonical form: the cache shares them between forms.
-	return d.cache.Resolve(ctx, n.Canonical)
+	// The cache is asked by key, the name being parsed already. Errors name
+	// the canonical form: the cache shares them between forms.
+	return d.cache.resolve(ctx, n.Canonical, n.Canonical)
 }
 
 // ResolveToken names and reads the agent minted as token tokenID of a
