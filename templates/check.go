@@ -2,10 +2,7 @@ package templates
 
 import (
 	"fmt"
-	"io/fs"
 	"maps"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -65,7 +62,7 @@ func Check(dir string, opts CheckOptions) Report {
 	if clock == nil {
 		clock = FixedClock
 	}
-	fsys, display := checkSource(dir)
+	fsys, display := source(dir)
 	c := &checker{errors: map[string]Problem{}, warnings: map[string]Problem{}}
 	files, err := readRepo(fsys)
 	if err != nil {
@@ -119,14 +116,6 @@ func fixturesFor(role string, given []Fixture) []Fixture {
 		out = []Fixture{BuiltinFixtureFor(role)}
 	}
 	return out
-}
-
-func checkSource(dir string) (fs.FS, func(string) string) {
-	if dir == "" {
-		fsys, _ := fs.Sub(defaultsFS, "defaults")
-		return fsys, func(rel string) string { return builtinPrefix + rel }
-	}
-	return os.DirFS(dir), func(rel string) string { return filepath.Join(dir, filepath.FromSlash(rel)) }
 }
 
 type checker struct {

@@ -49,7 +49,8 @@ type Options struct {
 // replaces it when the repository changes.
 type Library struct {
 	dir      string
-	fsys     fs.FS // nil when there is no repository
+	fsys     fs.FS               // nil when there is no repository
+	display  func(string) string // the name errors give a file of fsys
 	log      *slog.Logger
 	funcs    template.FuncMap
 	builtin  *repo
@@ -86,25 +87,33 @@ func Open(dir string, opts Options) (*Library, error) {
 		l.current.Store(&Set{repo: &repo{}, builtin: builtin})
 		return l, nil
 	}
-	l.fsys = os.DirFS(dir)
+	l.fsys, l.display = source(dir)
 	if err := l.Reload(); err != nil {
 		return nil, err
 	}
 	return l, nil
 }
 
+// source returns the files of the repository in dir and the name errors
+// give each, by its slash-separated path: dir "" is the built-in defaults,
+// named builtin:<path>.
+func source(dir string) (fs.FS, func(rel string) string) {
+	if dir == "" {
+		fsys, _ := fs.Sub(defaultsFS, "defaults") // fails only on an invalid path
+		return fsys, func(rel string) string { return builtinPrefix + rel }
+	}
+	return os.DirFS(dir), func(rel string) string { return filepath.Join(dir, filepath.FromSlash(rel)) }
+}
+
 // loadBuiltin parses the embedded defaults. They are part of the binary,
 // so a problem in them is a bug, reported as an error.
 func loadBuiltin(funcs template.FuncMap) (*repo, error) {
-	fsys, err := fs.Sub(defaultsFS, "defaults")
-	if err != nil {
-		return nil, fmt.Errorf("templates: built-in defaults: %w", err)
-	}
+	fsys, display := source("")
 	files, err := readRepo(fsys)
 	if err != nil {
 		return nil, fmt.Errorf("templates: built-in defaults: %w", err)
 	}
-	r := buildRepo(files, func(rel string) string { return builtinPrefix + rel }, funcs)
+	r := buildRepo(files, display, funcs)
 	if len(r.problems) > 0 {
 		return nil, fmt.Errorf("templates: built-in defaults: %w", r.problems[0])
 	}
@@ -196,8 +205,7 @@ func (l *Library) poll() {
 
 // install builds a Set from files and makes it current. Callers hold mu.
 func (l *Library) install(files map[string]fileData) {
-	display := func(rel string) string { return filepath.Join(l.dir, filepath.FromSlash(rel)) }
-	set := &Set{files: files, repo: buildRepo(files, display, l.funcs), builtin: l.builtin}
+	set := &Set{files: files, repo: buildRepo(files, l.display, l.funcs), builtin: l.builtin}
 	l.current.Store(set)
 	l.log.Info("templates: loaded", logKeyDir, l.dir, logKeyFiles, len(files), logKeyProblems, len(set.repo.problems))
 	// Files outside the layout are ignored and summed up in one line (a
