@@ -575,10 +575,8 @@ func (c *Config) validate() error {
 	default:
 		bad("errors.notify", "%q is not one of thread, log", c.Errors.Notify)
 	}
-	if c.HTTP.PublicURL != "" {
-		if u, err := url.Parse(c.HTTP.PublicURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			bad("http.public_url", "%q is not an http(s) URL", c.HTTP.PublicURL)
-		}
+	if c.HTTP.PublicURL != "" && !isHTTPURL(c.HTTP.PublicURL) {
+		bad("http.public_url", "%q is not an http(s) URL", c.HTTP.PublicURL)
 	}
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":
@@ -602,10 +600,8 @@ func (c *Config) hasProfile(name string) bool {
 }
 
 func (c *Config) validateProfile(key string, p LLMProfileConfig, bad func(string, string, ...any)) {
-	if p.BaseURL != nil && *p.BaseURL != "" {
-		if u, err := url.Parse(*p.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			bad(key+".base_url", "%q is not an http(s) URL", *p.BaseURL)
-		}
+	if p.BaseURL != nil && *p.BaseURL != "" && !isHTTPURL(*p.BaseURL) {
+		bad(key+".base_url", "%q is not an http(s) URL", *p.BaseURL)
 	}
 	if p.Temperature != nil && (*p.Temperature < 0 || *p.Temperature > 2) {
 		bad(key+".temperature", "must be between 0 and 2")
@@ -625,6 +621,12 @@ func (c *Config) validateProfile(key string, p LLMProfileConfig, bad func(string
 	if p.TotalTimeout != nil && p.TotalTimeout.Duration <= 0 {
 		bad(key+".total_timeout", "must be a positive duration")
 	}
+}
+
+// isHTTPURL tells whether s is an absolute http or https URL with a host.
+func isHTTPURL(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
 }
 
 func validatePolicy(key, policy, pattern string, bad func(string, string, ...any)) {
