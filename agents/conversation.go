@@ -107,7 +107,7 @@ func (e *Engine) load(ctx context.Context, lock memory.Lock, snap memory.Snapsho
 			return nil, fmt.Errorf("agents: list agents of %s: %w", c.conv.Channel, err)
 		}
 	}
-	names, _ := e.channelNames(c.conv.Channel, added)
+	names := e.channelNames(c.conv.Channel, added)
 	c.start = e.static[c.conv.Channel].Start
 	if c.start == "" {
 		c.start = StartAll

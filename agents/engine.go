@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -234,7 +235,9 @@ func New(opts Options, deps Deps) *Engine {
 	for _, c := range opts.Channels {
 		names := make([]string, 0, len(c.Agents))
 		for _, n := range c.Agents {
-			names = append(names, e.canonical(n))
+			if n = e.canonical(n); !slices.Contains(names, n) {
+				names = append(names, n)
+			}
 		}
 		c.Agents = names
 		if c.Start == "" {
@@ -264,7 +267,7 @@ func (e *Engine) now() time.Time { return e.deps.Now() }
 func (e *Engine) canonical(name string) string {
 	name = strings.ToLower(strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(name), "@")))
 	for _, b := range e.opts.BaseDomains {
-		if prefix, ok := strings.CutSuffix(name, "."+b); ok && len(e.opts.BaseDomains) > 0 {
+		if prefix, ok := strings.CutSuffix(name, "."+b); ok {
 			return prefix + "." + e.opts.BaseDomains[0]
 		}
 	}
@@ -288,37 +291,29 @@ func (e *Engine) forms(names []string) []nameForm {
 
 // registeredNames lists a channel's agents: the configuration's, then
 // those added at run time, canonical and without duplicates.
-func (e *Engine) registeredNames(ctx context.Context, channel string) (names []string, static map[string]bool, err error) {
+func (e *Engine) registeredNames(ctx context.Context, channel string) ([]string, error) {
 	added, err := e.deps.Store.ChannelAgents(ctx, channel)
 	if err != nil {
-		return nil, nil, fmt.Errorf("agents: list agents of %s: %w", channel, err)
+		return nil, fmt.Errorf("agents: list agents of %s: %w", channel, err)
 	}
-	names, static = e.channelNames(channel, added)
-	return names, static, nil
+	return e.channelNames(channel, added), nil
 }
 
 // channelNames merges a channel's configured agents with those added at
 // run time (as the store lists them).
-func (e *Engine) channelNames(channel string, added []string) (names []string, static map[string]bool) {
-	static = make(map[string]bool)
-	for _, n := range e.static[channel].Agents {
-		if !static[n] {
-			static[n] = true
-			names = append(names, n)
-		}
-	}
-	seen := make(map[string]bool, len(names))
-	for _, n := range names {
-		seen[n] = true
-	}
+func (e *Engine) channelNames(channel string, added []string) []string {
+	names := slices.Clone(e.static[channel].Agents)
 	for _, n := range added {
-		n = e.canonical(n)
-		if !seen[n] {
-			seen[n] = true
+		if n = e.canonical(n); !slices.Contains(names, n) {
 			names = append(names, n)
 		}
 	}
-	return names, static
+	return names
+}
+
+// isStatic reports whether the configuration declares agent in channel.
+func (e *Engine) isStatic(channel, agent string) bool {
+	return slices.Contains(e.static[channel].Agents, agent)
 }
 
 // ChannelAgent is an agent registered in a channel.
@@ -331,14 +326,14 @@ type ChannelAgent struct {
 // ChannelAgents lists a channel's agents in the order /list-agents shows
 // them: facilitator, experts, clones, humans, then by ENS name.
 func (e *Engine) ChannelAgents(ctx context.Context, channel string) ([]ChannelAgent, error) {
-	names, static, err := e.registeredNames(ctx, channel)
+	names, err := e.registeredNames(ctx, channel)
 	if err != nil {
 		return nil, err
 	}
 	out := make([]ChannelAgent, 0, len(names))
 	for _, n := range names {
 		a, err := e.resolve(ctx, n)
-		out = append(out, ChannelAgent{Agent: a, Static: static[n], Err: err})
+		out = append(out, ChannelAgent{Agent: a, Static: e.isStatic(channel, n), Err: err})
 	}
 	rank := map[ens.Role]int{ens.RoleFacilitator: 0, ens.RoleExpert: 1, ens.RoleClone: 2, ens.RoleHuman: 3}
 	sort.SliceStable(out, func(i, j int) bool {
@@ -360,14 +355,12 @@ func (e *Engine) AddAgent(ctx context.Context, channel, name string) (ens.Agent,
 	if err != nil {
 		return ens.Agent{}, err
 	}
-	names, _, err := e.registeredNames(ctx, channel)
+	names, err := e.registeredNames(ctx, channel)
 	if err != nil {
 		return a, err
 	}
-	for _, n := range names {
-		if n == name {
-			return a, fmt.Errorf("agents: add %s: %w", name, ErrAgentPresent)
-		}
+	if slices.Contains(names, name) {
+		return a, fmt.Errorf("agents: add %s: %w", name, ErrAgentPresent)
 	}
 	if a.Role == ens.RoleFacilitator {
 		for _, n := range names {
@@ -391,10 +384,8 @@ func (e *Engine) AddAgent(ctx context.Context, channel, name string) (ens.Agent,
 // agents declared in the configuration, ErrAgentAbsent when it is not there.
 func (e *Engine) RemoveAgent(ctx context.Context, channel, name string) error {
 	name = e.canonical(name)
-	for _, n := range e.static[channel].Agents {
-		if n == name {
-			return fmt.Errorf("agents: remove %s: %w", name, ErrStaticAgent)
-		}
+	if e.isStatic(channel, name) {
+		return fmt.Errorf("agents: remove %s: %w", name, ErrStaticAgent)
 	}
 	removed, err := e.deps.Store.RemoveChannelAgent(ctx, channel, name)
 	if err != nil {

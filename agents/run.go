@@ -60,7 +60,7 @@ func (e *Engine) Handle(ctx context.Context, ev Event) error {
 	if err != nil {
 		return fmt.Errorf("agents: look up message %s: %w", ev.TS, err)
 	}
-	names, _ := e.channelNames(ev.Channel, found.ChannelAgents)
+	names := e.channelNames(ev.Channel, found.ChannelAgents)
 	if len(names) == 0 {
 		return nil
 	}
