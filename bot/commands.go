@@ -284,8 +284,15 @@ func describe(a ens.Agent) string {
 	return escapeSlack(a.Name) + " — " + string(a.Role) + " — " + code(a.EnsDomain)
 }
 
-func (c *Commands) isAdmin(user string) bool {
-	return len(c.opts.Admins) == 0 || slices.Contains(c.opts.Admins, user)
+// adminOnly lets an admin (anyone, when slack.admins is empty) go on with
+// "" and refuses anyone else, logging the refusal; verb names what was
+// asked ("add", "remove").
+func (c *Commands) adminOnly(cmd slack.SlashCommand, verb string) string {
+	if len(c.opts.Admins) == 0 || slices.Contains(c.opts.Admins, cmd.UserID) {
+		return ""
+	}
+	c.refused(cmd, "not an admin")
+	return "Only conclave's admins (slack.admins) can " + verb + " agents; nothing changed."
 }
 
 // isDirect reports a command typed in a direct or group message.
@@ -302,9 +309,8 @@ func (c *Commands) addAgent(ctx context.Context, cmd slack.SlashCommand, args []
 	if isDirect(cmd) {
 		return "Agents can only be added to channels, not to direct messages."
 	}
-	if !c.isAdmin(cmd.UserID) {
-		c.refused(cmd, "not an admin")
-		return "Only conclave's admins (slack.admins) can add agents; nothing changed."
+	if refusal := c.adminOnly(cmd, "add"); refusal != "" {
+		return refusal
 	}
 	name, failure := c.nameOf(ctx, ref)
 	if failure != "" {
@@ -360,9 +366,8 @@ func (c *Commands) removeAgent(ctx context.Context, cmd slack.SlashCommand, args
 	if bad != "" {
 		return usage(usageRemove, bad)
 	}
-	if !c.isAdmin(cmd.UserID) {
-		c.refused(cmd, "not an admin")
-		return "Only conclave's admins (slack.admins) can remove agents; nothing changed."
+	if refusal := c.adminOnly(cmd, "remove"); refusal != "" {
+		return refusal
 	}
 	name, failure := c.nameOf(ctx, ref)
 	if failure != "" {
