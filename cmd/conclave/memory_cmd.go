@@ -82,12 +82,7 @@ func runHydrate(ctx context.Context, args []string, e env) error {
 	if err != nil {
 		return err
 	}
-	store, err := memory.NewRedis(ctx, memory.RedisOptions{
-		URL:                cfg.Memory.RedisURL,
-		KeyPrefix:          cfg.Memory.KeyPrefix,
-		MaxSessionMessages: cfg.Memory.MaxSessionMessages,
-		ConversationTTL:    cfg.Memory.ConversationTTL.Duration,
-	})
+	store, err := memory.NewRedis(ctx, redisOptions(cfg.Memory))
 	if err != nil {
 		return err
 	}

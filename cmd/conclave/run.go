@@ -269,16 +269,21 @@ func openStore(ctx context.Context, c MemoryConfig, log *slog.Logger) (memory.St
 		log.Warn("memory: using the in-process store: run a single replica; conversations and memory are lost on exit (set memory.redis_url to keep them)")
 		return memory.NewInProcess(memory.Options{MaxSessionMessages: c.MaxSessionMessages, ConversationTTL: c.ConversationTTL.Duration}), nil
 	}
-	s, err := memory.NewRedis(ctx, memory.RedisOptions{
-		URL:                c.RedisURL,
-		KeyPrefix:          c.KeyPrefix,
-		MaxSessionMessages: c.MaxSessionMessages,
-		ConversationTTL:    c.ConversationTTL.Duration,
-	})
+	s, err := memory.NewRedis(ctx, redisOptions(c))
 	if err != nil {
 		return nil, err
 	}
 	return s, nil
+}
+
+// redisOptions maps [memory] onto the Redis store's options.
+func redisOptions(c MemoryConfig) memory.RedisOptions {
+	return memory.RedisOptions{
+		URL:                c.RedisURL,
+		KeyPrefix:          c.KeyPrefix,
+		MaxSessionMessages: c.MaxSessionMessages,
+		ConversationTTL:    c.ConversationTTL.Duration,
+	}
 }
 
 // openTemplates opens the config repository; a directory that does not
