@@ -29,10 +29,7 @@ func benchData() Data {
 // prompts list every other agent, the phase prompts are the short ones a
 // turn ends with.
 func BenchmarkRender(b *testing.B) {
-	lib, err := Open("", Options{Clock: FixedClock})
-	if err != nil {
-		b.Fatal(err)
-	}
+	lib := open(b, "")
 	d := benchData()
 	for _, p := range []struct{ role, prompt string }{
 		{RoleFacilitator, PromptSystem},

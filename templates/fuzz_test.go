@@ -22,11 +22,7 @@ func FuzzRenderData(f *testing.F) {
 		f.Add(s, "Ada", "0x5B38Da6a701c568545dCfcB03FcB875f56beddC4", "claims")
 	}
 	f.Add("hi", "{{.}}", "{{ .Owner }}", "{{ index . 0 }}")
-	lib, err := Open("", Options{Clock: FixedClock})
-	if err != nil {
-		f.Fatal(err)
-	}
-	set := lib.Current()
+	set := open(f, "").Current()
 	f.Fuzz(func(t *testing.T, content, name, owner, attr string) {
 		agent := Agent(AgentInfo{
 			Name: name, EnsDomain: testAgent, Owner: owner,

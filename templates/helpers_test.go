@@ -3,6 +3,7 @@ package templates
 import (
 	"bytes"
 	"flag"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -114,13 +115,25 @@ func writeFile(t *testing.T, path, body string) {
 }
 
 // open opens a library on dir with the fixed clock.
-func open(t *testing.T, dir string) *Library {
+func open(t testing.TB, dir string) *Library {
 	t.Helper()
 	l, err := Open(dir, Options{Clock: FixedClock})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return l
+}
+
+// openLogged opens a library on dir that logs, as text, to the returned
+// buffer.
+func openLogged(t *testing.T, dir string) (*Library, *bytes.Buffer) {
+	t.Helper()
+	var logs bytes.Buffer
+	l, err := Open(dir, Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l, &logs
 }
 
 // fixtureData is the built-in fixture's data with its authors as written

@@ -1,10 +1,10 @@
 package templates
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io/fs"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -225,48 +225,20 @@ func swapLink(t *testing.T, target, link string) {
 	}
 }
 
-// countingHandler counts log records by level.
-type countingHandler struct {
-	mu     sync.Mutex
-	counts map[slog.Level]int
-	msgs   []string
-}
-
-func (h *countingHandler) Enabled(context.Context, slog.Level) bool { return true }
-func (h *countingHandler) Handle(_ context.Context, r slog.Record) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.counts[r.Level]++
-	r.Attrs(func(a slog.Attr) bool {
-		h.msgs = append(h.msgs, r.Message+" "+a.Value.String())
-		return true
-	})
-	return nil
-}
-func (h *countingHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
-func (h *countingHandler) WithGroup(string) slog.Handler      { return h }
-
-func (h *countingHandler) count(l slog.Level) int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.counts[l]
-}
+// warnings counts the warnings in text logs.
+func warnings(logs *bytes.Buffer) int { return strings.Count(logs.String(), " level=WARN ") }
 
 func TestPollLogsAnUnreadableRepositoryOnce(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "repo")
 	writeFile(t, filepath.Join(dir, "expert/system.tmpl"), "kept.")
-	h := &countingHandler{counts: map[slog.Level]int{}}
-	lib, err := Open(dir, Options{Logger: slog.New(h)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	lib, logs := openLogged(t, dir)
 	if err := os.RemoveAll(dir); err != nil {
 		t.Fatal(err)
 	}
 	for range 3 {
 		lib.poll()
 	}
-	if n := h.count(slog.LevelWarn); n != 1 {
+	if n := warnings(logs); n != 1 {
 		t.Errorf("%d warnings for a vanished repository, want 1", n)
 	}
 	if err := lib.Err(); !errors.Is(err, fs.ErrNotExist) {
@@ -290,11 +262,7 @@ func TestProblemsAreListedAndLogged(t *testing.T) {
 	writeFile(t, filepath.Join(dir, "expert/system.tmpl"), "fine.\n{{if}}")
 	writeFile(t, filepath.Join(dir, "expert/default.tmpl"), "misplaced.")
 	writeFile(t, filepath.Join(dir, "all/system.toml"), "colour = 1")
-	h := &countingHandler{counts: map[slog.Level]int{}}
-	lib, err := Open(dir, Options{Logger: slog.New(h)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	lib, logs := openLogged(t, dir)
 	var got []string
 	for _, p := range lib.Current().Problems() {
 		got = append(got, strings.ReplaceAll(p.Error(), dir, "$DIR"))
@@ -307,7 +275,7 @@ func TestProblemsAreListedAndLogged(t *testing.T) {
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("problems:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
-	if n := h.count(slog.LevelWarn); n != len(want) {
+	if n := warnings(logs); n != len(want) {
 		t.Errorf("%d warnings logged, want %d", n, len(want))
 	}
 }

@@ -1,9 +1,6 @@
 package templates
 
 import (
-	"bytes"
-	"log/slog"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -21,18 +18,9 @@ func TestLoadLogsIgnoredFilesOnce(t *testing.T) {
 		"expert/system.tmpl":          "{{if}}",
 		"notes.md":                    "not a template",
 	} {
-		path := filepath.Join(dir, filepath.FromSlash(name))
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		writeFile(t, filepath.Join(dir, filepath.FromSlash(name)), body)
 	}
-	var logs bytes.Buffer
-	if _, err := Open(dir, Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))}); err != nil {
-		t.Fatal(err)
-	}
+	_, logs := openLogged(t, dir)
 	out := logs.String()
 	if n := strings.Count(out, "files outside the layout are ignored"); n != 1 {
 		t.Errorf("summary lines = %d, want 1:\n%s", n, out)

@@ -11,8 +11,7 @@ import (
 func ptr[T any](v T) *T { return &v }
 
 func TestSettingsMergeAgentRoleAll(t *testing.T) {
-	dir := t.TempDir()
-	files := map[string]string{
+	set := open(t, writeRepo(t, map[string]string{
 		"agents/" + testAgent + "/system.toml": `model = "agent-model"`,
 		"expert/system.toml":                   "model = \"role-model\"\ntemperature = 0.3",
 		"all/system.toml":                      "max_tokens = 100\ninclude_history = false\nllm_profile = \"cheap\"",
@@ -20,11 +19,7 @@ func TestSettingsMergeAgentRoleAll(t *testing.T) {
 		"agents/" + testAgent + "/context-found.toml": "max_input_tokens = 8000",
 		// json = false overrides the built-in json = true.
 		"expert/context-not-found.toml": "json = false",
-	}
-	for name, body := range files {
-		writeFile(t, filepath.Join(dir, name), body)
-	}
-	set := open(t, dir).Current()
+	})).Current()
 	tests := []struct {
 		agent, role, prompt string
 		want                Settings
@@ -110,10 +105,7 @@ func TestSettingsErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			dir := t.TempDir()
-			for name, body := range tt.files {
-				writeFile(t, filepath.Join(dir, name), body)
-			}
+			dir := writeRepo(t, tt.files)
 			_, err := open(t, dir).Current().Settings(tt.agent, tt.role, PromptSystem)
 			if err == nil {
 				t.Fatal("no error")
