@@ -78,12 +78,12 @@ func (e *Engine) Handle(ctx context.Context, ev Event) error {
 		}
 		return nil
 	}
-	text := capText(ev.Text, max)
-	if thread != ev.TS && !found.Exists && len(findMentions(text, e.forms(names))) == 0 && len(attemptedNames(text, e.opts.BaseDomains)) == 0 {
+	m := e.messageOf(ev, found.HumanAgent)
+	if thread != ev.TS && !found.Exists && len(findMentions(m.Text, e.forms(names))) == 0 && len(attemptedNames(m.Text, e.opts.BaseDomains)) == 0 {
 		return nil // a thread conclave does not know, naming nobody
 	}
 	conv := memory.Conversation{ID: id, Team: ev.Team, Channel: ev.Channel, ThreadTS: thread}
-	if _, err := e.deps.Store.RecordMessage(ctx, conv, e.messageOf(ev, found.HumanAgent), ev.ID); err != nil {
+	if _, err := e.deps.Store.RecordMessage(ctx, conv, m, ev.ID); err != nil {
 		return fmt.Errorf("agents: record message %s: %w", ev.TS, err)
 	}
 	t := task{id: id, channel: ev.Channel}
