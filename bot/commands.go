@@ -236,8 +236,8 @@ func usage(line, reason string) string {
 	if reason == "" {
 		return line
 	}
-	if r := []rune(reason); len(r) > maxReason {
-		reason = string(r[:maxReason]) + "…"
+	if cut := truncateRunes(reason, maxReason); cut != reason {
+		reason = cut + "…"
 	}
 	return line + " (" + escapeSlack(reason) + ")"
 }
