@@ -315,11 +315,7 @@ func (b *Bot) connect(ctx context.Context) error {
 
 // isAuthError reports whether Slack refused a token.
 func isAuthError(err error) bool {
-	var se slack.SlackErrorResponse
-	if !errors.As(err, &se) {
-		return false
-	}
-	switch se.Err {
+	switch errorCode(err) {
 	case "invalid_auth", "not_authed", "account_inactive", "token_revoked", "token_expired", "not_allowed_token_type":
 		return true
 	}
