@@ -92,29 +92,26 @@ func TestReloadKeepsSetWhenDirIsGone(t *testing.T) {
 // TestPollSeesChanges drives one poll after each kind of change, as Run
 // does every second.
 func TestPollSeesChanges(t *testing.T) {
+	// write is a change writing body to the file at rel.
+	write := func(rel, body string) func(*testing.T, string) {
+		return func(t *testing.T, root string) { writeFile(t, filepath.Join(root, rel), body) }
+	}
 	tests := []struct {
 		name   string
-		setup  func(t *testing.T, root string) string // returns the repository dir
+		files  map[string]string                      // the files the case starts from
+		links  func(t *testing.T, root string) string // when set, links the files and returns the repository dir
 		change func(t *testing.T, root string)
 		want   string // rendered after the change; "" means the built-in
 	}{
 		{
-			name: "edit",
-			setup: func(t *testing.T, root string) string {
-				writeFile(t, filepath.Join(root, "expert/system.tmpl"), "before.")
-				return root
-			},
-			change: func(t *testing.T, root string) {
-				writeFile(t, filepath.Join(root, "expert/system.tmpl"), "after, longer.")
-			},
-			want: "after, longer.",
+			name:   "edit",
+			files:  map[string]string{"expert/system.tmpl": "before."},
+			change: write("expert/system.tmpl", "after, longer."),
+			want:   "after, longer.",
 		},
 		{
-			name: "same size and time, other content",
-			setup: func(t *testing.T, root string) string {
-				writeFile(t, filepath.Join(root, "expert/system.tmpl"), "aaaa.")
-				return root
-			},
+			name:  "same size and time, other content",
+			files: map[string]string{"expert/system.tmpl": "aaaa."},
 			change: func(t *testing.T, root string) {
 				path := filepath.Join(root, "expert/system.tmpl")
 				info, err := os.Stat(path)
@@ -129,22 +126,14 @@ func TestPollSeesChanges(t *testing.T) {
 			want: "bbbb.",
 		},
 		{
-			name: "file added",
-			setup: func(t *testing.T, root string) string {
-				writeFile(t, filepath.Join(root, "clone/system.tmpl"), "clone.")
-				return root
-			},
-			change: func(t *testing.T, root string) {
-				writeFile(t, filepath.Join(root, "all/system.tmpl"), "added.")
-			},
-			want: "added.",
+			name:   "file added",
+			files:  map[string]string{"clone/system.tmpl": "clone."},
+			change: write("all/system.tmpl", "added."),
+			want:   "added.",
 		},
 		{
-			name: "file removed",
-			setup: func(t *testing.T, root string) string {
-				writeFile(t, filepath.Join(root, "expert/system.tmpl"), "removed soon.")
-				return root
-			},
+			name:  "file removed",
+			files: map[string]string{"expert/system.tmpl": "removed soon."},
 			change: func(t *testing.T, root string) {
 				if err := os.Remove(filepath.Join(root, "expert/system.tmpl")); err != nil {
 					t.Fatal(err)
@@ -153,10 +142,9 @@ func TestPollSeesChanges(t *testing.T) {
 			want: "",
 		},
 		{
-			name: "git-sync swaps the repository link",
-			setup: func(t *testing.T, root string) string {
-				writeFile(t, filepath.Join(root, "rev1/expert/system.tmpl"), "revision one.")
-				writeFile(t, filepath.Join(root, "rev2/expert/system.tmpl"), "revision two.")
+			name:  "git-sync swaps the repository link",
+			files: map[string]string{"rev1/expert/system.tmpl": "revision one.", "rev2/expert/system.tmpl": "revision two."},
+			links: func(t *testing.T, root string) string {
 				symlink(t, "rev1", filepath.Join(root, "repo"))
 				return filepath.Join(root, "repo")
 			},
@@ -166,10 +154,9 @@ func TestPollSeesChanges(t *testing.T) {
 			want: "revision two.",
 		},
 		{
-			name: "Kubernetes swaps ..data",
-			setup: func(t *testing.T, root string) string {
-				writeFile(t, filepath.Join(root, "..2025_01/expert/system.tmpl"), "volume one.")
-				writeFile(t, filepath.Join(root, "..2025_02/expert/system.tmpl"), "volume two.")
+			name:  "Kubernetes swaps ..data",
+			files: map[string]string{"..2025_01/expert/system.tmpl": "volume one.", "..2025_02/expert/system.tmpl": "volume two."},
+			links: func(t *testing.T, root string) string {
 				symlink(t, "..2025_01", filepath.Join(root, "..data"))
 				symlink(t, "..data/expert", filepath.Join(root, "expert"))
 				return root
@@ -183,8 +170,12 @@ func TestPollSeesChanges(t *testing.T) {
 	builtin := renderSystem(t, open(t, "").Current())
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			root := t.TempDir()
-			lib := open(t, tt.setup(t, root))
+			root := writeRepo(t, tt.files)
+			dir := root
+			if tt.links != nil {
+				dir = tt.links(t, root)
+			}
+			lib := open(t, dir)
 			lib.poll()
 			if got := lib.Current(); got.files == nil {
 				t.Fatal("no files recorded")
