@@ -26,7 +26,7 @@ type convo struct {
 	names       []string             // registered agents served, canonical, in registration order
 	forms       []nameForm           // their spellings
 	registered  map[string]bool      // every registered agent, served or not
-	unresolved  []string             // registered agents whose identity cannot be resolved now
+	unresolved  []nameForm           // spellings of registered agents whose identity cannot be resolved now
 	agents      map[string]ens.Agent // resolved identities (registered agents and human agents)
 	facilitator string               // the channel's facilitator ("" when none)
 	start       string
@@ -112,12 +112,13 @@ func (e *Engine) load(ctx context.Context, lock memory.Lock, snap memory.Snapsho
 	if c.start == "" {
 		c.start = StartAll
 	}
+	var unresolved []string
 	for _, n := range names {
 		c.registered[n] = true
 		a, err := e.resolve(ctx, n)
 		if err != nil {
 			c.log.Warn("agent of the channel cannot be resolved; it is not served", slog.String(logAgent, n), slog.Any(logError, err))
-			c.unresolved = append(c.unresolved, n)
+			unresolved = append(unresolved, n)
 			continue
 		}
 		c.agents[n] = a
@@ -131,6 +132,7 @@ func (e *Engine) load(ctx context.Context, lock memory.Lock, snap memory.Snapsho
 		}
 	}
 	c.forms = e.forms(c.names)
+	c.unresolved = e.forms(unresolved)
 	return c, nil
 }
 
@@ -425,7 +427,7 @@ func (c *convo) addParticipant(m memory.Message) {
 // cannot be resolved now, that it was not called: once per name per
 // conversation. Agents and bots doing it are only logged.
 func (c *convo) noticeUnknown(ctx context.Context, m memory.Message) {
-	for _, name := range findMentions(m.Text, c.e.forms(c.unresolved)) {
+	for _, name := range findMentions(m.Text, c.unresolved) {
 		c.notice(ctx, m, "unresolved:"+name, name,
 			fmt.Sprintf("%s is an agent of this channel but could not be resolved right now, so it was not called.", name))
 	}
