@@ -390,31 +390,33 @@ func (s *Server) serveResponseURL(w http.ResponseWriter, r *http.Request) {
 	_, _ = io.WriteString(w, "ok")
 }
 
+// searchLocked finds where the message ts of a channel is, or would go
+// (messages are kept in ts order).
+func (s *Server) searchLocked(ch, ts string) (int, bool) {
+	return slices.BinarySearchFunc(s.messages[ch], ts, func(x *stored, ts string) int { return strings.Compare(x.ts, ts) })
+}
+
 // storeLocked adds a message to its channel, replacing one with the same ts.
 func (s *Server) storeLocked(ch string, m *stored) {
-	msgs := s.messages[ch]
-	i, found := slices.BinarySearchFunc(msgs, m.ts, func(x *stored, ts string) int { return strings.Compare(x.ts, ts) })
+	i, found := s.searchLocked(ch, m.ts)
 	if found {
-		msgs[i] = m
+		s.messages[ch][i] = m
 		return
 	}
-	s.messages[ch] = slices.Insert(msgs, i, m)
+	s.messages[ch] = slices.Insert(s.messages[ch], i, m)
 }
 
 func (s *Server) findLocked(ch, ts string) *stored {
-	msgs := s.messages[ch]
-	i, found := slices.BinarySearchFunc(msgs, ts, func(x *stored, ts string) int { return strings.Compare(x.ts, ts) })
+	i, found := s.searchLocked(ch, ts)
 	if !found {
 		return nil
 	}
-	return msgs[i]
+	return s.messages[ch][i]
 }
 
 func (s *Server) deleteLocked(ch, ts string) {
-	msgs := s.messages[ch]
-	i, found := slices.BinarySearchFunc(msgs, ts, func(x *stored, ts string) int { return strings.Compare(x.ts, ts) })
-	if found {
-		s.messages[ch] = slices.Delete(msgs, i, i+1)
+	if i, found := s.searchLocked(ch, ts); found {
+		s.messages[ch] = slices.Delete(s.messages[ch], i, i+1)
 	}
 }
 
