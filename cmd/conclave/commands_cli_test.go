@@ -137,6 +137,28 @@ func TestTemplatesRenderCommand(t *testing.T) {
 			t.Errorf("render does not speak of the agent:\n%s", out)
 		}
 	})
+	t.Run("the profile a turn would use", func(t *testing.T) {
+		// agent_settings keys are matched as the engine matches them,
+		// whatever their case.
+		dir := writeFiles(t, map[string]string{
+			"config.toml": cliConfig + `
+[llm.profiles.cheap]
+model = "cheap-model"
+
+[agent_settings."Arnaud.acme.137.protocol6022.eth"]
+llm_profile = "cheap"
+`,
+			"expert.json": `{"role": "expert"}`,
+		})
+		code, out, errOut := cli(t, map[string]string{"CONCLAVE_CONFIG": filepath.Join(dir, "config.toml")},
+			"templates", "render", "--agent", "arnaud.acme.137.protocol6022.eth", "--prompt", "context-found", "--fixture", filepath.Join(dir, "expert.json"))
+		if code != 0 {
+			t.Fatalf("exit %d\n%s", code, errOut)
+		}
+		if !strings.Contains(errOut, `profile "cheap"`) || !strings.Contains(out, `"model": "cheap-model"`) {
+			t.Errorf("not rendered with the agent's profile:\n%s%s", errOut, out)
+		}
+	})
 	t.Run("an unknown agent needs a fixture with a role", func(t *testing.T) {
 		code, _, errOut := cli(t, environ, "templates", "render", "--agent", "nobody.acme.137.protocol6022.eth", "--prompt", "default")
 		if code != 1 || !strings.Contains(errOut, "--fixture with a role") {

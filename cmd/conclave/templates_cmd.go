@@ -127,10 +127,13 @@ func runTemplatesRender(ctx context.Context, args []string, e env) error {
 	if err != nil {
 		return err
 	}
+	// The profile and budgets a turn of this agent gets, read from the
+	// engine's own options.
+	opts := engineOptions(cfg, "")
 	tp := agents.FixturePrompt(agent, *prompt, fixture)
-	tp.AgentProfile = agentProfile(cfg, agent.EnsDomain)
-	tp.MaxInputTokens = *cfg.LLM.MaxInputTokens
-	tp.MaxMessageChars = cfg.Conversation.MaxMessageChars
+	tp.AgentProfile = opts.Agents[agent.EnsDomain].LLMProfile
+	tp.MaxInputTokens = opts.MaxInputTokens
+	tp.MaxMessageChars = opts.MaxMessageChars
 	req, info, err := agents.BuildRequest(lib.Current(), client, tp)
 	if err != nil {
 		return err
@@ -182,14 +185,4 @@ func renderAgent(ctx context.Context, cfg Config, name string, f templates.Fixtu
 	default:
 		return ens.Agent{}, err
 	}
-}
-
-// agentProfile is the llm_profile the configuration gives an agent.
-func agentProfile(cfg Config, name string) string {
-	for _, a := range cfg.Agents {
-		if a.ENS == name {
-			return a.LLMProfile
-		}
-	}
-	return cfg.AgentSetting[name].LLMProfile
 }
