@@ -1,7 +1,8 @@
 package templates
 
 import (
-	"os"
+	"errors"
+	"io/fs"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -68,18 +69,8 @@ func TestLoadFixture(t *testing.T) {
 	if f.Role != RoleClone || f.Name != "testdata/examples-fixture.json" || f.Data.LatestRequest.Author.Name() != "Bea Novak" {
 		t.Errorf("fixture: %+v", f)
 	}
-	if _, err := LoadFixture(filepath.Join(t.TempDir(), "missing.json")); !os.IsNotExist(unwrapAll(err)) {
+	if _, err := LoadFixture(filepath.Join(t.TempDir(), "missing.json")); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("missing file: %v", err)
-	}
-}
-
-func unwrapAll(err error) error {
-	for {
-		u, ok := err.(interface{ Unwrap() error })
-		if !ok || u.Unwrap() == nil {
-			return err
-		}
-		err = u.Unwrap()
 	}
 }
 
