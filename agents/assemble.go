@@ -110,14 +110,10 @@ func BuildRequest(prompts Prompts, profiles Profiles, p TurnPrompt) (llm.Request
 	if err != nil {
 		return llm.Request{}, info, err
 	}
-	profileName, warn, err := chooseProfile(profiles, settings.LLMProfile, p.AgentProfile, p.Agent)
-	if err != nil {
-		return llm.Request{}, info, err
-	}
+	profileName, profile, warn, err := chooseProfile(profiles, settings.LLMProfile, p.AgentProfile, p.Agent)
 	if warn != "" {
 		info.Warnings = append(info.Warnings, warn)
 	}
-	profile, err := profiles.Profile(profileName)
 	if err != nil {
 		return llm.Request{}, info, err
 	}
@@ -185,9 +181,10 @@ func estimateTokens(s string) int {
 
 // chooseProfile applies the profile precedence: the prompt's settings, the
 // agent's configuration, the NFT's llm_profile attribute, then the default.
-// An unknown profile named by settings or configuration is an error; one
-// named by an attribute falls back to the default with a warning.
-func chooseProfile(profiles Profiles, fromSettings, fromConfig string, a ens.Agent) (name, warning string, err error) {
+// It returns the profile's name ("" for the default) and the profile. An
+// unknown profile named by settings or configuration is an error; one named
+// by an attribute falls back to the default with a warning.
+func chooseProfile(profiles Profiles, fromSettings, fromConfig string, a ens.Agent) (name string, profile llm.Profile, warning string, err error) {
 	for _, named := range []struct{ name, where string }{
 		{fromSettings, "the prompt settings"},
 		{fromConfig, "the agent configuration"},
@@ -195,21 +192,24 @@ func chooseProfile(profiles Profiles, fromSettings, fromConfig string, a ens.Age
 		if named.name == "" {
 			continue
 		}
-		if _, err := profiles.Profile(named.name); err != nil {
-			return "", "", fmt.Errorf("llm profile %q named by %s of %s: %w", named.name, named.where, a.EnsDomain, err)
+		p, err := profiles.Profile(named.name)
+		if err != nil {
+			return "", llm.Profile{}, "", fmt.Errorf("llm profile %q named by %s of %s: %w", named.name, named.where, a.EnsDomain, err)
 		}
-		return named.name, "", nil
+		return named.name, p, "", nil
 	}
 	if attr := strings.TrimSpace(a.Attributes["llm_profile"]); attr != "" {
-		if _, err := profiles.Profile(attr); err != nil {
-			if errors.Is(err, llm.ErrUnknownProfile) {
-				return "", fmt.Sprintf("llm_profile %q of %s is not configured; using the default profile", attr, a.EnsDomain), nil
-			}
-			return "", "", err
+		p, err := profiles.Profile(attr)
+		if err == nil {
+			return attr, p, "", nil
 		}
-		return attr, "", nil
+		if !errors.Is(err, llm.ErrUnknownProfile) {
+			return "", llm.Profile{}, "", err
+		}
+		warning = fmt.Sprintf("llm_profile %q of %s is not configured; using the default profile", attr, a.EnsDomain)
 	}
-	return "", "", nil
+	profile, err = profiles.Profile("")
+	return "", profile, warning, err
 }
 
 func firstPositive(vs ...int) int {
