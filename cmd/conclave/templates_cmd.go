@@ -1,10 +1,8 @@
 package main
 
 import (
-	"bytes"
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -138,12 +136,9 @@ func runTemplatesRender(ctx context.Context, args []string, e env) error {
 	if err != nil {
 		return err
 	}
+	// The body comes indented for reading.
 	url, body, err := client.RequestBody(req)
 	if err != nil {
-		return err
-	}
-	var pretty bytes.Buffer
-	if err := json.Indent(&pretty, body, "", "  "); err != nil {
 		return err
 	}
 	fmt.Fprintf(e.stderr, "POST %s (profile %q, ~%d of %d input tokens, %d history message(s) cut)\n",
@@ -151,8 +146,7 @@ func runTemplatesRender(ctx context.Context, args []string, e env) error {
 	for _, w := range info.Warnings {
 		fmt.Fprintln(e.stderr, "warning: "+w)
 	}
-	pretty.WriteByte('\n')
-	_, err = e.stdout.Write(pretty.Bytes())
+	_, err = fmt.Fprintf(e.stdout, "%s\n", body)
 	return err
 }
 
