@@ -256,10 +256,11 @@ func sessionHistory(entries []memory.SessionEntry) []HistoryMessage {
 // session history, then its messages labelled as a turn labels them (the
 // agent's own as assistant). Budget fields are left for the caller.
 func FixturePrompt(a ens.Agent, prompt string, f templates.Fixture) TurnPrompt {
-	var history []HistoryMessage
-	for _, h := range f.SessionHistory {
-		history = append(history, sessionHistory([]memory.SessionEntry{{Role: h.Role, Content: h.Content}})...)
+	entries := make([]memory.SessionEntry, len(f.SessionHistory))
+	for i, h := range f.SessionHistory {
+		entries[i] = memory.SessionEntry{Role: h.Role, Content: h.Content}
 	}
+	history := sessionHistory(entries)
 	for _, m := range f.Messages {
 		info, isAgent := m.Author.AgentInfo()
 		switch {
