@@ -55,23 +55,6 @@ owner = "`+owner+`"
 		"[http]\n":  "[http]\npublic_url = \"" + publicURL + "\"\n",
 	})
 	p := start(t, path, nil)
-	cmd := func(t *testing.T, user, line string) string {
-		t.Helper()
-		name, text, _ := strings.Cut(line, " ")
-		n := len(r.slack.CommandResponses())
-		d := r.slack.SendSlashCommand(fakeslack.SlashCommand{Command: name, Text: text, UserID: user, ChannelID: testChannel, ChannelName: "claims"})
-		resps, err := r.slack.WaitCommandResponses(waitCtx(t), n+1)
-		if err != nil {
-			t.Fatalf("%s: no reply: %v\n%s", line, err, p.logs)
-		}
-		for _, resp := range resps {
-			if resp.Key == d.EnvelopeID {
-				return resp.Text
-			}
-		}
-		t.Fatalf("%s: no reply of its own", line)
-		return ""
-	}
 	want := func(t *testing.T, got, want string) {
 		t.Helper()
 		if !strings.Contains(got, want) {
@@ -80,11 +63,11 @@ owner = "`+owner+`"
 	}
 
 	t.Run("agents", func(t *testing.T) {
-		want(t, cmd(t, testOutside, "/add-agent "+claudineENS), "Only conclave's admins")
-		want(t, cmd(t, testAdmin, "/add-agent "+claudineENS+" extra words here"), "Usage: /add-agent")
-		want(t, cmd(t, testAdmin, "/add-agent "+claudineENS), "Added Claudine — expert")
-		want(t, cmd(t, testAdmin, "/remove-agent "+elenENS), "cannot be removed at run time")
-		list := cmd(t, testOutside, "/list-agents")
+		want(t, r.command(t, p, testOutside, "/add-agent "+claudineENS), "Only conclave's admins")
+		want(t, r.command(t, p, testAdmin, "/add-agent "+claudineENS+" extra words here"), "Usage: /add-agent")
+		want(t, r.command(t, p, testAdmin, "/add-agent "+claudineENS), "Added Claudine — expert")
+		want(t, r.command(t, p, testAdmin, "/remove-agent "+elenENS), "cannot be removed at run time")
+		list := r.command(t, p, testOutside, "/list-agents")
 		if list != "Elen — facilitator — `"+elenENS+"`\nClaudine — expert — `"+claudineENS+"`" {
 			t.Errorf("list:\n%s", list)
 		}
@@ -98,8 +81,8 @@ owner = "`+owner+`"
 	})
 
 	t.Run("wallet and pairing", func(t *testing.T) {
-		want(t, cmd(t, testAdmin, "/pair-slack-user-to-human-agent "+testAdmin+" "+hugoENS), "run /verify-wallet first")
-		reply := cmd(t, testAdmin, "/verify-wallet")
+		want(t, r.command(t, p, testAdmin, "/pair-slack-user-to-human-agent "+testAdmin+" "+hugoENS), "run /verify-wallet first")
+		reply := r.command(t, p, testAdmin, "/verify-wallet")
 		m := regexp.MustCompile(`<` + regexp.QuoteMeta(publicURL) + `(/wallet/[0-9a-f]+)\|`).FindStringSubmatch(reply)
 		if m == nil {
 			t.Fatalf("no wallet link in %q", reply)
@@ -129,8 +112,8 @@ owner = "`+owner+`"
 			t.Errorf("Slack notices: %+v", eph)
 		}
 
-		want(t, cmd(t, testOutside, "/pair-slack-user-to-human-agent "+testOutside+" "+hugoENS), "Only the owner")
-		want(t, cmd(t, testAdmin, "/pair-slack-user-to-human-agent <@"+testAdmin+"|ada> "+hugoENS), "Paired <@"+testAdmin+"> with Hugo — human")
+		want(t, r.command(t, p, testOutside, "/pair-slack-user-to-human-agent "+testOutside+" "+hugoENS), "Only the owner")
+		want(t, r.command(t, p, testAdmin, "/pair-slack-user-to-human-agent <@"+testAdmin+"|ada> "+hugoENS), "Paired <@"+testAdmin+"> with Hugo — human")
 		if posts := r.slack.Posts(); !strings.Contains(posts[len(posts)-1].Text, "paired <@"+testAdmin+"> with the human agent Hugo") {
 			t.Errorf("last post: %q", posts[len(posts)-1].Text)
 		}
@@ -154,6 +137,26 @@ owner = "`+owner+`"
 			t.Fatal(err)
 		}
 	})
+}
+
+// command sends a slash command line ("/name args") by user in
+// testChannel and returns the response conclave gave to it.
+func (r *rig) command(t *testing.T, p *process, user, line string) string {
+	t.Helper()
+	name, text, _ := strings.Cut(line, " ")
+	n := len(r.slack.CommandResponses())
+	d := r.slack.SendSlashCommand(fakeslack.SlashCommand{Command: name, Text: text, UserID: user, ChannelID: testChannel, ChannelName: "claims"})
+	resps, err := r.slack.WaitCommandResponses(waitCtx(t), n+1)
+	if err != nil {
+		t.Fatalf("%.40q: no reply: %v\n%s", line, err, p.logs)
+	}
+	for _, resp := range resps {
+		if resp.Key == d.EnvelopeID {
+			return resp.Text
+		}
+	}
+	t.Fatalf("%.40q: no reply of its own", line)
+	return ""
 }
 
 // editConfig replaces the first occurrence of each key in a config file.

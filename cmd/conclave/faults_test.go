@@ -533,25 +533,7 @@ registry = %q
 func TestMalformedSlashCommandsChangeNothing(t *testing.T) {
 	r := newRig(t, fakeslack.Options{})
 	p := start(t, r.config(t, ""), nil)
-	ctx := waitCtx(t)
-	run := func(line string) string {
-		t.Helper()
-		name, text, _ := strings.Cut(line, " ")
-		n := len(r.slack.CommandResponses())
-		d := r.slack.SendSlashCommand(fakeslack.SlashCommand{Command: name, Text: text, UserID: testPerson, ChannelID: testChannel, ChannelName: "claims"})
-		resps, err := r.slack.WaitCommandResponses(ctx, n+1)
-		if err != nil {
-			t.Fatalf("%.40q: no reply: %v\n%s", line, err, p.logs)
-		}
-		for _, resp := range resps {
-			if resp.Key == d.EnvelopeID {
-				return resp.Text
-			}
-		}
-		t.Fatalf("%.40q: no reply of its own", line)
-		return ""
-	}
-	before := run("/list-agents")
+	before := r.command(t, p, testPerson, "/list-agents")
 	tests := []struct{ name, line string }{
 		{"add without a name", "/add-agent"},
 		{"add with too many arguments", "/add-agent a b c d e"},
@@ -573,7 +555,7 @@ func TestMalformedSlashCommandsChangeNothing(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := run(tt.line)
+			got := r.command(t, p, testPerson, tt.line)
 			if !strings.HasPrefix(got, "Usage: ") || strings.Contains(got, "\n") {
 				t.Errorf("reply %.200q, want one line of usage", got)
 			}
@@ -582,7 +564,7 @@ func TestMalformedSlashCommandsChangeNothing(t *testing.T) {
 			}
 		})
 	}
-	if after := run("/list-agents"); after != before {
+	if after := r.command(t, p, testPerson, "/list-agents"); after != before {
 		t.Errorf("agents changed:\n%s\nwant:\n%s", after, before)
 	}
 	if posts := r.slack.Posts(); len(posts) != 0 {
