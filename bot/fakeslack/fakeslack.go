@@ -271,13 +271,6 @@ func (s *Server) wait(ctx context.Context, cond func() bool) error {
 	}
 }
 
-// AddUser adds or replaces a workspace member.
-func (s *Server) AddUser(u User) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.users[u.ID] = u
-}
-
 // AddChannel adds or replaces a channel.
 func (s *Server) AddChannel(c Channel) {
 	s.mu.Lock()
