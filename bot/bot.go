@@ -40,12 +40,6 @@ type AckObserver interface {
 	Acked(ev agents.Event)
 }
 
-// HandlerFunc adapts a function to Handler.
-type HandlerFunc func(ctx context.Context, ev agents.Event) error
-
-// Handle calls f.
-func (f HandlerFunc) Handle(ctx context.Context, ev agents.Event) error { return f(ctx, ev) }
-
 // CommandHandler answers slash commands. The envelope is acknowledged before
 // HandleCommand is called, so it may take its time; it answers through
 // Bot.ReplyToCommand.
