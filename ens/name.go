@@ -46,9 +46,6 @@ func NewNames(bases []string) (Names, error) {
 	return Names{bases: out}, nil
 }
 
-// Bases returns the normalised base domains, canonical first.
-func (ns Names) Bases() []string { return append([]string(nil), ns.bases...) }
-
 // Name is a parsed, normalised agent name.
 type Name struct {
 	// Domain is the name as given, lowercased.
@@ -110,24 +107,6 @@ func (ns Names) Parse(s string) (Name, error) {
 		break
 	}
 	return n, nil
-}
-
-// Canonical returns the canonical form of s (see Name.Canonical).
-func (ns Names) Canonical(s string) (string, error) {
-	n, err := ns.Parse(s)
-	if err != nil {
-		return "", err
-	}
-	return n.Canonical, nil
-}
-
-// Equivalents returns every form of s (see Name.Forms).
-func (ns Names) Equivalents(s string) ([]string, error) {
-	n, err := ns.Parse(s)
-	if err != nil {
-		return nil, err
-	}
-	return n.Forms, nil
 }
 
 // name6022 builds <agent>.<collection>.<chainId>.<canonical base>.

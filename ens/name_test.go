@@ -121,23 +121,24 @@ func TestParseRejects(t *testing.T) {
 func TestNamesBases(t *testing.T) {
 	t.Run("one base", func(t *testing.T) {
 		ns := mustNames(t, "6022.eth")
-		forms, err := ns.Equivalents("x.acme.137.6022.eth")
-		if err != nil || !slices.Equal(forms, []string{"x.acme.137.6022.eth"}) {
-			t.Fatalf("Equivalents = %v, %v", forms, err)
+		n, err := ns.Parse("x.acme.137.6022.eth")
+		if err != nil || !slices.Equal(n.Forms, []string{"x.acme.137.6022.eth"}) {
+			t.Fatalf("Forms = %v, %v", n.Forms, err)
 		}
-		n, err := ns.Parse("x.acme.137.protocol6022.eth")
+		n, err = ns.Parse("x.acme.137.protocol6022.eth")
 		if err != nil || n.Is6022() {
 			t.Fatalf("a name under an unconfigured base is another .eth name: %+v, %v", n, err)
 		}
 	})
 	t.Run("canonical follows the first base", func(t *testing.T) {
 		ns := mustNames(t, "6022.eth", "Protocol6022.eth")
-		got, err := ns.Canonical("x.acme.137.protocol6022.eth")
-		if err != nil || got != "x.acme.137.6022.eth" {
-			t.Fatalf("Canonical = %q, %v", got, err)
+		n, err := ns.Parse("x.acme.137.protocol6022.eth")
+		if err != nil || n.Canonical != "x.acme.137.6022.eth" {
+			t.Fatalf("Canonical = %q, %v", n.Canonical, err)
 		}
-		if !slices.Equal(ns.Bases(), []string{"6022.eth", "protocol6022.eth"}) {
-			t.Errorf("Bases = %v", ns.Bases())
+		// The bases, normalised, in the order configured.
+		if !slices.Equal(n.Forms, []string{"x.acme.137.6022.eth", "x.acme.137.protocol6022.eth"}) {
+			t.Errorf("Forms = %v", n.Forms)
 		}
 	})
 	for _, bad := range [][]string{{"6022.com"}, {"bad_base.eth"}, {"6022.eth", "6022.ETH"}} {
