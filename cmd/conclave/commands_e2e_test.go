@@ -5,7 +5,6 @@ import (
 	"crypto/ecdsa"
 	"encoding/json"
 	"net/http"
-	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -50,10 +49,8 @@ name = "Hugo"
 role = "human"
 owner = "`+owner+`"
 `)
-	editConfig(t, path, map[string]string{
-		"[slack]\n": "[slack]\nadmins = [\"" + testAdmin + "\"]\n",
-		"[http]\n":  "[http]\npublic_url = \"" + publicURL + "\"\n",
-	})
+	rewrite(t, path, "[slack]\n", "[slack]\nadmins = [\""+testAdmin+"\"]\n")
+	rewrite(t, path, "[http]\n", "[http]\npublic_url = \""+publicURL+"\"\n")
 	p := start(t, path, nil)
 	want := func(t *testing.T, got, want string) {
 		t.Helper()
@@ -157,25 +154,6 @@ func (r *rig) command(t *testing.T, p *process, user, line string) string {
 	}
 	t.Fatalf("%.40q: no reply of its own", line)
 	return ""
-}
-
-// editConfig replaces the first occurrence of each key in a config file.
-func editConfig(t *testing.T, path string, edits map[string]string) {
-	t.Helper()
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := string(raw)
-	for old, repl := range edits {
-		if !strings.Contains(s, old) {
-			t.Fatalf("config has no %q", old)
-		}
-		s = strings.Replace(s, old, repl, 1)
-	}
-	if err := os.WriteFile(path, []byte(s), 0o600); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // sign signs msg as a wallet's personal_sign does.

@@ -125,13 +125,7 @@ func TestRunEndToEnd(t *testing.T) {
 		if len(posts) != 2 || !strings.Contains(posts[1].Text, "reply number 2") {
 			t.Errorf("posts = %d, second %q", len(posts), posts[len(posts)-1].Text)
 		}
-		acks := 0
-		for _, a := range r.slack.Acks() {
-			if a.Key == root.Key() {
-				acks++
-			}
-		}
-		if acks != 2 {
+		if acks := ackCount(r.slack, root.Key()); acks != 2 {
 			t.Errorf("the retried delivery was acked %d times, want 2", acks)
 		}
 	})
@@ -152,13 +146,8 @@ func TestRunEndToEnd(t *testing.T) {
 	})
 	t.Run("health and readiness", func(t *testing.T) {
 		for path, want := range map[string]int{"/healthz": 200, "/readyz": 200, "/metrics": 200} {
-			resp, err := http.Get("http://" + p.addr + path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			resp.Body.Close()
-			if resp.StatusCode != want {
-				t.Errorf("%s = %d, want %d", path, resp.StatusCode, want)
+			if status, _ := p.get(t, path); status != want {
+				t.Errorf("%s = %d, want %d", path, status, want)
 			}
 		}
 	})

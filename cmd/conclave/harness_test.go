@@ -156,6 +156,18 @@ func (p *process) stop(t *testing.T) int {
 	}
 }
 
+// ackCount counts the acknowledgements the fake Slack received for the
+// delivery key.
+func ackCount(s *fakeslack.Server, key string) int {
+	n := 0
+	for _, a := range s.Acks() {
+		if a.Key == key {
+			n++
+		}
+	}
+	return n
+}
+
 // waitCtx is a context for waiting on the rigs, bounded so a broken test
 // fails instead of hanging.
 func waitCtx(t *testing.T) context.Context {

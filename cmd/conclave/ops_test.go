@@ -173,14 +173,7 @@ func TestMetricsAndTurnLog(t *testing.T) {
 		t.Errorf("facilitator posted %q", posts[1].Text)
 	}
 	// The duplicate's ack comes after the store refused it.
-	acks := 0
-	for acks < 2 {
-		acks = 0
-		for _, a := range r.slack.Acks() {
-			if a.Key == root.Key() {
-				acks++
-			}
-		}
+	for ackCount(r.slack, root.Key()) < 2 {
 		if ctx.Err() != nil {
 			t.Fatal("the redelivery was not acknowledged")
 		}

@@ -193,18 +193,11 @@ func TestRedisRestartMidConversation(t *testing.T) {
 	if _, err := r.slack.WaitDeliveries(ctx, second.Key(), 2); err != nil {
 		t.Fatal(err)
 	}
-	for _, a := range r.slack.Acks() {
-		if a.Key == second.Key() {
-			t.Fatalf("acknowledged while the store was down: %+v", a)
-		}
+	if n := ackCount(r.slack, second.Key()); n != 0 {
+		t.Fatalf("acknowledged %d times while the store was down", n)
 	}
-	resp, err := http.Get("http://" + p.addr + "/readyz")
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusServiceUnavailable {
-		t.Errorf("/readyz = %d with Redis down, want 503", resp.StatusCode)
+	if status, _ := p.get(t, "/readyz"); status != http.StatusServiceUnavailable {
+		t.Errorf("/readyz = %d with Redis down, want 503", status)
 	}
 
 	srv.Restart()
@@ -220,10 +213,7 @@ func TestRedisRestartMidConversation(t *testing.T) {
 	if err := waitReply(ctx, r.slack, root.TS, "answer to thread 0 message 2"); err != nil {
 		t.Fatalf("%v\n%s", err, p.logs)
 	}
-	var texts []string
-	for _, post := range r.slack.Posts() {
-		texts = append(texts, post.Text)
-	}
+	texts := postTexts(r.slack)
 	want := []string{"answer to thread 0 message 0", "answer to thread 0 message 1", "answer to thread 0 message 2"}
 	if strings.Join(texts, "|") != strings.Join(want, "|") {
 		t.Errorf("posts = %q, want %q", texts, want)
@@ -271,18 +261,15 @@ func TestReplicaStoppedMidTurn(t *testing.T) {
 	if err := waitReply(ctx, r.slack, root.TS, "answer to thread 0 message 1"); err != nil {
 		t.Fatal(err)
 	}
-	var texts []string
-	for _, post := range r.slack.Posts() {
-		texts = append(texts, post.Text)
-	}
+	texts := postTexts(r.slack)
 	want := []string{"answer to thread 0 message 0", "answer to thread 0 message 1"}
 	if strings.Join(texts, "|") != strings.Join(want, "|") {
 		t.Errorf("posts = %q, want %q", texts, want)
 	}
 }
 
-// rewrite replaces old by new in the file at path (for top-level keys,
-// which must come before any table).
+// rewrite replaces the first occurrence of old by new in the file at
+// path.
 func rewrite(t *testing.T, path, old, new string) {
 	t.Helper()
 	b, err := os.ReadFile(path)
