@@ -347,9 +347,6 @@ func latest(a, b time.Time) time.Time {
 // Commit implements Store.
 func (s *InProcess) Commit(_ context.Context, l Lock, c Commit) (bool, error) {
 	conv, err := checkCommit(l, c)
-	if err == nil {
-		err = checkSessionAppends(c.Sessions)
-	}
 	if err != nil {
 		return false, fmt.Errorf("memory: commit %s: %w", l.ConversationID, err)
 	}
@@ -384,15 +381,6 @@ func (s *InProcess) ReleaseLock(_ context.Context, l Lock) (bool, error) {
 	}
 	_, pending := s.pending[l.ConversationID]
 	return pending, nil
-}
-
-func checkSessionAppends(as []SessionAppend) error {
-	for _, a := range as {
-		if a.Namespace == "" || a.Key == "" {
-			return fmt.Errorf("session %q of namespace %q: namespace and key are required", a.Key, a.Namespace)
-		}
-	}
-	return nil
 }
 
 func (s *InProcess) appendSession(a SessionAppend) {

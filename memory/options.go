@@ -75,7 +75,8 @@ func checkTTL(ttl time.Duration) error {
 	return nil
 }
 
-// checkCommit returns the conversation to store for a commit under l.
+// checkCommit checks a commit under l, its session appends included, and
+// returns the conversation to store.
 func checkCommit(l Lock, c Commit) (Conversation, error) {
 	conv := c.Conversation
 	if conv.ID != "" && conv.ID != l.ConversationID {
@@ -87,7 +88,16 @@ func checkCommit(l Lock, c Commit) (Conversation, error) {
 			return conv, errors.New("message ts is empty")
 		}
 	}
-	return conv, nil
+	return conv, checkSessionAppends(c.Sessions)
+}
+
+func checkSessionAppends(as []SessionAppend) error {
+	for _, a := range as {
+		if a.Namespace == "" || a.Key == "" {
+			return fmt.Errorf("session %q of namespace %q: namespace and key are required", a.Key, a.Namespace)
+		}
+	}
+	return nil
 }
 
 func newToken() string {

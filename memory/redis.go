@@ -489,9 +489,6 @@ func (r *Redis) Commit(ctx context.Context, l Lock, c Commit) (bool, error) {
 // pending.
 func (r *Redis) commit(ctx context.Context, k convKeys, l Lock, c Commit, release bool) (parked string, pending bool, err error) {
 	conv, err := checkCommit(l, c)
-	if err == nil {
-		err = checkSessionAppends(c.Sessions)
-	}
 	if err != nil {
 		return "", false, err
 	}
