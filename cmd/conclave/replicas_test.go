@@ -78,31 +78,10 @@ func TestReplicasAnswerEveryTriggerOnce(t *testing.T) {
 	}
 
 	const threads, perThread = 20, 5
-	var wg sync.WaitGroup
-	roots := make([]string, threads)
-	errs := make(chan error, threads)
-	for i := range threads {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			thread := ""
-			for j := range perThread {
-				text := fmt.Sprintf("thread %d message %d", i, j)
-				d := deliverTwice(t, r.slack, fakeslack.Message{Channel: testChannel, User: testPerson, Text: text, ThreadTS: thread})
-				if thread == "" {
-					thread = d.TS
-					roots[i] = d.TS
-				}
-				if err := waitReply(ctx, r.slack, thread, "answer to "+text); err != nil {
-					errs <- fmt.Errorf("%s: %w", text, err)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
+	c := converse(ctx, r.slack, threads, perThread, func(m fakeslack.Message) fakeslack.Delivery {
+		return deliverTwice(t, r.slack, m)
+	})
+	if err := c.wait(); err != nil {
 		t.Fatal(err)
 	}
 
@@ -113,23 +92,7 @@ func TestReplicasAnswerEveryTriggerOnce(t *testing.T) {
 			t.Fatalf("delivery %s never acknowledged: %v", d.Key, err)
 		}
 	}
-	posts := r.slack.Posts()
-	byThread := map[string][]string{}
-	for _, p := range posts {
-		byThread[p.ThreadTS] = append(byThread[p.ThreadTS], p.Text)
-	}
-	if len(posts) != threads*perThread {
-		t.Errorf("%d replies, want %d", len(posts), threads*perThread)
-	}
-	for i, root := range roots {
-		var want []string
-		for j := range perThread {
-			want = append(want, fmt.Sprintf("answer to thread %d message %d", i, j))
-		}
-		if got := byThread[root]; strings.Join(got, "|") != strings.Join(want, "|") {
-			t.Errorf("thread %d replies:\n%s\nwant:\n%s", i, strings.Join(got, "\n"), strings.Join(want, "\n"))
-		}
-	}
+	c.check(t, r.slack)
 	if n := len(r.llm.Requests()); n != threads*perThread {
 		t.Errorf("model called %d times, want %d", n, threads*perThread)
 	}
