@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -41,46 +40,8 @@ id = "C0001"
 agents = ["elen.acme.137.protocol6022.eth", "claudine.acme.137.protocol6022.eth", "victor.acme.137.protocol6022.eth"]
 `
 
-// scriptedModel answers by agent and phase, read from the request the
-// way a model would see it: the system prompt names the agent, the final
-// message is the phase prompt.
-type scriptedModel struct {
-	mu      sync.Mutex
-	answers map[string][]string // "agent/phase" → answers in order
-	calls   []string            // "agent/phase" of every request, in order
-}
-
-func (m *scriptedModel) reply(req llmfake.Request) llmfake.Reply {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	key := agentOf(req) + "/" + phaseOf(req)
-	m.calls = append(m.calls, key)
-	queue := m.answers[key]
-	if len(queue) == 0 {
-		return llmfake.Error(400, "no scripted answer for "+key)
-	}
-	m.answers[key] = queue[1:]
-	return llmfake.Text(queue[0])
-}
-
-func (m *scriptedModel) callLog() []string {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return append([]string(nil), m.calls...)
-}
-
-func agentOf(req llmfake.Request) string {
-	if len(req.Messages) == 0 {
-		return "?"
-	}
-	for _, name := range []string{"Elen", "Claudine", "Victor"} {
-		if strings.HasPrefix(req.Messages[0].Content, "You are "+name+" ") {
-			return name
-		}
-	}
-	return "?"
-}
-
+// phaseOf tells a request's phase by its final message, the phase
+// prompt of the built-in templates.
 func phaseOf(req llmfake.Request) string {
 	last := req.Messages[len(req.Messages)-1].Content
 	switch {
@@ -104,7 +65,7 @@ func phaseOf(req llmfake.Request) string {
 func TestClaimsDeskEndToEnd(t *testing.T) {
 	db := redistest.New(t)
 	r := newRig(t, fakeslack.Options{EchoPosts: true})
-	model := &scriptedModel{answers: map[string][]string{
+	model := newCast(map[string][]string{
 		"Elen/default": {
 			"🧭 " + claudineENS + ", what cover does customer C45653 have? And " + victorENS + ", what is the state of claim CLM-2025-00142?",
 			"All facts are in. :end:",
@@ -123,7 +84,7 @@ func TestClaimsDeskEndToEnd(t *testing.T) {
 		},
 		"Victor/context-found": {"📚 Claim CLM-2025-00142 is open: windscreen, estimate 450 EUR."},
 		"Elen/conclude":        {"🧭 Yes, we can pay: C45653 is fully covered and claim CLM-2025-00142 (450 EUR) is open."},
-	}}
+	}, "Elen", "Claudine", "Victor")
 	r.llm.Handle(model.reply)
 	p := start(t, r.config(t, redisSection(db.URL, db.Prefix)+claimsDesk), nil)
 	ctx := waitCtx(t)
@@ -208,11 +169,7 @@ func TestClaimsDeskEndToEnd(t *testing.T) {
 		t.Errorf("second conversation calls: %v (the expert named by the root answers first)", calls[7:])
 	}
 	recall := r.llm.Requests()[8]
-	var history []string
-	for _, m := range recall.Messages[1 : len(recall.Messages)-1] {
-		history = append(history, m.Role+": "+m.Content)
-	}
-	joined := strings.Join(history, "\n")
+	joined := strings.Join(history(recall), "\n")
 	if !strings.Contains(joined, "assistant: 📚 C45653 has comprehensive cover since 2021.") {
 		t.Errorf("Claudine does not recall her session:\n%s", joined)
 	}

@@ -130,19 +130,11 @@ func TestRunEndToEnd(t *testing.T) {
 		}
 	})
 	t.Run("the second turn saw the whole thread", func(t *testing.T) {
-		msgs := r.llm.Requests()[1].Messages
-		var history []string
-		for _, m := range msgs[1 : len(msgs)-1] {
-			history = append(history, m.Role+": "+m.Content)
-		}
-		want := []string{
+		checkHistory(t, "the second turn's", r.llm.Requests()[1],
 			"user: Ada (person): My car was hit in the car park. What do I do?",
 			"assistant: Welcome to the claims desk, reply number 1.",
 			"user: Ada (person): It happened this morning.",
-		}
-		if strings.Join(history, "\n") != strings.Join(want, "\n") {
-			t.Errorf("history:\n%s\nwant:\n%s", strings.Join(history, "\n"), strings.Join(want, "\n"))
-		}
+		)
 	})
 	t.Run("health and readiness", func(t *testing.T) {
 		for path, want := range map[string]int{"/healthz": 200, "/readyz": 200, "/metrics": 200} {

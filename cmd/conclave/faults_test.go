@@ -170,17 +170,10 @@ func TestModelFaultsEndInANotice(t *testing.T) {
 	}
 	// The last turn saw every person message and the one good reply, not
 	// the notices.
-	var history []string
-	for _, m := range reqs[8].Messages[1 : len(reqs[8].Messages)-1] {
-		history = append(history, m.Role+": "+m.Content)
-	}
-	wantHistory := []string{
+	checkHistory(t, "the last turn's", reqs[8],
 		"user: Ada (person): message 0", "assistant: answer 0", "user: Ada (person): message 1",
 		"user: Ada (person): message 2", "user: Ada (person): message 3", "user: Ada (person): message 4",
-	}
-	if strings.Join(history, "\n") != strings.Join(wantHistory, "\n") {
-		t.Errorf("last turn's history:\n%s\nwant:\n%s", strings.Join(history, "\n"), strings.Join(wantHistory, "\n"))
-	}
+	)
 }
 
 // TestHostileMessagesAreData sends a 40,000-character message with control

@@ -37,9 +37,10 @@ const (
 const threadingReminderLine = `Your reply was not a valid JSON object. Reply with only {"session": "<key or empty>", "message": "<text to post or empty>"}.`
 
 // castModel answers each request by the agent it is for and its phase,
-// as scriptedModel does, for any cast of agents: the agent is read from
-// the start of the system prompt; besides the phases phaseOf knows, it
-// tells a clone's default prompt and the threading retry apart.
+// read from the request the way a model would see it: the agent from the
+// start of the system prompt (one of names), the phase from the final
+// message; besides the phases phaseOf knows, it tells a clone's default
+// prompt and the threading retry apart.
 type castModel struct {
 	names   []string
 	mu      sync.Mutex
