@@ -504,26 +504,25 @@ func (s *InProcess) PairHuman(_ context.Context, userID, ens string) (string, st
 	return prevAgent, prevUser, nil
 }
 
-// HumanAgent implements Store.
-func (s *InProcess) HumanAgent(_ context.Context, userID string) (string, error) {
+// paired reads one side of the pairings (userAgent or agentUser).
+func (s *InProcess) paired(side map[string]string, key, what string) (string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ens, ok := s.userAgent[userID]
+	v, ok := side[key]
 	if !ok {
-		return "", fmt.Errorf("memory: human agent of %s: %w", userID, ErrNotFound)
+		return "", fmt.Errorf("memory: %s %s: %w", what, key, ErrNotFound)
 	}
-	return ens, nil
+	return v, nil
+}
+
+// HumanAgent implements Store.
+func (s *InProcess) HumanAgent(_ context.Context, userID string) (string, error) {
+	return s.paired(s.userAgent, userID, "human agent of")
 }
 
 // HumanUser implements Store.
 func (s *InProcess) HumanUser(_ context.Context, ens string) (string, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	user, ok := s.agentUser[ens]
-	if !ok {
-		return "", fmt.Errorf("memory: user of human agent %s: %w", ens, ErrNotFound)
-	}
-	return user, nil
+	return s.paired(s.agentUser, ens, "user of human agent")
 }
 
 // LinkWallet implements Store.
