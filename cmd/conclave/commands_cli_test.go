@@ -26,6 +26,8 @@ func cli(t *testing.T, environ map[string]string, args ...string) (int, string, 
 	return code, stdout.String(), stderr.String()
 }
 
+// writeFiles writes files (slash-separated paths to contents) into a new
+// directory and returns it.
 func writeFiles(t *testing.T, files map[string]string) string {
 	t.Helper()
 	dir := t.TempDir()

@@ -42,19 +42,7 @@ func channelSection(names ...string) string {
 // configuration at path to it; it returns the repository's directory.
 func templateRepo(t *testing.T, path string, files map[string]string) string {
 	t.Helper()
-	dir := filepath.Join(t.TempDir(), "prompts")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for name, body := range files {
-		p := filepath.Join(dir, filepath.FromSlash(name))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	dir := writeFiles(t, files)
 	old := fmt.Sprintf("dir = %q", filepath.Join(filepath.Dir(path), "no-templates"))
 	rewrite(t, path, old, fmt.Sprintf("dir = %q", dir))
 	return dir

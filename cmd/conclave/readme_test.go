@@ -2,7 +2,6 @@ package main
 
 import (
 	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -61,13 +60,7 @@ func TestREADMETemplateExample(t *testing.T) {
 	if len(blocks) != 1 {
 		t.Fatalf("README has %d tmpl blocks, want 1", len(blocks))
 	}
-	dir := t.TempDir()
-	if err := os.MkdirAll(filepath.Join(dir, "expert"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "expert", "system.tmpl"), []byte(blocks[0]), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	dir := writeFiles(t, map[string]string{"expert/system.tmpl": blocks[0]})
 	report := templates.Check(dir, templates.CheckOptions{})
 	for _, p := range append(report.Errors, report.Warnings...) {
 		t.Errorf("README template: %s", p)
