@@ -437,11 +437,7 @@ func (c *fakeChain) answer(to common.Address, input []byte) ([]byte, error) {
 // author an ephemeral notice saying it could not be resolved, naming an
 // unregistered agent one saying so; the facilitator answers the message.
 func TestChainDownServesCachedIdentities(t *testing.T) {
-	const (
-		claudineENS = "claudine.acme.137.protocol6022.eth"
-		ghostENS    = "ghost.acme.137.protocol6022.eth"
-		nobodyENS   = "nobody.acme.137.protocol6022.eth"
-	)
+	const nobodyENS = "nobody.acme.137.protocol6022.eth"
 	chain := newFakeChain(t)
 	chain.add(claudineENS, "Claudine", "expert")
 	r := newRig(t, fakeslack.Options{EchoPosts: true})
