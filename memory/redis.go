@@ -524,13 +524,8 @@ func (r *Redis) commit(ctx context.Context, k convKeys, l Lock, c Commit, releas
 		for _, a := range appends {
 			sk := r.keys.sessions(a.Namespace)
 			keys = append(keys, sk.list(a.Key), sk.index())
-			args = append(args, a.Key, len(a.Entries))
-			for _, e := range a.Entries {
-				body, err := json.Marshal(e)
-				if err != nil {
-					return "", false, fmt.Errorf("encode session entry: %w", err)
-				}
-				args = append(args, body)
+			if args, err = appendEntries(append(args, a.Key, len(a.Entries)), a.Entries); err != nil {
+				return "", false, err
 			}
 		}
 	} else {
@@ -599,18 +594,26 @@ func (r *Redis) appendSession(ctx context.Context, a SessionAppend, commitID str
 		keys = append(keys, sk.applied(commitID))
 	}
 	args := make([]any, 0, 3+len(a.Entries))
-	args = append(args, a.Key, r.opts.MaxSessionMessages, r.convTTL())
-	for _, e := range a.Entries {
-		body, err := json.Marshal(e)
-		if err != nil {
-			return fmt.Errorf("encode session entry: %w", err)
-		}
-		args = append(args, body)
+	args, err := appendEntries(append(args, a.Key, r.opts.MaxSessionMessages, r.convTTL()), a.Entries)
+	if err != nil {
+		return err
 	}
 	if err := appendScript.Run(ctx, r.c, keys, args...).Err(); err != nil {
 		return fmt.Errorf("append to session %q of %s: %w", a.Key, a.Namespace, err)
 	}
 	return nil
+}
+
+// appendEntries appends the JSON of each entry to a script's args.
+func appendEntries(args []any, entries []SessionEntry) ([]any, error) {
+	for _, e := range entries {
+		body, err := json.Marshal(e)
+		if err != nil {
+			return nil, fmt.Errorf("encode session entry: %w", err)
+		}
+		args = append(args, body)
+	}
+	return args, nil
 }
 
 // AppendSession implements Store.
