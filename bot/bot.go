@@ -54,6 +54,22 @@ var RequiredScopes = []string{
 	"users:read", "commands",
 }
 
+// Time limits fixed by Slack's 3 s acknowledgement window and by the
+// readiness rule; they are not settings.
+const (
+	// readyGrace is how long Ready keeps reporting ready while the socket
+	// reconnects (Slack asks clients to reconnect regularly).
+	readyGrace = 30 * time.Second
+	// handleTimeout bounds one Handler.Handle call so that, with the name
+	// look-ups, an envelope is acknowledged within Slack's 3 s or not at
+	// all.
+	handleTimeout = 1500 * time.Millisecond
+	// lookupTimeout bounds the user and channel name look-ups made for one
+	// text (an event to normalise, a reply to make inert). Names not found
+	// in time stay as ids.
+	lookupTimeout = time.Second
+)
+
 // Options configure a Bot. Tokens are required; the rest has defaults.
 type Options struct {
 	AppToken        string // xapp-…, for Socket Mode
@@ -62,20 +78,9 @@ type Options struct {
 	WorkingReaction string // used when AddReaction/RemoveReaction get no name; default hourglass_flowing_sand
 	IPFSGateway     string // for ipfs:// avatars; default https://ipfs.io/ipfs/
 
-	// ReadyGrace is how long Ready keeps reporting ready while the socket
-	// reconnects; default 30s.
-	ReadyGrace time.Duration
 	// PingTimeout: with no WebSocket ping from Slack for this long the
 	// socket is considered dead and reopened; default 30s.
 	PingTimeout time.Duration
-	// HandleTimeout bounds one Handler.Handle call; default 1.5s, so that
-	// with the name look-ups the envelope is acknowledged within Slack's
-	// 3 s or not at all.
-	HandleTimeout time.Duration
-	// LookupTimeout bounds the user and channel name look-ups made to
-	// normalise one event's text; default 1s. Names not found in time stay
-	// as ids.
-	LookupTimeout time.Duration
 	// HandleParallel is how many threads' events may be recorded at once;
 	// the events of one thread are always recorded one at a time, in
 	// arrival order. Default 1: every event in arrival order. More lets a
@@ -100,17 +105,8 @@ func (o *Options) setDefaults() {
 	if !strings.HasSuffix(o.IPFSGateway, "/") {
 		o.IPFSGateway += "/"
 	}
-	if o.ReadyGrace <= 0 {
-		o.ReadyGrace = 30 * time.Second
-	}
 	if o.PingTimeout <= 0 {
 		o.PingTimeout = 30 * time.Second
-	}
-	if o.HandleTimeout <= 0 {
-		o.HandleTimeout = 1500 * time.Millisecond
-	}
-	if o.LookupTimeout <= 0 {
-		o.LookupTimeout = time.Second
 	}
 	if o.HandleParallel <= 0 {
 		o.HandleParallel = 1
@@ -329,9 +325,9 @@ func (b *Bot) setConnected(up bool) {
 	}
 }
 
-// Ready reports nil while the Socket Mode connection is up, and for
-// Options.ReadyGrace after it went down (Slack asks clients to reconnect
-// regularly); an error before the first connection and after the grace.
+// Ready reports nil while the Socket Mode connection is up, and for 30 s
+// after it went down (Slack asks clients to reconnect regularly); an error
+// before the first connection and after the grace.
 func (b *Bot) Ready() error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -340,7 +336,7 @@ func (b *Bot) Ready() error {
 		return nil
 	case !b.everUp:
 		return errors.New("bot: not connected to Slack yet")
-	case b.now().Sub(b.disconnected) < b.opts.ReadyGrace:
+	case b.now().Sub(b.disconnected) < readyGrace:
 		return nil
 	default:
 		return fmt.Errorf("bot: disconnected from Slack since %s", b.disconnected.UTC().Format(time.RFC3339))

@@ -101,7 +101,7 @@ func (b *Bot) handleEnvelope(ctx context.Context, req socketmode.Request) {
 // its envelope; a Handle error leaves the envelope unacknowledged.
 func (b *Bot) record(ctx context.Context, req socketmode.Request, ev agents.Event, log *slog.Logger) {
 	b.normalize(ctx, &ev)
-	hctx, cancel := context.WithTimeout(ctx, b.opts.HandleTimeout)
+	hctx, cancel := context.WithTimeout(ctx, handleTimeout)
 	err := b.handler.Handle(hctx, ev)
 	cancel()
 	if err != nil {
@@ -392,12 +392,12 @@ func withFiles(text string, files []wireFile) string {
 }
 
 // normalize fills ev.Text and ev.UserName, looking names up within
-// Options.LookupTimeout.
+// lookupTimeout.
 func (b *Bot) normalize(ctx context.Context, ev *agents.Event) {
 	if ev.Kind == agents.EventDeleted {
 		return
 	}
-	ctx, cancel := context.WithTimeout(ctx, b.opts.LookupTimeout)
+	ctx, cancel := context.WithTimeout(ctx, lookupTimeout)
 	defer cancel()
 	ev.Text = normalizeText(ev.Raw, b.lookup(ctx))
 	if ev.UserName == "" && ev.UserID != "" {

@@ -146,11 +146,11 @@ func (b *Bot) avatarURL(u string) string {
 }
 
 // inert makes model text safe to post: user mentions written as names
-// (nameUsers, looked up within Options.LookupTimeout), Markdown links
+// (nameUsers, looked up within lookupTimeout), Markdown links
 // spelled out (spellOutLinks), then &, < and > escaped (escapeSlack), in
 // that order, so that nothing a name brings in escapes the later steps.
 func (b *Bot) inert(ctx context.Context, text string) string {
-	ctx, cancel := context.WithTimeout(ctx, b.opts.LookupTimeout)
+	ctx, cancel := context.WithTimeout(ctx, lookupTimeout)
 	defer cancel()
 	return escapeSlack(spellOutLinks(nameUsers(text, b.lookup(ctx))))
 }
