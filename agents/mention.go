@@ -5,6 +5,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/conclavehq/conclave/ens"
 )
 
 // nameForm is one lowercase spelling of a registered agent's name (a name
@@ -131,7 +133,7 @@ func agentShaped(name string, bases []string) bool {
 			continue
 		}
 		labels := strings.Split(prefix, ".")
-		if len(labels) != 3 || !validLabel(labels[0]) || !validLabel(labels[1]) || !allDigits(labels[2]) {
+		if len(labels) != 3 || !ens.ValidLabel(labels[0]) || !ens.ValidLabel(labels[1]) || !allDigits(labels[2]) {
 			continue
 		}
 		return true
@@ -146,19 +148,7 @@ func ethShaped(name string) bool {
 		return false
 	}
 	for _, l := range labels {
-		if !validLabel(l) {
-			return false
-		}
-	}
-	return true
-}
-
-func validLabel(l string) bool {
-	if len(l) == 0 || len(l) > 63 || l[0] == '-' || l[len(l)-1] == '-' {
-		return false
-	}
-	for i := 0; i < len(l); i++ {
-		if !isLabelByte(l[i]) {
+		if !ens.ValidLabel(l) {
 			return false
 		}
 	}
