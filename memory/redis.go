@@ -91,7 +91,7 @@ func NewRedis(ctx context.Context, o RedisOptions) (*Redis, error) {
 // loadScripts caches the scripts on every primary, so the hot path never
 // sends a script body.
 func (r *Redis) loadScripts(ctx context.Context) error {
-	load := func(ctx context.Context, c *redis.Client) error {
+	load := func(ctx context.Context, c redis.Scripter) error {
 		for _, s := range allScripts {
 			if err := s.Load(ctx, c).Err(); err != nil {
 				return err
@@ -101,13 +101,9 @@ func (r *Redis) loadScripts(ctx context.Context) error {
 	}
 	var err error
 	if cc, ok := r.c.(*redis.ClusterClient); ok {
-		err = cc.ForEachMaster(ctx, load)
+		err = cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return load(ctx, c) })
 	} else {
-		for _, s := range allScripts {
-			if err = s.Load(ctx, r.c).Err(); err != nil {
-				break
-			}
-		}
+		err = load(ctx, r.c)
 	}
 	if err != nil {
 		return fmt.Errorf("memory: load scripts: %w", err)
