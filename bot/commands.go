@@ -425,9 +425,8 @@ func (c *Commands) verifyWallet(ctx context.Context, cmd slack.SlashCommand, arg
 		c.log.Error("wallet link not issued", slog.String(logUser, cmd.UserID), slog.Any(logError, err))
 		return "Could not create a verification link right now; try again in a moment."
 	}
-	minutes := int(c.deps.Wallet.opts.LinkTTL.Round(time.Minute) / time.Minute)
 	return fmt.Sprintf("Open <%s|this link> within %d minutes to link an Ethereum wallet to your Slack account. "+
-		"Your browser wallet signs a message there; it costs nothing. The link works once: do not share it.", link, minutes)
+		"Your browser wallet signs a message there; it costs nothing. The link works once: do not share it.", link, int(walletLinkTTL/time.Minute))
 }
 
 // slackUserArg reads U…, W…, <@U…> or <@U…|name>.

@@ -54,8 +54,13 @@ type Notifier interface {
 // http.public_url is not set: there is no page to send anyone to.
 var ErrWalletNotConfigured = errors.New("wallet verification is not configured")
 
-// DefaultWalletLinkTTL is how long a /verify-wallet link works.
-const DefaultWalletLinkTTL = 10 * time.Minute
+const (
+	// walletLinkTTL is how long a /verify-wallet link works.
+	walletLinkTTL = 10 * time.Minute
+	// walletRequestTimeout bounds the store and Slack calls of one request
+	// to the wallet page.
+	walletRequestTimeout = 10 * time.Second
+)
 
 // siweChainID is the EIP-155 chain id written in the sign-in message. A
 // personal_sign signature proves control of the key whatever the chain; 1
@@ -67,13 +72,8 @@ type WalletOptions struct {
 	// PublicURL is where people reach conclave's HTTP server
 	// (http.public_url); empty turns verification off.
 	PublicURL string
-	// LinkTTL is how long a link works; default DefaultWalletLinkTTL.
-	LinkTTL time.Duration
-	// RequestTimeout bounds the store and Slack calls of one HTTP request;
-	// default 10s.
-	RequestTimeout time.Duration
-	Logger         *slog.Logger
-	Now            func() time.Time // default time.Now
+	Logger    *slog.Logger
+	Now       func() time.Time // default time.Now
 }
 
 // WalletRequest is who asked for a verification link, and where.
@@ -90,7 +90,7 @@ type WalletRequest struct {
 // /wallet/), where a browser wallet signs an EIP-4361 message written by
 // conclave; a valid EIP-191 signature links the address to the user.
 //
-// A link's record lives in the store for LinkTTL and is spent only by a
+// A link's record lives in the store for walletLinkTTL and is spent only by a
 // successful verification: viewing the page (or a link preview fetching
 // it) changes nothing. The exact text offered for signing is stored beside
 // it, per address, and the signature is checked against that copy.
@@ -119,12 +119,6 @@ var (
 // http(s) URL is an error; an empty one gives a verifier whose Issue
 // returns ErrWalletNotConfigured and whose pages are not found.
 func NewWalletVerifier(opts WalletOptions, store WalletStore, notify Notifier) (*WalletVerifier, error) {
-	if opts.LinkTTL <= 0 {
-		opts.LinkTTL = DefaultWalletLinkTTL
-	}
-	if opts.RequestTimeout <= 0 {
-		opts.RequestTimeout = 10 * time.Second
-	}
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
@@ -210,14 +204,14 @@ func (w *WalletVerifier) Issue(ctx context.Context, req WalletRequest) (string, 
 	now := w.opts.Now().UTC().Truncate(time.Second)
 	link := walletLink{
 		UserID: req.UserID, UserName: req.UserName, TeamID: req.TeamID, TeamName: req.TeamName,
-		Channel: req.Channel, IssuedAt: now, Expires: now.Add(w.opts.LinkTTL),
+		Channel: req.Channel, IssuedAt: now, Expires: now.Add(walletLinkTTL),
 	}
 	value, err := json.Marshal(link)
 	if err != nil {
 		return "", fmt.Errorf("bot: wallet link: %w", err)
 	}
 	token := newLinkToken()
-	if err := w.store.PutNonce(ctx, linkKey(token), value, w.opts.LinkTTL); err != nil {
+	if err := w.store.PutNonce(ctx, linkKey(token), value, walletLinkTTL); err != nil {
 		return "", fmt.Errorf("bot: wallet link: %w", err)
 	}
 	return w.pageURL(token), nil
@@ -298,7 +292,7 @@ func (w *WalletVerifier) peekLink(ctx context.Context, token string) (walletLink
 	if !tokenPattern.MatchString(token) {
 		return walletLink{}, errLinkGone
 	}
-	ctx, cancel := context.WithTimeout(ctx, w.opts.RequestTimeout)
+	ctx, cancel := context.WithTimeout(ctx, walletRequestTimeout)
 	defer cancel()
 	raw, err := w.store.PeekNonce(ctx, linkKey(token))
 	if errors.Is(err, memory.ErrNotFound) {
@@ -387,7 +381,7 @@ func (w *WalletVerifier) serveMessage(rw http.ResponseWriter, r *http.Request) {
 		return
 	}
 	msg := w.signInMessage(token, link, addr)
-	ctx, cancel := context.WithTimeout(r.Context(), w.opts.RequestTimeout)
+	ctx, cancel := context.WithTimeout(r.Context(), walletRequestTimeout)
 	defer cancel()
 	// The copy lives as long as the link; writing it again is harmless (the
 	// same text), and a copy outliving a spent link verifies nothing.
@@ -436,7 +430,7 @@ func (w *WalletVerifier) serveVerify(rw http.ResponseWriter, r *http.Request) {
 	})
 	w.log.Info("audit", slog.String(logAction, "wallet_linked"), slog.String(logUser, link.UserID),
 		slog.String("address", addr.Hex()), slog.String(logChannel, link.Channel), slog.Time("at", w.opts.Now()))
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), w.opts.RequestTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), walletRequestTimeout)
 	defer cancel()
 	text := "Your wallet " + addr.Hex() + " is now linked to your Slack account."
 	if err := w.notify.PostEphemeral(ctx, link.Channel, link.UserID, text); err != nil {
@@ -455,7 +449,7 @@ func (w *WalletVerifier) verify(ctx context.Context, token string, req verifyReq
 	if !ok {
 		return link, addr, errBadAddress
 	}
-	ctx, cancel := context.WithTimeout(ctx, w.opts.RequestTimeout)
+	ctx, cancel := context.WithTimeout(ctx, walletRequestTimeout)
 	defer cancel()
 	msg, err := w.store.PeekNonce(ctx, messageKey(token, addr))
 	if errors.Is(err, memory.ErrNotFound) {
