@@ -29,8 +29,7 @@ func TestHandleHandsTheConversationToAWorker(t *testing.T) {
 	r.opts.SweepInterval = time.Hour
 	store := &dueless{Store: r.store}
 	reports := make(chan TurnReport, 1)
-	e := New(r.opts, Deps{Store: store, Chat: r.chat, Model: r.model, Resolver: fakeResolver{r.agents},
-		Prompts: func() Prompts { return fakePrompts{} }, Now: r.clock.Now, OnTurn: func(tr TurnReport) { reports <- tr }})
+	e := r.engine(fakePrompts{}, onStore(store), reportTo(reports))
 	runEngine(t, e)
 	ctx := context.Background()
 
@@ -59,8 +58,7 @@ func TestDispatchOnAckWaitsForTheAcknowledgement(t *testing.T) {
 	r.opts.DispatchOnAck = true
 	store := &dueless{Store: r.store}
 	reports := make(chan TurnReport, 1)
-	e := New(r.opts, Deps{Store: store, Chat: r.chat, Model: r.model, Resolver: fakeResolver{r.agents},
-		Prompts: func() Prompts { return fakePrompts{} }, Now: r.clock.Now, OnTurn: func(tr TurnReport) { reports <- tr }})
+	e := r.engine(fakePrompts{}, onStore(store), reportTo(reports))
 	runEngine(t, e)
 	ctx := context.Background()
 

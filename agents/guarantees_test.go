@@ -94,8 +94,7 @@ func TestHandleIsDurableBeforeItReturns(t *testing.T) {
 	}
 
 	failing := &failingStore{Store: r.store, fail: "RecordMessage"}
-	e := New(r.opts, Deps{Store: failing, Chat: r.chat, Model: r.model, Resolver: fakeResolver{r.agents},
-		Prompts: func() Prompts { return fakePrompts{} }, Now: r.clock.Now})
+	e := r.engine(fakePrompts{}, onStore(failing))
 	ev := Event{ID: "Ev9", Team: team, Channel: chanA, TS: r.nextTS(), ThreadTS: root.TS, UserID: "U1", Text: "more"}
 	if err := e.Handle(context.Background(), ev); err == nil {
 		t.Error("Handle returned nil though the message could not be recorded")
@@ -195,8 +194,7 @@ func TestReplicaDiesAnywhere(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			r := newRig(t)
 			dying := &dyingStore{Store: r.store}
-			replica := New(r.opts, Deps{Store: dying, Chat: r.chat, Model: r.model, Resolver: fakeResolver{r.agents},
-				Prompts: func() Prompts { return fakePrompts{} }, Now: r.clock.Now})
+			replica := r.engine(fakePrompts{}, onStore(dying))
 			root := r.send("", "U1", "Alice", "hello")
 			id := ConversationID(team, chanA, root.TS)
 			tt.arm(r, dying)
@@ -253,8 +251,7 @@ func TestLostWakeUpFoundBySweep(t *testing.T) {
 	r.opts.DispatchOnAck = true
 	r.opts.SweepInterval = 5 * time.Millisecond
 	reports := make(chan TurnReport, 1)
-	e := New(r.opts, Deps{Store: r.store, Chat: r.chat, Model: r.model, Resolver: fakeResolver{r.agents},
-		Prompts: func() Prompts { return fakePrompts{} }, Now: r.clock.Now, OnTurn: func(tr TurnReport) { reports <- tr }})
+	e := r.engine(fakePrompts{}, reportTo(reports))
 	if err := e.Handle(context.Background(), Event{ID: "Ev1", Team: team, Channel: chanA, TS: r.nextTS(), UserID: "U1", Text: "hello"}); err != nil {
 		t.Fatal(err)
 	}
@@ -314,8 +311,10 @@ func TestTurnsNeverOverlap(t *testing.T) {
 			r.opts.SweepInterval = 5 * time.Millisecond
 			engines := make([]*Engine, 2)
 			for i := range engines {
-				engines[i] = New(r.opts, Deps{Store: r.store, Chat: r.chat, Model: model, Resolver: fakeResolver{r.agents},
-					Prompts: func() Prompts { return fakePrompts{} }, Now: r.clock.Now, OnTurn: func(TurnReport) { turns.Add(1) }})
+				engines[i] = r.engine(fakePrompts{}, func(d *Deps) {
+					d.Model = model
+					d.OnTurn = func(TurnReport) { turns.Add(1) }
+				})
 			}
 			ctx, cancel := context.WithCancel(context.Background())
 			var wg sync.WaitGroup
@@ -367,8 +366,7 @@ func TestTurnsNeverOverlap(t *testing.T) {
 func TestNoticeOnceWhenAReplicaDies(t *testing.T) {
 	r := newRig(t)
 	dying := &dyingStore{Store: r.store}
-	replica := New(r.opts, Deps{Store: dying, Chat: r.chat, Model: r.model, Resolver: fakeResolver{r.agents},
-		Prompts: func() Prompts { return fakePrompts{} }, Now: r.clock.Now})
+	replica := r.engine(fakePrompts{}, onStore(dying))
 	root := r.send("", "U1", "Alice", "hello "+ghost)
 	r.model.hook = func(llm.Request) { dying.die() }
 	replica.process(context.Background(), context.Background(), task{id: ConversationID(team, chanA, root.TS), channel: chanA})

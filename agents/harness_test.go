@@ -395,9 +395,11 @@ func runEngine(t *testing.T, e *Engine) {
 	})
 }
 
-// engine builds an engine over the rig's parts.
-func (r *rig) engine(p Prompts) *Engine {
-	return New(r.opts, Deps{
+// engine builds an engine over the rig's parts with prompts p; each change
+// adjusts its collaborators (another view of the store, another model, a
+// turn report hook).
+func (r *rig) engine(p Prompts, change ...func(*Deps)) *Engine {
+	d := Deps{
 		Store:    r.store,
 		Chat:     r.chat,
 		Model:    r.model,
@@ -405,7 +407,21 @@ func (r *rig) engine(p Prompts) *Engine {
 		Resolver: fakeResolver{r.agents},
 		Logger:   r.logger,
 		Now:      r.clock.Now,
-	})
+	}
+	for _, f := range change {
+		f(&d)
+	}
+	return New(r.opts, d)
+}
+
+// onStore makes an engine use store.
+func onStore(store memory.Store) func(*Deps) {
+	return func(d *Deps) { d.Store = store }
+}
+
+// reportTo makes an engine send every turn's report to reports.
+func reportTo(reports chan<- TurnReport) func(*Deps) {
+	return func(d *Deps) { d.OnTurn = func(tr TurnReport) { reports <- tr } }
 }
 
 // withBuiltinTemplates uses the prompts shipped in the binary.

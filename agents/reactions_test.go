@@ -55,8 +55,7 @@ func TestReactionsOffTheTurnsPath(t *testing.T) {
 				close(gate)
 			}
 		}), nil))
-		e := New(r.opts, Deps{Store: r.store, Chat: r.chat, Model: r.model, Resolver: fakeResolver{r.agents}, Logger: logger,
-			Prompts: func() Prompts { return fakePrompts{} }, Now: r.clock.Now, OnTurn: func(tr TurnReport) { reports <- tr }})
+		e := r.engine(fakePrompts{}, reportTo(reports), func(d *Deps) { d.Logger = logger })
 		ctx, cancel := context.WithCancel(context.Background())
 		ran := make(chan []string, 1)
 		go func() {

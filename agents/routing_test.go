@@ -369,10 +369,7 @@ func testReplicas(t *testing.T, r *rig) {
 	engines := make([]*Engine, 2)
 	for i := range engines {
 		r.opts.SweepInterval = 5 * time.Millisecond
-		engines[i] = New(r.opts, Deps{
-			Store: r.store, Chat: r.chat, Model: r.model, Resolver: fakeResolver{r.agents},
-			Prompts: func() Prompts { return fakePrompts{} }, Now: r.clock.Now, OnTurn: onTurn,
-		})
+		engines[i] = r.engine(fakePrompts{}, func(d *Deps) { d.OnTurn = onTurn })
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -432,8 +429,7 @@ func TestRunShutdownLeavesUnfinishedTurnsQueued(t *testing.T) {
 	r.opts.ShutdownGrace = time.Millisecond
 	r.opts.SweepInterval = 5 * time.Millisecond
 	reports := make(chan TurnReport, 1)
-	e := New(r.opts, Deps{Store: r.store, Chat: r.chat, Model: model, Resolver: fakeResolver{r.agents},
-		Prompts: func() Prompts { return fakePrompts{} }, Now: r.clock.Now, OnTurn: func(tr TurnReport) { reports <- tr }})
+	e := r.engine(fakePrompts{}, reportTo(reports), func(d *Deps) { d.Model = model })
 	ev := Event{ID: "Ev1", Team: team, Channel: chanA, TS: r.nextTS(), UserID: "U1", UserName: "Alice", Text: "hello"}
 	ctx, cancel := context.WithCancel(context.Background())
 	if err := e.Handle(ctx, ev); err != nil {
