@@ -98,8 +98,8 @@ type options struct {
 // process, the replicas as child processes, and sc.Conversations people
 // writing at once, each sending the next message as soon as the last was
 // answered.
-func measure(ctx context.Context, sc scenario, o options) (result, error) {
-	res := result{scenario: sc, Turns: sc.Conversations * sc.Messages}
+func measure(ctx context.Context, sc scenario, o options) (res result, err error) {
+	res = result{scenario: sc, Turns: sc.Conversations * sc.Messages}
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
 	tb := &benchTB{}
