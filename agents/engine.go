@@ -214,9 +214,11 @@ func New(opts Options, deps Deps) *Engine {
 		busy:     make(map[string]bool),
 	}
 	e.reactions = newReactor(deps.Chat, e.log, opts.MaxParallel)
+	bases := make([]string, len(opts.BaseDomains)) // the caller's slice stays as it is
 	for i, b := range opts.BaseDomains {
-		opts.BaseDomains[i] = strings.ToLower(strings.Trim(b, ". "))
+		bases[i] = strings.ToLower(strings.Trim(b, ". "))
 	}
+	opts.BaseDomains = bases
 	e.opts = opts
 	agents := make(map[string]AgentSettings, len(opts.Agents))
 	for name, s := range opts.Agents {
