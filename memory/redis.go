@@ -219,21 +219,23 @@ func (r *Redis) MarkPending(ctx context.Context, convID string) error {
 
 // Due implements Store. It asks every shard in one pipeline.
 func (r *Redis) Due(ctx context.Context, now time.Time, limit int) ([]string, error) {
-	cmds := make([]*redis.Cmd, dueShards)
+	shards := make([]struct {
+		keys []string
+		args []any
+		cmd  *redis.Cmd
+	}, dueShards)
 	// Errors are read per command below.
 	_, _ = r.c.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i := range cmds {
-			cmds[i] = dueScript.EvalSha(ctx, p, []string{r.keys.due(i)}, now.UnixMilli(), limit, r.keys.shard(i)+"conv:")
+		for i := range shards {
+			sh := &shards[i]
+			sh.keys, sh.args = []string{r.keys.due(i)}, []any{now.UnixMilli(), limit, r.keys.shard(i) + "conv:"}
+			sh.cmd = dueScript.EvalSha(ctx, p, sh.keys, sh.args...)
 		}
 		return nil
 	})
 	var items []dueItem
-	for i, cmd := range cmds {
-		res, cerr := cmd.Slice()
-		if cerr != nil && redis.HasErrorPrefix(cerr, "NOSCRIPT") {
-			// Redis restarted and lost its script cache since we loaded it.
-			res, cerr = dueScript.Run(ctx, r.c, []string{r.keys.due(i)}, now.UnixMilli(), limit, r.keys.shard(i)+"conv:").Slice()
-		}
+	for _, sh := range shards {
+		res, cerr := r.rerun(ctx, sh.cmd, dueScript, sh.keys, sh.args...).Slice()
 		if cerr != nil {
 			return nil, fmt.Errorf("memory: due: %w", cerr)
 		}
@@ -252,6 +254,17 @@ func (r *Redis) Due(ctx context.Context, now time.Time, limit int) ([]string, er
 		}
 	}
 	return orderDue(items, limit), nil
+}
+
+// rerun returns cmd, the result of s sent by its hash in a pipeline, or
+// when Redis has restarted and lost its script cache since the scripts
+// were loaded (s did not run then, so it may run now), the result of
+// running s again, its body sent.
+func (r *Redis) rerun(ctx context.Context, cmd *redis.Cmd, s *redis.Script, keys []string, args ...any) *redis.Cmd {
+	if err := cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		return s.Run(ctx, r.c, keys, args...)
+	}
+	return cmd
 }
 
 // AcquireLock implements Store.
@@ -348,12 +361,7 @@ func (r *Redis) load(ctx context.Context, l Lock, ttl time.Duration, q Lookup) (
 			lookups = r.queueLookup(ctx, p, q)
 			return nil
 		})
-		res, err = script.Result()
-		if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-			// Redis restarted and lost its script cache: the script did
-			// not run, so it may run now.
-			res, err = loadScript.Run(ctx, r.c, keys, args...).Result()
-		}
+		res, err = r.rerun(ctx, script, loadScript, keys, args...).Result()
 		if err == nil {
 			found, err = lookups.found()
 		}
