@@ -59,11 +59,12 @@ type Pairings interface {
 type CommandOptions struct {
 	// Admins may add and remove agents (slack.admins); empty lets anyone.
 	Admins []string
-	// Timeout bounds the handling of one command; default 30s.
-	Timeout time.Duration
-	Logger  *slog.Logger
-	Now     func() time.Time // default time.Now
+	Logger *slog.Logger
 }
+
+// commandTimeout bounds the handling of one command, chain look-ups
+// included.
+const commandTimeout = 30 * time.Second
 
 // CommandDeps are what the commands act on.
 type CommandDeps struct {
@@ -89,12 +90,6 @@ var _ CommandHandler = (*Commands)(nil)
 // NewCommands returns the command handler; set it with
 // Bot.SetCommandHandler.
 func NewCommands(b *Bot, opts CommandOptions, deps CommandDeps) *Commands {
-	if opts.Timeout <= 0 {
-		opts.Timeout = 30 * time.Second
-	}
-	if opts.Now == nil {
-		opts.Now = time.Now
-	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -128,7 +123,7 @@ const (
 // HandleCommand answers one slash command. Failures are told to the person
 // who typed it and logged.
 func (c *Commands) HandleCommand(ctx context.Context, cmd slack.SlashCommand) {
-	ctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
+	ctx, cancel := context.WithTimeout(ctx, commandTimeout)
 	defer cancel()
 	args := commandArgs(cmd.Text)
 	var reply string
@@ -516,7 +511,7 @@ func ownsAgent(wallets []string, owner string) bool {
 func (c *Commands) audit(ctx context.Context, cmd slack.SlashCommand, action string, attrs ...slog.Attr) {
 	base := []slog.Attr{
 		slog.String(logAction, action), slog.String(logUser, cmd.UserID), slog.String("user_name", cmd.UserName),
-		slog.String("team", cmd.TeamID), slog.String(logChannel, cmd.ChannelID), slog.Time("at", c.opts.Now()),
+		slog.String("team", cmd.TeamID), slog.String(logChannel, cmd.ChannelID), slog.Time("at", time.Now()),
 	}
 	c.log.LogAttrs(ctx, slog.LevelInfo, "audit", append(base, attrs...)...)
 }
