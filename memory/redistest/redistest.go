@@ -81,8 +81,15 @@ func WithPrefix(t testing.TB, url string) DB {
 // ends.
 func (db DB) Store(t testing.TB, o memory.Options) *memory.Redis {
 	t.Helper()
+	return db.open(t, nil, o)
+}
+
+// open opens a store on db through c (dialling db.URL when nil), closed
+// when t ends.
+func (db DB) open(t testing.TB, c redis.UniversalClient, o memory.Options) *memory.Redis {
+	t.Helper()
 	s, err := memory.NewRedis(t.Context(), memory.RedisOptions{
-		URL: db.URL, KeyPrefix: db.Prefix,
+		URL: db.URL, Client: c, KeyPrefix: db.Prefix,
 		MaxSessionMessages: o.MaxSessionMessages, ConversationTTL: o.ConversationTTL, Now: o.Now,
 	})
 	if err != nil {
@@ -110,15 +117,7 @@ func (db DB) CountedStore(t testing.TB, o memory.Options) (*memory.Redis, *Round
 	c := db.Client(t)
 	trips := &RoundTrips{}
 	c.AddHook(trips)
-	s, err := memory.NewRedis(t.Context(), memory.RedisOptions{
-		Client: c, KeyPrefix: db.Prefix,
-		MaxSessionMessages: o.MaxSessionMessages, ConversationTTL: o.ConversationTTL, Now: o.Now,
-	})
-	if err != nil {
-		t.Fatalf("redistest: %v", err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s, trips
+	return db.open(t, c, o), trips
 }
 
 // RoundTrips is a go-redis hook counting the round trips a client makes:
