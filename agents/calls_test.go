@@ -82,7 +82,7 @@ func TestCallTimeouts(t *testing.T) {
 		r := newRig(t, longLock)
 		r.model.hook = func(req llm.Request) {
 			if req.Agent == cora && req.Prompt == templates.PromptContextFound {
-				r.clock.Add(4 * time.Minute) // cora runs long; paul waits
+				r.clock.Advance(4 * time.Minute) // cora runs long; paul waits
 			}
 		}
 		r.model.on(cora, templates.PromptContextNotFound, threading("C1", ""))
@@ -117,7 +117,7 @@ func TestCallTimeouts(t *testing.T) {
 		r.model.on(elen, templates.PromptDefault, tina+" can you confirm?")
 		root := r.send("", "U1", "Alice", "Is the claim approved?")
 		r.settle()
-		r.clock.Add(3 * time.Minute)
+		r.clock.Advance(3 * time.Minute)
 		r.settle()
 		r.send(root.TS, "UT", "Tina", "Sorry, late: confirmed.")
 		r.settle()
@@ -272,7 +272,7 @@ func TestResolvePendingRechecksLock(t *testing.T) {
 	r.chat.afterFind = func() {
 		// The holder settling the pending reply loses its lock while it
 		// looks; another replica takes over and settles the reply.
-		r.clock.Add(time.Minute)
+		r.clock.Advance(time.Minute)
 		other.process(context.Background(), context.Background(), task{id: ConversationID(team, chanA, root.TS)})
 	}
 	r.settle()

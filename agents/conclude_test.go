@@ -127,7 +127,7 @@ func TestInactivityClock(t *testing.T) {
 		r := newRig(t, func(r *rig) { r.opts.Timeout = 0 })
 		root := r.send("", "U1", "Alice", "hello")
 		r.settle()
-		r.clock.Add(7 * 24 * time.Hour)
+		r.clock.Advance(7 * 24 * time.Hour)
 		r.settle()
 		if st := r.state(root.TS); st.Status != statusOpen || len(r.model.calls(elen, templates.PromptConclude)) != 0 {
 			t.Errorf("status %q with the inactivity conclusion off", st.Status)
@@ -141,17 +141,17 @@ func TestInactivityClock(t *testing.T) {
 		r.model.on(elen, templates.PromptDefault, tina+" can you confirm?")
 		root := r.send("", "U1", "Alice", "Is the claim approved?")
 		r.settle()
-		r.clock.Add(20 * time.Minute)
+		r.clock.Advance(20 * time.Minute)
 		r.settle()
 		if st := r.state(root.TS); st.Status != statusOpen || len(st.Calls) != 1 {
 			t.Errorf("concluded while a call was pending: status %q, calls %+v", st.Status, st.Calls)
 		}
-		r.clock.Add(10 * time.Minute) // the call times out; the facilitator runs
+		r.clock.Advance(10 * time.Minute) // the call times out; the facilitator runs
 		r.settle()
 		if n := len(r.model.calls(elen, templates.PromptDefault)); n != 2 {
 			t.Errorf("facilitator turns %d, want 2", n)
 		}
-		r.clock.Add(10 * time.Minute)
+		r.clock.Advance(10 * time.Minute)
 		r.settle()
 		if st := r.state(root.TS); st.Status != statusConcluded {
 			t.Errorf("status %q after the timeout", st.Status)
@@ -161,17 +161,17 @@ func TestInactivityClock(t *testing.T) {
 		r := newRig(t, longLock)
 		r.model.hook = func(req llm.Request) {
 			if req.Prompt == templates.PromptDefault {
-				r.clock.Add(8 * time.Minute)
+				r.clock.Advance(8 * time.Minute)
 			}
 		}
 		root := r.send("", "U1", "Alice", "hello")
 		r.settle()
-		r.clock.Add(5 * time.Minute) // 13 minutes after the message, 5 after the turn
+		r.clock.Advance(5 * time.Minute) // 13 minutes after the message, 5 after the turn
 		r.settle()
 		if st := r.state(root.TS); st.Status != statusOpen {
 			t.Fatalf("concluded %s after the turn ended", 5*time.Minute)
 		}
-		r.clock.Add(5 * time.Minute)
+		r.clock.Advance(5 * time.Minute)
 		r.settle()
 		if st := r.state(root.TS); st.Status != statusConcluded {
 			t.Errorf("status %q 10 minutes after the turn ended", st.Status)

@@ -131,7 +131,7 @@ func TestConcludeInputAndCount(t *testing.T) {
 			name: "timeout",
 			run: func(r *rig, root Event) {
 				r.settle()
-				r.clock.Add(11 * time.Minute)
+				r.clock.Advance(11 * time.Minute)
 				r.settle()
 			},
 			wantCount: 2,

@@ -216,7 +216,7 @@ func TestReplicaDiesAnywhere(t *testing.T) {
 			if due(r.clock.Now()) {
 				t.Error("due while the dead replica's lock still holds")
 			}
-			r.clock.Add(r.e.opts.LockTTL)
+			r.clock.Advance(r.e.opts.LockTTL)
 			if !due(r.clock.Now()) {
 				t.Fatal("not due once the dead replica's lock expired: the work is lost")
 			}
@@ -372,7 +372,7 @@ func TestNoticeOnceWhenAReplicaDies(t *testing.T) {
 	replica.process(context.Background(), context.Background(), task{id: ConversationID(team, chanA, root.TS), channel: chanA})
 	replica.reactions.wait()
 	r.model.hook = nil
-	r.clock.Add(r.e.opts.LockTTL)
+	r.clock.Advance(r.e.opts.LockTTL)
 	r.settle()
 	if got := r.chat.texts(); !slices.Equal(got, []string{"Elen: elen ok"}) {
 		t.Errorf("posts %q, want the answer once", got)

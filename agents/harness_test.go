@@ -15,6 +15,7 @@ import (
 	"github.com/conclavehq/conclave/ens"
 	"github.com/conclavehq/conclave/memory"
 	"github.com/conclavehq/conclave/memory/redistest"
+	"github.com/conclavehq/conclave/memory/storetest"
 	"github.com/conclavehq/conclave/templates"
 )
 
@@ -58,24 +59,6 @@ func (r fakeResolver) Resolve(_ context.Context, name string) (ens.Agent, error)
 		return a, nil
 	}
 	return ens.Agent{}, fmt.Errorf("resolve %q: %w", name, ens.ErrNotFound)
-}
-
-// fakeClock is a settable clock.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
 }
 
 // fakeChat is Slack as the engine sees it: posts get increasing ts.
@@ -346,7 +329,7 @@ type rig struct {
 	store  memory.Store
 	chat   *fakeChat
 	model  *fakeModel
-	clock  *fakeClock
+	clock  *storetest.Clock
 	agents map[string]ens.Agent
 	opts   Options
 	logger *slog.Logger // nil: discard
@@ -356,7 +339,7 @@ type rig struct {
 
 func newRig(t testing.TB, configure ...func(*rig)) *rig {
 	t.Helper()
-	clock := &fakeClock{now: time.Date(2027, 3, 1, 9, 0, 0, 0, time.UTC)}
+	clock := storetest.NewClock(time.Date(2027, 3, 1, 9, 0, 0, 0, time.UTC))
 	r := &rig{
 		t:      t,
 		store:  memory.NewInProcess(memory.Options{Now: clock.Now}),
@@ -449,7 +432,7 @@ func (r *rig) pair(user, agent string) {
 // nextTS returns a fresh Slack ts, later than every earlier one.
 func (r *rig) nextTS() string {
 	r.seq++
-	r.clock.Add(time.Second)
+	r.clock.Advance(time.Second)
 	return fmt.Sprintf("1700000000.%06d", r.seq*100)
 }
 
@@ -470,7 +453,7 @@ func (r *rig) settle() {
 	settleEngines(r.t, r.store, r.clock, r.e)
 }
 
-func settleEngines(t testing.TB, store memory.Store, clock *fakeClock, engines ...*Engine) {
+func settleEngines(t testing.TB, store memory.Store, clock *storetest.Clock, engines ...*Engine) {
 	t.Helper()
 	ctx := context.Background()
 	for range 500 {

@@ -471,7 +471,7 @@ func TestHumanAgentCall(t *testing.T) {
 			if tt.answer {
 				r.send(root.TS, "UT", "Tina", "Confirmed.")
 			} else {
-				r.clock.Add(3 * time.Minute)
+				r.clock.Advance(3 * time.Minute)
 			}
 			r.settle()
 			calls := r.model.calls(elen, templates.PromptDefault)

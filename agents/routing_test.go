@@ -110,7 +110,7 @@ func TestNoFacilitatorConcludesSilently(t *testing.T) {
 	r := newRig(t, func(r *rig) { r.opts.Channels = []ChannelConfig{{ID: chanA, Agents: []string{cora}}} })
 	root := r.send("", "U1", "Alice", cora+" hello")
 	r.settle()
-	r.clock.Add(10 * time.Minute)
+	r.clock.Advance(10 * time.Minute)
 	r.settle()
 	if st := r.state(root.TS); st.Status != statusConcluded {
 		t.Errorf("status %q", st.Status)
