@@ -115,7 +115,7 @@ return 1
 `)
 
 // loadScript: KEYS lock, due, conv, msgs, outbox; ARGV token, id, now ms,
-// lock ttl ms to take the lock (” when it is held already). Returns 0 when
+// lock ttl ms to take the lock (empty when it is held already). Returns 0 when
 // the lock is not held (or, taking it, held by someone else), else
 // {conversation fields, messages, outbox}. The lock's expiry is the lease:
 // a conversation that was pending or due stays due from then on, so work
@@ -143,9 +143,9 @@ return {redis.call('HGETALL', KEYS[3]), redis.call('HVALS', KEYS[4]), redis.call
 
 // commitScript: KEYS lock, due, conv, msgs, outbox, then a session list and
 // its namespace index per direct session append;
-// ARGV token, id, team, channel, thread_ts, state, deadline ms (” for
-// none), conversation ttl ms, release (” to keep the lock), message
-// count, (ts, message)…, outbox entry (” for none), session bound, session
+// ARGV token, id, team, channel, thread_ts, state, deadline ms (empty for
+// none), conversation ttl ms, release (empty to keep the lock), message
+// count, (ts, message)…, outbox entry (empty for none), session bound, session
 // count, (key, entry count, entries…)…. Returns 0 when the lock is not
 // held, else 2 when the conversation is pending, 1 when not.
 var commitScript = redis.NewScript(luaCommon + `
