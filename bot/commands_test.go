@@ -1,9 +1,7 @@
 package bot
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"math/big"
@@ -419,8 +417,8 @@ func TestVerifyWalletCommand(t *testing.T) {
 				t.Errorf("message lacks %q:\n%s", want, msg)
 			}
 		}
-		if status := postSignature(t, m[1], addr, personalSign(t, key, msg)); status != http.StatusOK {
-			t.Fatalf("verify: %d", status)
+		if a := postSignature(t, m[1], addr, personalSign(t, key, msg)); a.status != http.StatusOK {
+			t.Fatalf("verify: %d", a.status)
 		}
 		if ws, _ := r.store.Wallets(testContext(t), "U1"); !slices.Equal(ws, []string{addr}) {
 			t.Errorf("wallets = %v", ws)
@@ -430,35 +428,6 @@ func TestVerifyWalletCommand(t *testing.T) {
 			t.Errorf("notice = %+v, %v", eph, err)
 		}
 	})
-}
-
-// fetchMessage asks a wallet page for the text addr is to sign.
-func fetchMessage(t *testing.T, page, addr string) string {
-	t.Helper()
-	resp, err := http.Get(page + "/message?address=" + addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var body struct {
-		Message string `json:"message"`
-	}
-	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&body) != nil {
-		t.Fatalf("message: %s", resp.Status)
-	}
-	return body.Message
-}
-
-// postSignature submits a signature as the wallet page does.
-func postSignature(t *testing.T, page, addr, sig string) int {
-	t.Helper()
-	body, _ := json.Marshal(map[string]string{"address": addr, "signature": sig})
-	resp, err := http.Post(page, "application/json", bytes.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	return resp.StatusCode
 }
 
 func TestPairSlackUserToHumanAgent(t *testing.T) {

@@ -104,7 +104,14 @@ func (a walletAnswer) text(key string) string {
 
 func (r *walletRig) do(t *testing.T, method, path, contentType, body string) walletAnswer {
 	t.Helper()
-	req, err := http.NewRequestWithContext(testContext(t), method, r.srv.URL+path, strings.NewReader(body))
+	return walletCall(t, method, r.srv.URL+path, contentType, body)
+}
+
+// walletCall makes one request to a wallet page's server and reads the
+// answer: JSON into body, anything else as body["html"].
+func walletCall(t *testing.T, method, target, contentType, body string) walletAnswer {
+	t.Helper()
+	req, err := http.NewRequestWithContext(testContext(t), method, target, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +127,7 @@ func (r *walletRig) do(t *testing.T, method, path, contentType, body string) wal
 	a := walletAnswer{status: resp.StatusCode, header: resp.Header, body: map[string]any{}}
 	if strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
 		if err := json.Unmarshal(raw, &a.body); err != nil {
-			t.Fatalf("%s %s: %v: %s", method, path, err, raw)
+			t.Fatalf("%s %s: %v: %s", method, target, err, raw)
 		}
 	} else {
 		a.body["html"] = string(raw)
@@ -131,17 +138,30 @@ func (r *walletRig) do(t *testing.T, method, path, contentType, body string) wal
 // message asks for the text to sign for addr, as the page does.
 func (r *walletRig) message(t *testing.T, token, addr string) string {
 	t.Helper()
-	a := r.do(t, http.MethodGet, "/wallet/"+token+"/message?address="+url.QueryEscape(addr), "", "")
+	return fetchMessage(t, r.srv.URL+"/wallet/"+token, addr)
+}
+
+func (r *walletRig) post(t *testing.T, token, addr, sig string) walletAnswer {
+	t.Helper()
+	return postSignature(t, r.srv.URL+"/wallet/"+token, addr, sig)
+}
+
+// fetchMessage asks the wallet page at page for the text addr is to sign.
+func fetchMessage(t *testing.T, page, addr string) string {
+	t.Helper()
+	a := walletCall(t, http.MethodGet, page+"/message?address="+url.QueryEscape(addr), "", "")
 	if a.status != http.StatusOK {
 		t.Fatalf("message for %s: %d %v", addr, a.status, a.body)
 	}
 	return a.text("message")
 }
 
-func (r *walletRig) post(t *testing.T, token, addr, sig string) walletAnswer {
+// postSignature submits a signature to the wallet page at page, as the
+// page does.
+func postSignature(t *testing.T, page, addr, sig string) walletAnswer {
 	t.Helper()
 	body, _ := json.Marshal(map[string]string{"address": addr, "signature": sig})
-	return r.do(t, http.MethodPost, "/wallet/"+token, "application/json", string(body))
+	return walletCall(t, http.MethodPost, page, "application/json", string(body))
 }
 
 func (r *walletRig) wallets(t *testing.T, user string) []string {
