@@ -820,17 +820,10 @@ func TestChannelDescription(t *testing.T) {
 	}
 }
 
-type commandRecorder struct {
-	bot *Bot
-	got chan slack.SlashCommand
-}
+// commandFunc adapts a function to CommandHandler.
+type commandFunc func(ctx context.Context, cmd slack.SlashCommand)
 
-func (c *commandRecorder) HandleCommand(ctx context.Context, cmd slack.SlashCommand) {
-	if err := c.bot.ReplyToCommand(ctx, cmd, "No agents in this channel."); err != nil {
-		cmd.Text = err.Error()
-	}
-	c.got <- cmd
-}
+func (f commandFunc) HandleCommand(ctx context.Context, cmd slack.SlashCommand) { f(ctx, cmd) }
 
 func TestSlashCommands(t *testing.T) {
 	t.Run("no handler", func(t *testing.T) {
@@ -847,11 +840,16 @@ func TestSlashCommands(t *testing.T) {
 	})
 	t.Run("handler answers after the ack", func(t *testing.T) {
 		r := newRig(t, fakeslack.Options{}, nil)
-		h := &commandRecorder{bot: r.bot, got: make(chan slack.SlashCommand, 1)}
-		r.bot.SetCommandHandler(h)
+		got := make(chan slack.SlashCommand, 1)
+		r.bot.SetCommandHandler(commandFunc(func(ctx context.Context, cmd slack.SlashCommand) {
+			if err := r.bot.ReplyToCommand(ctx, cmd, "No agents in this channel."); err != nil {
+				cmd.Text = err.Error()
+			}
+			got <- cmd
+		}))
 		r.run(t)
 		d := r.fake.SendSlashCommand(fakeslack.SlashCommand{Command: "/list-agents", Text: "x", UserID: "U1", ChannelID: "C1"})
-		cmd := <-h.got
+		cmd := <-got
 		if cmd.Command != "/list-agents" || cmd.Text != "x" {
 			t.Errorf("command = %+v", cmd)
 		}
@@ -967,11 +965,6 @@ func TestLargeAndOddMessagesAreData(t *testing.T) {
 		}
 	}
 }
-
-// commandFunc adapts a function to CommandHandler.
-type commandFunc func(ctx context.Context, cmd slack.SlashCommand)
-
-func (f commandFunc) HandleCommand(ctx context.Context, cmd slack.SlashCommand) { f(ctx, cmd) }
 
 // Slow slash commands never hold up message envelopes: with every command
 // slot taken and more commands waiting, a message is still handled and
