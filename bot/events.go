@@ -17,8 +17,9 @@ import (
 	"github.com/conclavehq/conclave/agents"
 )
 
-// dispatch handles one event of the socketmode client. Envelopes are handled
-// one at a time, in arrival order; slash commands run beside, after their ack.
+// dispatch handles one event of the socketmode client, in arrival order.
+// Message envelopes are recorded in order within a thread (handleEnvelope);
+// slash commands run beside, after their ack.
 func (b *Bot) dispatch(ctx context.Context, ev socketmode.Event) {
 	switch ev.Type {
 	case socketmode.EventTypeConnecting:
