@@ -168,7 +168,6 @@ func TestMetricsAndTurnLog(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 
-	m := p.scrape(t)
 	tests := []struct {
 		name   string
 		labels []string
@@ -197,6 +196,21 @@ func TestMetricsAndTurnLog(t *testing.T) {
 		{"conclave_ens_cache_hits_total", nil, 0},
 		{"conclave_ens_cache_misses_total", nil, 0},
 		{"conclave_slack_disconnects_total", nil, 0},
+	}
+	// A turn is reported after it has posted: scrape until every series
+	// is there (or the wait ends), then check each.
+	met := func(m samples) bool {
+		for _, tt := range tests {
+			if v, found := m.sum(tt.name, tt.labels...); !found || v < tt.min {
+				return false
+			}
+		}
+		return true
+	}
+	m := p.scrape(t)
+	for !met(m) && ctx.Err() == nil {
+		time.Sleep(10 * time.Millisecond)
+		m = p.scrape(t)
 	}
 	for _, tt := range tests {
 		t.Run(tt.name+"{"+strings.Join(tt.labels, ",")+"}", func(t *testing.T) {
