@@ -3,8 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	crand "crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -24,6 +22,7 @@ import (
 	"github.com/conclavehq/conclave/agents/llm/llmfake"
 	"github.com/conclavehq/conclave/bot/fakeslack"
 	"github.com/conclavehq/conclave/ens"
+	"github.com/conclavehq/conclave/memory/redistest"
 )
 
 // The workspace every scenario uses.
@@ -125,9 +124,11 @@ func measure(ctx context.Context, sc scenario, o options) (res result, err error
 		return llmfake.Reply{Content: "re: " + id, PromptTokens: 300, CompletionTokens: 5}
 	})
 
-	prefix := "bench-" + randomHex(6) + ":"
+	prefix := ""
 	if sc.Store == "redis" {
-		defer cleanRedis(o.redisURL, prefix)
+		// A fresh key prefix whose keys are deleted when the scenario
+		// ends, after its replicas have stopped.
+		prefix = redistest.WithPrefix(tb, o.redisURL).Prefix
 	}
 	var stats []string
 	for i := range sc.Replicas {
@@ -310,36 +311,6 @@ func sumStats(urls []string) (replicaStats, error) {
 		total.CPU += s.CPU
 	}
 	return total, nil
-}
-
-// cleanRedis deletes the keys a scenario wrote.
-func cleanRedis(url, prefix string) {
-	opts, err := redis.ParseURL(url)
-	if err != nil {
-		return
-	}
-	c := redis.NewClient(opts)
-	defer c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	iter := c.Scan(ctx, 0, prefix+"*", 1000).Iterator()
-	var batch []string
-	for iter.Next(ctx) {
-		batch = append(batch, iter.Val())
-		if len(batch) == 500 {
-			c.Unlink(ctx, batch...)
-			batch = batch[:0]
-		}
-	}
-	if len(batch) > 0 {
-		c.Unlink(ctx, batch...)
-	}
-}
-
-func randomHex(n int) string {
-	b := make([]byte, n)
-	_, _ = crand.Read(b)
-	return hex.EncodeToString(b)
 }
 
 // percentile returns the p-th percentile (0 < p ≤ 1) of sorted values.
