@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"net/http"
 	"strings"
 	"sync"
@@ -18,15 +19,37 @@ import (
 // limited post is delivered after Retry-After.
 func TestRunEndToEnd(t *testing.T) {
 	r := newRig(t, fakeslack.Options{EchoPosts: true})
-	// When the model is called, note how far the fake Slack's record went:
-	// the envelope's ack must already be in it.
+	// The first model call is held until the fake Slack has received the
+	// envelope's ack. Comparing the order in which two different servers
+	// (the fake Slack's socket reader, the fake model's HTTP handler) saw
+	// things would race: the ack is written on the Socket Mode client's own
+	// writer, so it may reach the fake Slack's reader a moment after the
+	// model request reaches the fake model. Holding the call instead is
+	// deterministic: an ack sent only after the model answered would never
+	// arrive while the call is held, and the wait would time out.
+	rootKey := make(chan string, 1)
 	var mu sync.Mutex
-	var seqAtModelCall []int64
+	var ackErr error
+	calls := 0
 	r.llm.Handle(func(req llmfake.Request) llmfake.Reply {
 		mu.Lock()
-		seqAtModelCall = append(seqAtModelCall, r.slack.Seq())
-		n := len(seqAtModelCall)
+		calls++
+		n := calls
 		mu.Unlock()
+		if n == 1 {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			var err error
+			select {
+			case key := <-rootKey:
+				_, err = r.slack.WaitAck(ctx, key)
+			case <-ctx.Done():
+				err = ctx.Err()
+			}
+			cancel()
+			mu.Lock()
+			ackErr = err
+			mu.Unlock()
+		}
 		return llmfake.Text("Welcome to the claims desk, reply number " + string(rune('0'+n)) + ".")
 	})
 	// The first reply is rate limited once.
@@ -35,8 +58,8 @@ func TestRunEndToEnd(t *testing.T) {
 	ctx := waitCtx(t)
 
 	root := r.slack.SendMessage(fakeslack.Message{Channel: testChannel, User: testPerson, Text: "My car was hit in the car park. What do I do?"})
-	ack, err := r.slack.WaitAck(ctx, root.Key())
-	if err != nil {
+	rootKey <- root.Key()
+	if _, err := r.slack.WaitAck(ctx, root.Key()); err != nil {
 		t.Fatalf("no ack: %v\n%s", err, p.logs)
 	}
 	posts, err := r.slack.WaitPosts(ctx, 1)
@@ -48,10 +71,8 @@ func TestRunEndToEnd(t *testing.T) {
 	t.Run("acked before the model call", func(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
-		// Seq is the last number given out, so an ack recorded just before
-		// the call has the same number.
-		if len(seqAtModelCall) == 0 || ack.Seq > seqAtModelCall[0] {
-			t.Errorf("ack seq %d, model called at seq %v: the ack must come first", ack.Seq, seqAtModelCall)
+		if calls == 0 || ackErr != nil {
+			t.Errorf("model calls %d; waiting for the ack while the first call was held: %v: the ack must come first", calls, ackErr)
 		}
 	})
 	t.Run("one threaded reply as the agent", func(t *testing.T) {
