@@ -21,7 +21,7 @@ import (
 // resolver that keeps redirecting cannot hold a resolution forever.
 const maxLookups = 4
 
-// maxGatewayBody caps a gateway's answer.
+// maxGatewayBody caps a gateway's answer; a longer one is refused.
 const maxGatewayBody = 1 << 20
 
 // offchainLookup is EIP-3668's
@@ -42,8 +42,9 @@ var (
 
 // ccipReader follows CCIP-Read redirections (EIP-3668) over HTTP.
 type ccipReader struct {
-	client  *http.Client
-	timeout time.Duration
+	client    *http.Client // the guarded gateway client (newGatewayClient)
+	timeout   time.Duration
+	allowHTTP bool
 }
 
 // call makes an eth_call to c with data; when the contract reverts with
@@ -93,11 +94,13 @@ func decodeOffchainLookup(b []byte) (offchainLookup, error) {
 	return l, nil
 }
 
-// errGatewayStatus is a gateway's refusal (a 4xx answer): the other URLs are
-// not tried.
+// errGatewayStatus is a gateway's answer other than 2xx: after a 4xx the
+// other URLs are not tried. It counts as ErrGatewayUnreachable.
 type errGatewayStatus struct{ code int }
 
 func (e errGatewayStatus) Error() string { return fmt.Sprintf("HTTP %d", e.code) }
+
+func (e errGatewayStatus) Is(target error) bool { return target == ErrGatewayUnreachable }
 
 // ask tries the gateway URLs in order. A URL with {data} is fetched with GET,
 // any other gets a POST of {"data", "sender"}. A 4xx answer stops the search;
@@ -145,14 +148,26 @@ func (r ccipReader) fetch(ctx context.Context, tmpl, sender, data string) ([]byt
 	if err != nil {
 		return nil, err
 	}
+	if err := checkGatewayURL(req.URL, r.allowHTTP); err != nil {
+		return nil, err
+	}
 	resp, err := r.client.Do(req)
 	if err != nil {
+		if !errors.Is(err, ErrGatewayRefused) && !errors.Is(err, ErrGatewayUnreachable) {
+			err = fmt.Errorf("%w: %w", ErrGatewayUnreachable, err)
+		}
 		return nil, err
 	}
 	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxGatewayBody))
+	if resp.ContentLength > maxGatewayBody {
+		return nil, fmt.Errorf("%w: an answer of %d bytes (at most %d)", ErrGatewayRefused, resp.ContentLength, maxGatewayBody)
+	}
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxGatewayBody+1))
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: read the answer: %w", ErrGatewayUnreachable, err)
+	}
+	if len(raw) > maxGatewayBody {
+		return nil, fmt.Errorf("%w: an answer over %d bytes", ErrGatewayRefused, maxGatewayBody)
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return nil, errGatewayStatus{resp.StatusCode}
@@ -161,19 +176,18 @@ func (r ccipReader) fetch(ctx context.Context, tmpl, sender, data string) ([]byt
 		Data string `json:"data"`
 	}
 	if err := json.Unmarshal(raw, &answer); err != nil {
-		return nil, fmt.Errorf("answer is not JSON {\"data\": …}: %w", err)
+		return nil, fmt.Errorf("%w: answer is not JSON {\"data\": …}: %w", ErrGatewayUnreachable, err)
 	}
 	b, err := hexutil.Decode(answer.Data)
 	if err != nil {
-		return nil, fmt.Errorf("answer's data is not 0x-hex: %w", err)
+		return nil, fmt.Errorf("%w: answer's data is not 0x-hex: %w", ErrGatewayUnreachable, err)
 	}
 	return b, nil
 }
 
 func gatewayRequest(ctx context.Context, method, target string, body []byte) (*http.Request, error) {
-	u, err := url.Parse(target)
-	if err != nil || (u.Scheme != "https" && u.Scheme != "http") {
-		return nil, errors.New("not an http(s) URL")
+	if _, err := url.Parse(target); err != nil {
+		return nil, fmt.Errorf("%w: not a URL", ErrGatewayRefused)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, target, bytes.NewReader(body))
 	if err != nil {

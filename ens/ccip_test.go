@@ -209,7 +209,7 @@ func TestCCIPRead(t *testing.T) {
 				callData: callData, extra: []byte("extra"), callback: [4]byte{0xde, 0xad, 0xbe, 0xef}, bounces: tt.bounces,
 			}
 			c := contract{caller: res, address: resolverAddr, abi: &ensResolver, timeout: time.Second}
-			reader := ccipReader{client: gw.srv.Client(), timeout: time.Second}
+			reader := ccipReader{client: newGatewayClient(GatewayOptions{AllowHTTP: true, AllowPrivate: true}, time.Second), timeout: time.Second, allowHTTP: true}
 			got, err := reader.call(context.Background(), c, []byte{0x01, 0x02, 0x03, 0x04})
 			switch {
 			case tt.wantErr == "" && err != nil:

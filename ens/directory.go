@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math/big"
-	"net/http"
 	"slices"
 	"time"
 
@@ -60,8 +59,10 @@ type Options struct {
 	ENSRegistry string
 	// Dial opens a chain connection; default ethclient.DialContext.
 	Dial DialFunc
-	// HTTPClient fetches CCIP-Read gateways; default a plain client.
-	HTTPClient *http.Client
+	// Gateway guards CCIP-Read gateway requests (ens.gateway_allow_http,
+	// ens.gateway_allow_private) and holds the resolver, dialer and TLS
+	// seams tests use.
+	Gateway GatewayOptions
 	// Now is the cache's clock; default time.Now.
 	Now func() time.Time
 }
@@ -158,11 +159,6 @@ func New(opts Options, static []Agent) (*Directory, error) {
 	if err != nil {
 		return nil, err
 	}
-	httpClient := opts.HTTPClient
-	if httpClient == nil {
-		httpClient = &http.Client{}
-	}
-
 	cs := newCallers(opts.Dial, urls, timeout)
 	d := &Directory{
 		names:       names,
@@ -172,7 +168,7 @@ func New(opts Options, static []Agent) (*Directory, error) {
 		registry:    &registryResolver{names: names, callers: cs, registries: registries, timeout: timeout, log: log},
 		standard: &standardResolver{
 			names: names, callers: cs, registry: ensReg, textKeys: slices.Clone(textKeys), timeout: timeout,
-			ccip: ccipReader{client: httpClient, timeout: timeout}, log: log,
+			ccip: ccipReader{client: newGatewayClient(opts.Gateway, timeout), timeout: timeout, allowHTTP: opts.Gateway.AllowHTTP}, log: log,
 		},
 	}
 	d.cache = NewCache(chainResolver{d.registry, d.standard}, names, CacheConfig{

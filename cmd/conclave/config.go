@@ -109,6 +109,11 @@ type ENSConfig struct {
 	TextKeys      []string           `toml:"text_keys"`
 	Chains        []ChainConfig      `toml:"chains"`
 	Collections   []CollectionConfig `toml:"collections"`
+
+	// CCIP-Read gateways: plain http, and non-public addresses, are
+	// refused unless these allow them (tests, private deployments).
+	GatewayAllowHTTP    bool `toml:"gateway_allow_http"`
+	GatewayAllowPrivate bool `toml:"gateway_allow_private"`
 }
 
 // ChainConfig is one [[ens.chains]].

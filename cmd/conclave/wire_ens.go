@@ -18,6 +18,7 @@ func ensOptions(c ENSConfig, log *slog.Logger) ens.Options {
 		NegativeTTL:   c.NegativeTTL.Duration,
 		StaleMax:      c.StaleMax.Duration,
 		RPCTimeout:    c.RPCTimeout.Duration,
+		Gateway:       ens.GatewayOptions{AllowHTTP: c.GatewayAllowHTTP, AllowPrivate: c.GatewayAllowPrivate},
 		Logger:        log,
 	}
 	for _, ch := range c.Chains {

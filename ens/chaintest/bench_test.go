@@ -26,7 +26,7 @@ func BenchmarkResolve(b *testing.B) {
 	}
 	for _, bc := range cases {
 		b.Run(bc.name, func(b *testing.B) {
-			d, calls := w.directory(b, ens.Options{HTTPClient: w.gw.srv.Client()})
+			d, calls := w.directory(b, ens.Options{Gateway: ens.GatewayOptions{AllowHTTP: true, AllowPrivate: true}})
 			ctx := context.Background()
 			if _, err := d.Resolve(ctx, bc.ens); err != nil {
 				b.Fatal(err)

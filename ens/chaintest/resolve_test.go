@@ -154,7 +154,7 @@ func TestResolveOnEVM(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			d, _ := w.directory(t, ens.Options{HTTPClient: w.gw.srv.Client()})
+			d, _ := w.directory(t, ens.Options{Gateway: ens.GatewayOptions{AllowHTTP: true, AllowPrivate: true}})
 			got, err := d.Resolve(context.Background(), tt.in)
 			if err != nil {
 				t.Fatal(err)
@@ -197,7 +197,7 @@ func TestResolveErrorsOnEVM(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			d, _ := w.directory(t, ens.Options{HTTPClient: w.gw.srv.Client()})
+			d, _ := w.directory(t, ens.Options{Gateway: ens.GatewayOptions{AllowHTTP: true, AllowPrivate: true}})
 			_, err := d.Resolve(context.Background(), tt.in)
 			if err == nil || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), `ens: resolve "`+tt.in+`"`) {
 				t.Fatalf("error = %v, want one naming %q and %q", err, tt.in, tt.want)
