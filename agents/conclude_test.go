@@ -79,11 +79,11 @@ func TestEndReplyAndConclusionPosts(t *testing.T) {
 func TestFailedConcludeStillConcludes(t *testing.T) {
 	r := newRig(t)
 	r.model.on(elen, templates.PromptDefault, ":end:")
-	r.model.on(elen, templates.PromptConclude, errors.New("upstream 503 after 3 retries"))
+	r.model.on(elen, templates.PromptConclude, &llm.Error{Status: 503, Reason: llm.ReasonServer, Attempts: 3})
 	root := r.send("", "U1", "Alice", "hello")
 	r.settle()
 	posts := r.chat.texts()
-	if len(posts) != 1 || !strings.HasPrefix(posts[0], "Elen: ⚠️ Elen could not answer: upstream 503 after 3 retries (ref ") {
+	if len(posts) != 1 || !strings.HasPrefix(posts[0], "Elen: ⚠️ Elen could not answer: the model endpoint returned HTTP 503 (ref ") {
 		t.Errorf("posts %q, want one ⚠️ notice", posts)
 	}
 	if st := r.state(root.TS); st.Status != statusConcluded || !r.chat.reacted(root.TS, "white_check_mark") {

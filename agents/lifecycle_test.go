@@ -378,11 +378,11 @@ func TestDuplicateEvents(t *testing.T) {
 func TestModelAndTemplateFailures(t *testing.T) {
 	t.Run("expert model error", func(t *testing.T) {
 		r := newRig(t)
-		r.model.on(cora, templates.PromptContextNotFound, errors.New("upstream 503 after 3 retries"))
+		r.model.on(cora, templates.PromptContextNotFound, &llm.Error{Status: 503, Reason: llm.ReasonServer, Attempts: 3})
 		root := r.send("", "U1", "Alice", cora+" status of C1?")
 		r.settle()
 		posts := r.chat.texts()
-		if len(posts) != 2 || !strings.HasPrefix(posts[0], "Cora: ⚠️ Cora could not answer: upstream 503 after 3 retries (ref ") ||
+		if len(posts) != 2 || !strings.HasPrefix(posts[0], "Cora: ⚠️ Cora could not answer: the model endpoint returned HTTP 503 (ref ") ||
 			posts[1] != "Elen: elen ok" {
 			t.Fatalf("posts %q", posts)
 		}
@@ -405,13 +405,13 @@ func TestModelAndTemplateFailures(t *testing.T) {
 	})
 	t.Run("empty reply after the client's retries", func(t *testing.T) {
 		r := newRig(t)
-		r.model.on(elen, templates.PromptDefault, fmt.Errorf("llm: elen default: %w after 4 attempts", llm.ErrEmptyReply))
+		r.model.on(elen, templates.PromptDefault, fmt.Errorf("llm: elen default: %w", &llm.Error{Reason: llm.ReasonEmpty, Attempts: 4}))
 		root := r.send("", "U1", "Alice", "hello")
 		r.settle()
 		r.send(root.TS, "U1", "Alice", "anyone?")
 		r.settle()
 		posts := r.chat.texts()
-		if len(posts) != 2 || !strings.HasPrefix(posts[0], "Elen: ⚠️ Elen could not answer: llm: elen default: empty reply") ||
+		if len(posts) != 2 || !strings.HasPrefix(posts[0], "Elen: ⚠️ Elen could not answer: the model endpoint returned an empty reply") ||
 			posts[1] != "Elen: elen ok" {
 			t.Errorf("posts %q: want a notice, then the conversation going on", posts)
 		}
@@ -427,7 +427,7 @@ func TestModelAndTemplateFailures(t *testing.T) {
 	})
 	t.Run("template error then recovery", func(t *testing.T) {
 		r := newRig(t)
-		prompts := fakePrompts{fail: map[string]error{elen: errors.New("facilitator/default.tmpl:3: can't evaluate field Owner for a person")}}
+		prompts := fakePrompts{fail: map[string]error{elen: &templates.Error{File: "facilitator/default.tmpl", Line: 3, Message: "can't evaluate field Owner for a person"}}}
 		r.e = r.engine(prompts)
 		root := r.send("", "U1", "Alice", "hello")
 		r.settle()
@@ -435,7 +435,7 @@ func TestModelAndTemplateFailures(t *testing.T) {
 		r.send(root.TS, "U1", "Alice", "anyone?")
 		r.settle()
 		posts := r.chat.texts()
-		if len(posts) != 2 || !strings.Contains(posts[0], "facilitator/default.tmpl:3") || posts[1] != "Elen: elen ok" {
+		if len(posts) != 2 || !strings.Contains(posts[0], "could not answer: template error in facilitator/default.tmpl:3 (ref ") || posts[1] != "Elen: elen ok" {
 			t.Errorf("posts %q", posts)
 		}
 	})

@@ -255,7 +255,9 @@ func (c *convo) failed(ctx context.Context, t *turn, err error) error {
 	}
 	t.report.Outcome = "failed"
 	t.report.Err = err
-	c.notify(ctx, t, firstLine(err.Error()))
+	// The notice gives a reason class; the error itself, which may quote
+	// an upstream body, a URL or a host, is logged with the turn (done).
+	c.notify(ctx, t, noticeReason(err))
 	return nil
 }
 
@@ -270,11 +272,6 @@ func (c *convo) notify(ctx context.Context, t *turn, reason string) {
 	if _, err := c.e.deps.Chat.PostReply(ctx, c.reply(t.agent, text, t.id+"-notice", nil)); err != nil {
 		c.log.Warn("post a failure notice", slog.String(logTurn, t.id), slog.Any(logError, err))
 	}
-}
-
-func firstLine(s string) string {
-	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
-	return capText(s, 300)
 }
 
 func (c *convo) reply(a ens.Agent, text, postID string, mention []string) Reply {

@@ -253,20 +253,39 @@ func (c *Commands) nameOf(ctx context.Context, ref agentRef) (name, failure stri
 	}
 	a, err := c.resolveRef(ctx, ref)
 	if err != nil {
-		return "", lookupFailure(ref, err)
+		return "", c.lookupFailure(ref, err)
 	}
 	return a.EnsDomain, ""
 }
 
-// lookupFailure explains why an agent could not be found.
-func lookupFailure(ref agentRef, err error) string {
+// lookupFailure explains why an agent could not be found. Past the name
+// itself, it gives a reason class only: chain and gateway errors carry
+// URLs, addresses and dial errors, which stay in the log.
+func (c *Commands) lookupFailure(ref agentRef, err error) string {
 	switch {
 	case errors.Is(err, ens.ErrNotFound):
 		return "No agent " + code(ref.String()) + " was found."
 	case errors.Is(err, ens.ErrInvalidName):
 		return code(ref.String()) + " is not a valid agent name: " + escapeSlack(err.Error())
 	}
-	return "Could not look up " + code(ref.String()) + ": " + escapeSlack(err.Error())
+	c.log.Warn("agent look-up failed", slog.String(logAgent, ref.String()), slog.Any(logError, err))
+	return "Could not look up " + code(ref.String()) + ": " + lookupReason(err) + "."
+}
+
+// lookupReason is the short reason a Slack user is given for a failed
+// identity look-up (SPEC §12.2).
+func lookupReason(err error) string {
+	switch {
+	case errors.Is(err, ens.ErrGatewayRefused):
+		return ens.ErrGatewayRefused.Error()
+	case errors.Is(err, ens.ErrGatewayUnreachable):
+		return ens.ErrGatewayUnreachable.Error()
+	case errors.Is(err, ens.ErrNoRPC):
+		return "conclave has no RPC for its chain"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "the chain did not answer in time"
+	}
+	return "the chain could not be read right now"
 }
 
 // code shows a name as inline code, so Slack does not link or format it.
@@ -323,10 +342,10 @@ func (c *Commands) addAgent(ctx context.Context, cmd slack.SlashCommand, args []
 	case err != nil && a.EnsDomain == "":
 		// The engine resolves the name first and returns no agent when
 		// that fails.
-		return lookupFailure(agentRef{name: name}, err)
+		return c.lookupFailure(agentRef{name: name}, err)
 	case err != nil:
 		c.log.Error("add agent failed", slog.String(logChannel, cmd.ChannelID), slog.String(logAgent, name), slog.Any(logError, err))
-		return "Could not add " + code(name) + ": " + escapeSlack(err.Error())
+		return "Could not add " + code(name) + " right now; try again in a moment."
 	}
 	c.audit(ctx, cmd, auditAdded, slog.String(logAgent, a.EnsDomain), slog.String(logRole, string(a.Role)))
 	reply := "Added " + describe(a) + " to this channel."
@@ -376,7 +395,7 @@ func (c *Commands) removeAgent(ctx context.Context, cmd slack.SlashCommand, args
 		return code(name) + " is not in this channel; nothing changed."
 	case err != nil:
 		c.log.Error("remove agent failed", slog.String(logChannel, cmd.ChannelID), slog.String(logAgent, name), slog.Any(logError, err))
-		return "Could not remove " + code(name) + ": " + escapeSlack(err.Error())
+		return "Could not remove " + code(name) + " right now; try again in a moment."
 	}
 	c.audit(ctx, cmd, auditRemoved, slog.String(logAgent, name))
 	c.announce(ctx, cmd.ChannelID, "<@"+cmd.UserID+"> removed "+code(name)+" from this channel.")
@@ -390,7 +409,7 @@ func (c *Commands) listAgents(ctx context.Context, cmd slack.SlashCommand, args 
 	list, err := c.deps.Registry.ChannelAgents(ctx, cmd.ChannelID)
 	if err != nil {
 		c.log.Error("list agents failed", slog.String(logChannel, cmd.ChannelID), slog.Any(logError, err))
-		return "Could not list the agents: " + escapeSlack(err.Error())
+		return "Could not list the agents right now; try again in a moment."
 	}
 	if len(list) == 0 {
 		return "No agents in this channel."
@@ -445,7 +464,7 @@ func (c *Commands) pair(ctx context.Context, cmd slack.SlashCommand, args []stri
 	}
 	a, err := c.resolveRef(ctx, ref)
 	if err != nil {
-		return lookupFailure(ref, err)
+		return c.lookupFailure(ref, err)
 	}
 	if a.Role != ens.RoleHuman {
 		return describe(a) + " is not a human agent; only human agents are paired with Slack users. Nothing changed."
@@ -453,7 +472,7 @@ func (c *Commands) pair(ctx context.Context, cmd slack.SlashCommand, args []stri
 	owner, err := c.deps.Identities.Owner(ctx, a)
 	if err != nil {
 		c.log.Warn("owner look-up failed", slog.String(logAgent, a.EnsDomain), slog.Any(logError, err))
-		return "Could not read who owns " + code(a.EnsDomain) + " right now: " + escapeSlack(err.Error())
+		return "Could not read who owns " + code(a.EnsDomain) + " right now: " + lookupReason(err) + "."
 	}
 	wallets, err := c.deps.Pairings.Wallets(ctx, cmd.UserID)
 	if err != nil {
@@ -470,7 +489,7 @@ func (c *Commands) pair(ctx context.Context, cmd slack.SlashCommand, args []stri
 	prevAgent, prevUser, err := c.deps.Pairings.PairHuman(ctx, user, a.EnsDomain)
 	if err != nil {
 		c.log.Error("pairing failed", slog.String(logUser, user), slog.String(logAgent, a.EnsDomain), slog.Any(logError, err))
-		return "Could not save the pairing: " + escapeSlack(err.Error())
+		return "Could not save the pairing right now; try again in a moment."
 	}
 	if prevAgent == a.EnsDomain && prevUser == user {
 		return "<@" + user + "> is already paired with " + describe(a) + "; nothing changed."

@@ -43,6 +43,17 @@ type testIdentities struct {
 	mu         sync.Mutex
 	owners     map[string]string // ENS name → owner now
 	ownerReads int
+	failures   map[string]error // ENS name → the error its look-up fails with
+}
+
+func (d *testIdentities) Resolve(ctx context.Context, name string) (ens.Agent, error) {
+	d.mu.Lock()
+	err := d.failures[name]
+	d.mu.Unlock()
+	if err != nil {
+		return ens.Agent{}, err
+	}
+	return d.Directory.Resolve(ctx, name)
 }
 
 func (d *testIdentities) ResolveToken(ctx context.Context, chainID uint64, coll string, id *big.Int) (ens.Agent, error) {
@@ -547,6 +558,40 @@ func TestPairingReadsTheOwnerEachTime(t *testing.T) {
 	}
 	if got, _ := r.engine.PairedUser(ctx, hugo); got != "U3" {
 		t.Errorf("hugo is paired with %q, want U3 still", got)
+	}
+}
+
+// A look-up that fails past the name gets a short reason in Slack: never
+// the gateway's or the chain's address, port or dial error, which the log
+// keeps.
+func TestLookupFailuresGiveAShortReason(t *testing.T) {
+	const gw = "ens: resolve %q: text(role) on resolver 0x0000000000000000000000000000000000000001: CCIP-Read gateway: 10.0.0.7:8443: %w: dial tcp 10.0.0.7:8443: connection refused"
+	tests := []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"gateway refused", fmt.Errorf(gw, ghost, ens.ErrGatewayRefused), "Could not look up `" + ghost + "`: gateway refused."},
+		{"gateway unreachable", fmt.Errorf(gw, ghost, ens.ErrGatewayUnreachable), "Could not look up `" + ghost + "`: gateway unreachable."},
+		{"RPC down", fmt.Errorf("ens: resolve %q: agentRef on chain 137: Post \"https://rpc.internal:8545/…\": dial tcp 10.0.0.9:8545: i/o timeout", ghost),
+			"Could not look up `" + ghost + "`: the chain could not be read right now."},
+		{"too slow", fmt.Errorf("ens: resolve %q: agentRef on chain 137: %w", ghost, context.DeadlineExceeded),
+			"Could not look up `" + ghost + "`: the chain did not answer in time."},
+	}
+	for _, tt := range tests {
+		for _, line := range []string{"/add-agent " + ghost, "/pair-slack-user-to-human-agent U3 " + ghost} {
+			t.Run(tt.name+" "+strings.Fields(line)[0], func(t *testing.T) {
+				r := newCommandRig(t, commandRigOptions{})
+				r.ids.failures = map[string]error{ghost: tt.err}
+				got := r.command(t, "U1", "C1", line)
+				if got != tt.want {
+					t.Errorf("reply %q, want %q", got, tt.want)
+				}
+				if !strings.Contains(r.logs.String(), "10.0.0.") && !strings.Contains(r.logs.String(), "deadline") {
+					t.Errorf("the log lacks the detail:\n%s", r.logs)
+				}
+			})
+		}
 	}
 }
 

@@ -150,9 +150,9 @@ func TestModelFaultsEndInANotice(t *testing.T) {
 	}
 	want := []*regexp.Regexp{
 		regexp.MustCompile(`^answer 0$`),
-		notice("Elen", "server error after 2 attempts"),
-		notice("Elen", "timed out after 2 attempts"),
-		notice("Elen", "empty reply after 2 attempts"),
+		notice("Elen", "the model endpoint returned HTTP 503"),
+		notice("Elen", "the model endpoint timed out"),
+		notice("Elen", "the model endpoint returned an empty reply"),
 		regexp.MustCompile(`^answer 4$`),
 	}
 	posts := postTexts(r.slack)
@@ -168,12 +168,62 @@ func TestModelFaultsEndInANotice(t *testing.T) {
 	if len(reqs) != 9 {
 		t.Fatalf("model called %d times, want 9", len(reqs))
 	}
+	// The log keeps what the notices leave out: the reason after the
+	// retries.
+	for _, detail := range []string{"server error after 2 attempts", "timed out after 2 attempts", "empty reply after 2 attempts"} {
+		if !strings.Contains(p.logs.String(), detail) {
+			t.Errorf("the log lacks %q", detail)
+		}
+	}
 	// The last turn saw every person message and the one good reply, not
 	// the notices.
 	checkHistory(t, "the last turn's", reqs[8],
 		"user: Ada (person): message 0", "assistant: answer 0", "user: Ada (person): message 1",
 		"user: Ada (person): message 2", "user: Ada (person): message 3", "user: Ada (person): message 4",
 	)
+}
+
+// TestNoticesLeakNothing has the model endpoint fail with a body that
+// names an internal host and carries a key: the ⚠️ notice gives the
+// reason class only, nothing posted in Slack holds the host or the key,
+// and the log has the detail.
+func TestNoticesLeakNothing(t *testing.T) {
+	r := newRig(t, fakeslack.Options{EchoPosts: true})
+	const host, key = "db-7.corp.internal:5432", "sk-live-51HrZq9secret"
+	r.llm.Handle(func(llmfake.Request) llmfake.Reply {
+		return llmfake.Error(http.StatusInternalServerError, "upstream "+host+" refused the key "+key+" at https://"+host+"/v1")
+	})
+	p := start(t, r.config(t, ""), nil)
+	ctx := waitCtx(t)
+	r.slack.SendMessage(fakeslack.Message{Channel: testChannel, User: testPerson, Text: "hello"})
+	posts, err := r.slack.WaitPosts(ctx, 1)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, p.logs)
+	}
+	if re := notice("Elen", "the model endpoint returned HTTP 500"); !re.MatchString(posts[0].Text) ||
+		!strings.HasPrefix(posts[0].Text, "⚠️ Elen could not answer: the model endpoint returned HTTP 500 (ref ") {
+		t.Errorf("notice = %q, want %s", posts[0].Text, re)
+	}
+	if code := p.stop(t); code != 0 {
+		t.Fatalf("exit code %d", code)
+	}
+	var sent []string
+	for _, c := range r.slack.Calls() {
+		sent = append(sent, c.Method+" "+c.Form.Encode())
+	}
+	for _, resp := range r.slack.CommandResponses() {
+		sent = append(sent, string(resp.Body))
+	}
+	for _, s := range sent {
+		for _, secret := range []string{"corp.internal", key, "sk-test-model-key", "upstream"} {
+			if strings.Contains(s, secret) {
+				t.Errorf("Slack was sent %q, which holds %q", s, secret)
+			}
+		}
+	}
+	if !strings.Contains(p.logs.String(), host) {
+		t.Errorf("the log lacks the upstream detail %q", host)
+	}
 }
 
 // TestHostileMessagesAreData sends a 40,000-character message with control
@@ -268,8 +318,8 @@ func TestTemplateFaultsFailOnlyTheirAgent(t *testing.T) {
 		t.Fatalf("%v\n%s", err, p.logs)
 	}
 	want := []*regexp.Regexp{
-		notice("Otto", regexp.QuoteMeta("agents/"+ottoENS+"/context-not-found.tmpl:2: ")),
-		notice("Marc", regexp.QuoteMeta("agents/"+marcENS+"/context-not-found.tmpl:1: ")+".*EnsDomain.*Ada"),
+		notice("Otto", "template error in .*"+regexp.QuoteMeta("agents/"+ottoENS+"/context-not-found.tmpl:2")),
+		notice("Marc", "template error in .*"+regexp.QuoteMeta("agents/"+marcENS+"/context-not-found.tmpl:1")),
 		regexp.MustCompile(`^Iris here\.$`),
 		regexp.MustCompile(`^Elen sums up\.$`),
 	}
@@ -281,6 +331,11 @@ func TestTemplateFaultsFailOnlyTheirAgent(t *testing.T) {
 	}
 	if len(posts) == 4 && (posts[0].Username != "Otto" || posts[1].Username != "Marc" || posts[2].Username != "Iris") {
 		t.Errorf("posted as %q, %q, %q", posts[0].Username, posts[1].Username, posts[2].Username)
+	}
+	// The notices name file and line; the log says what is wrong there.
+	detail := regexp.MustCompile(regexp.QuoteMeta("agents/"+marcENS+"/context-not-found.tmpl:1: ") + ".*EnsDomain.*Ada")
+	if !detail.MatchString(p.logs.String()) {
+		t.Errorf("the log lacks %s", detail)
 	}
 }
 
