@@ -81,6 +81,7 @@ func runBot(ctx context.Context, args []string, e env) error {
 	}
 	defer directory.Close()
 	metrics.watchENS(directory.CacheStats)
+	warnSharedMemory(ctx, cfg, directory, log)
 
 	web := webClient(cfg.Conversation.MaxParallel)
 	def, named := llmProfiles(cfg.LLM)
