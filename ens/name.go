@@ -197,7 +197,7 @@ func dnsEncode(name string) ([]byte, error) {
 		if l == "" || len(l) > 255 {
 			return nil, errors.New("name cannot be DNS-encoded")
 		}
-		out = append(out, byte(len(l)))
+		out = append(out, byte(len(l))) // #nosec G115 -- len(l) <= 255, checked above
 		out = append(out, l...)
 	}
 	return append(out, 0), nil

@@ -24,7 +24,7 @@ type keySchema struct{ prefix string }
 
 func shardOf(convID string) int {
 	h := fnv.New32a()
-	h.Write([]byte(convID))
+	_, _ = h.Write([]byte(convID))
 	return int(h.Sum32() % dueShards)
 }
 

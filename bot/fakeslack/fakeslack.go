@@ -28,7 +28,7 @@ import (
 
 // Tokens the fake accepts. Any other token gets invalid_auth.
 const (
-	AppToken = "xapp-1-A1-fake"
+	AppToken = "xapp-1-A1-fake" // #nosec G101 -- the test fake's own token, valid nowhere else
 	BotToken = "xoxb-fake"
 )
 
@@ -168,7 +168,7 @@ func New(t testing.TB, opts Options) *Server {
 		conns:     map[int]*conn{},
 		envs:      map[string]*envelope{},
 		groups:    map[string]*group{},
-		rand:      rand.New(rand.NewPCG(1, 2)),
+		rand:      rand.New(rand.NewPCG(1, 2)), // #nosec G404 -- a test fake picks connections reproducibly
 		stop:      make(chan struct{}),
 		reactions: map[string][]string{},
 		failures:  map[string][]Failure{},

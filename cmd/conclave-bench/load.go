@@ -185,7 +185,7 @@ func measure(ctx context.Context, sc scenario, o options) (res result, err error
 		for j := range messages {
 			if think > 0 {
 				select {
-				case <-time.After(rand.N(think)):
+				case <-time.After(rand.N(think)): // #nosec G404 -- think-time jitter of a load generator, not a secret
 				case <-ctx.Done():
 					return keys, ctx.Err()
 				}
@@ -265,7 +265,7 @@ func startReplica(cfg replicaConfig) (string, func(), error) {
 	if err != nil {
 		return "", nil, err
 	}
-	cmd := exec.Command(os.Args[0])
+	cmd := exec.Command(os.Args[0]) // #nosec G204 G702 -- the bench re-runs its own binary as a replica
 	cmd.Env = append(os.Environ(), envReplica+"="+string(raw))
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
@@ -364,21 +364,21 @@ func startRedis() (string, func(), error) {
 		return "", nil, err
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
+	_ = ln.Close()
 	dir, err := os.MkdirTemp("", "conclave-bench-redis")
 	if err != nil {
 		return "", nil, err
 	}
-	cmd := exec.Command(bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", dir,
+	cmd := exec.Command(bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", dir, // #nosec G204 -- bin is the redis-server found on PATH or named by the operator
 		"--save", "", "--appendonly", "yes", "--daemonize", "no", "--logfile", dir+"/redis.log")
 	if err := cmd.Start(); err != nil {
-		os.RemoveAll(dir)
+		_ = os.RemoveAll(dir)
 		return "", nil, err
 	}
 	stop := func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		_ = cmd.Wait()
-		os.RemoveAll(dir)
+		_ = os.RemoveAll(dir)
 	}
 	url := fmt.Sprintf("redis://127.0.0.1:%d/0", port)
 	opts, _ := redis.ParseURL(url)

@@ -163,7 +163,7 @@ func printMachine(ctx context.Context, redisURL string, withRedis bool) {
 				mem = strings.TrimSpace(v)
 			}
 		}
-		f.Close()
+		_ = f.Close()
 	}
 	redisVersion := "not used"
 	if withRedis {
@@ -177,7 +177,7 @@ func printMachine(ctx context.Context, redisURL string, withRedis bool) {
 					}
 				}
 			}
-			c.Close()
+			_ = c.Close()
 		}
 	}
 	fmt.Printf("machine: %d CPUs (GOMAXPROCS %d), memory %s, %s %s/%s, Redis %s\n\n",

@@ -104,7 +104,7 @@ func runHealthcheck(ctx context.Context, args []string, e env) error {
 	if err != nil {
 		return fmt.Errorf("healthcheck: %w", err)
 	}
-	resp.Body.Close()
+	_ = resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("healthcheck: %s answered %s", target, resp.Status)
 	}

@@ -95,7 +95,7 @@ func (db DB) open(t testing.TB, c redis.UniversalClient, o memory.Options) *memo
 	if err != nil {
 		t.Fatalf("redistest: %v", err)
 	}
-	t.Cleanup(func() { s.Close() })
+	t.Cleanup(func() { _ = s.Close() })
 	return s
 }
 
@@ -106,7 +106,7 @@ func (db DB) Client(t testing.TB) redis.UniversalClient {
 	if err != nil {
 		t.Fatalf("redistest: %v", err)
 	}
-	t.Cleanup(func() { c.Close() })
+	t.Cleanup(func() { _ = c.Close() })
 	return c
 }
 
@@ -313,7 +313,7 @@ func (s *Server) Restart() {
 	s.Stop()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	cmd := exec.Command(s.bin, s.argv...)
+	cmd := exec.Command(s.bin, s.argv...) // #nosec G204 -- tests start the redis-server found on PATH
 	if err := cmd.Start(); err != nil {
 		s.t.Fatalf("redistest: start redis-server: %v", err)
 	}
@@ -386,7 +386,7 @@ func Cluster(t testing.TB) string {
 		if err == nil && i > 0 {
 			err = c.ClusterMeet(ctx, "127.0.0.1", strconv.Itoa(nodes[0].port)).Err()
 		}
-		c.Close()
+		_ = c.Close()
 		if err != nil {
 			t.Fatalf("redistest: cluster node %s: %v", n.Addr(), err)
 		}

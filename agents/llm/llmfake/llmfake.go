@@ -289,7 +289,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	case reply.Body != "":
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(statusOr200(reply.Status))
-		io.WriteString(w, reply.Body)
+		_, _ = io.WriteString(w, reply.Body)
 	case req.Stream:
 		writeStream(w, req, reply)
 	default:
@@ -486,7 +486,7 @@ func writeStream(w http.ResponseWriter, req Request, reply Reply) {
 	if req.IncludeUsage {
 		send([]wireChoice{}, usage(req, reply))
 	}
-	io.WriteString(w, "data: [DONE]\n\n")
+	_, _ = io.WriteString(w, "data: [DONE]\n\n")
 }
 
 func pieces(reply Reply) []string {
@@ -511,7 +511,7 @@ func pieces(reply Reply) []string {
 func writeError(w http.ResponseWriter, reply Reply) {
 	if reply.Body != "" {
 		w.WriteHeader(reply.Status)
-		io.WriteString(w, reply.Body)
+		_, _ = io.WriteString(w, reply.Body)
 		return
 	}
 	var body struct {
