@@ -46,15 +46,6 @@ type Identities interface {
 	Owner(ctx context.Context, a ens.Agent) (string, error)
 }
 
-// Pairings keeps human pairings and reads wallet links (a memory.Store).
-type Pairings interface {
-	// PairHuman pairs a Slack user with a human agent one to one and
-	// returns the pairings it replaced (empty when none).
-	PairHuman(ctx context.Context, userID, ens string) (prevAgent, prevUser string, err error)
-	// Wallets lists the addresses verified for a Slack user.
-	Wallets(ctx context.Context, userID string) ([]string, error)
-}
-
 // CommandOptions configure Commands.
 type CommandOptions struct {
 	// Admins may add and remove agents (slack.admins); empty lets anyone.
@@ -70,7 +61,7 @@ const commandTimeout = 30 * time.Second
 type CommandDeps struct {
 	Registry   Registry
 	Identities Identities
-	Pairings   Pairings
+	Pairing    *agents.Pairing // the pairing rules, over the store and Identities
 	Wallet     *WalletVerifier
 }
 
@@ -118,6 +109,8 @@ const (
 	auditAdded   = "agent_added"
 	auditRemoved = "agent_removed"
 	auditPaired  = "human_paired"
+	auditOffered = "pairing_offered"
+	auditDecline = "pairing_declined"
 )
 
 // HandleCommand answers one slash command. Failures are told to the person
@@ -466,64 +459,87 @@ func (c *Commands) pair(ctx context.Context, cmd slack.SlashCommand, args []stri
 	if err != nil {
 		return c.lookupFailure(ref, err)
 	}
-	if a.Role != ens.RoleHuman {
-		return describe(a) + " is not a human agent; only human agents are paired with Slack users. Nothing changed."
+	announceIn := cmd.ChannelID
+	if isDirect(cmd) {
+		announceIn = "" // nothing is announced in a direct message
 	}
-	owner, err := c.deps.Identities.Owner(ctx, a)
-	if err != nil {
+	out, err := c.deps.Pairing.Request(ctx, agents.PairingRequest{
+		Caller: cmd.UserID, User: user, Team: cmd.TeamID, Channel: announceIn, Agent: a,
+	})
+	if refusal := c.pairingRefusal(cmd, a, err); refusal != "" {
+		return refusal
+	}
+	switch out.Kind {
+	case agents.AlreadyPaired:
+		return "<@" + user + "> is already paired with " + describe(a) + "; nothing changed."
+	case agents.Offered:
+		if err := c.bot.sendPairingOffer(ctx, out.Offer, a); err != nil {
+			c.log.Warn("pairing offer not delivered", slog.String(logUser, user), slog.String(logAgent, a.EnsDomain), slog.Any(logError, err))
+			if err := c.deps.Pairing.Withdraw(ctx, out.Offer.ID); err != nil {
+				c.log.Warn("pairing offer not withdrawn", slog.Any(logError, err))
+			}
+			return "Could not send <@" + user + "> the offer right now; nothing changed."
+		}
+		c.audit(ctx, cmd, auditOffered, slog.String(logAgent, a.EnsDomain), slog.String("paired_user", user),
+			slog.String("offer", out.Offer.ID))
+		reply := "Sent <@" + user + "> an offer to pair with " + describe(a) +
+			": the pairing starts when they accept it (within 24 hours)."
+		return reply + replacementNotes(user, a.EnsDomain, out.Replaced, " if they accept")
+	}
+	c.audit(ctx, cmd, auditPaired, slog.String(logAgent, a.EnsDomain), slog.String("paired_user", user),
+		slog.String("replaced_agent", out.Replaced.Agent), slog.String("replaced_user", out.Replaced.User))
+	c.tellLoser(ctx, out.Replaced.User, a)
+	if announceIn != "" {
+		c.announce(ctx, announceIn, "<@"+cmd.UserID+"> paired <@"+user+"> with the human agent "+describe(a)+".")
+	}
+	return "Paired <@" + user + "> with " + describe(a) + ": their messages now count as the agent's." +
+		replacementNotes(user, a.EnsDomain, out.Replaced, "")
+}
+
+// pairingRefusal renders a pairing the rules refused ("" when err is nil).
+func (c *Commands) pairingRefusal(cmd slack.SlashCommand, a ens.Agent, err error) string {
+	switch {
+	case err == nil:
+		return ""
+	case errors.Is(err, agents.ErrNotHuman):
+		return describe(a) + " is not a human agent; only human agents are paired with Slack users. Nothing changed."
+	case errors.Is(err, agents.ErrNoWallet):
+		c.refused(cmd, "not the owner", slog.String(logAgent, a.EnsDomain))
+		return "Only the owner of " + code(a.EnsDomain) + " can pair it, and you have no verified wallet: run /verify-wallet first. Nothing changed."
+	case errors.Is(err, agents.ErrNotOwner):
+		c.refused(cmd, "not the owner", slog.String(logAgent, a.EnsDomain))
+		return "Only the owner of " + code(a.EnsDomain) + " can pair it, and none of your verified wallets owns it. Nothing changed."
+	case errors.Is(err, agents.ErrOwnerUnknown):
 		c.log.Warn("owner look-up failed", slog.String(logAgent, a.EnsDomain), slog.Any(logError, err))
 		return "Could not read who owns " + code(a.EnsDomain) + " right now: " + lookupReason(err) + "."
 	}
-	wallets, err := c.deps.Pairings.Wallets(ctx, cmd.UserID)
-	if err != nil {
-		c.log.Error("wallets look-up failed", slog.String(logUser, cmd.UserID), slog.Any(logError, err))
-		return "Could not read your verified wallets right now; try again in a moment."
-	}
-	if !ownsAgent(wallets, owner) {
-		c.refused(cmd, "not the owner", slog.String(logAgent, a.EnsDomain))
-		if len(wallets) == 0 {
-			return "Only the owner of " + code(a.EnsDomain) + " can pair it, and you have no verified wallet: run /verify-wallet first. Nothing changed."
-		}
-		return "Only the owner of " + code(a.EnsDomain) + " can pair it, and none of your verified wallets owns it. Nothing changed."
-	}
-	prevAgent, prevUser, err := c.deps.Pairings.PairHuman(ctx, user, a.EnsDomain)
-	if err != nil {
-		c.log.Error("pairing failed", slog.String(logUser, user), slog.String(logAgent, a.EnsDomain), slog.Any(logError, err))
-		return "Could not save the pairing right now; try again in a moment."
-	}
-	if prevAgent == a.EnsDomain && prevUser == user {
-		return "<@" + user + "> is already paired with " + describe(a) + "; nothing changed."
-	}
-	c.audit(ctx, cmd, auditPaired, slog.String(logAgent, a.EnsDomain), slog.String("paired_user", user),
-		slog.String("replaced_agent", prevAgent), slog.String("replaced_user", prevUser))
-	reply := "Paired <@" + user + "> with " + describe(a) + ": their messages now count as the agent's."
-	if prevAgent != "" && prevAgent != a.EnsDomain {
-		reply += "\nNote: <@" + user + "> was paired with " + code(prevAgent) + "; that pairing is replaced."
-	}
-	if prevUser != "" && prevUser != user {
-		reply += "\nNote: " + code(a.EnsDomain) + " was paired with <@" + prevUser + ">; that pairing is replaced."
-	}
-	if !isDirect(cmd) {
-		c.announce(ctx, cmd.ChannelID, "<@"+cmd.UserID+"> paired <@"+user+"> with the human agent "+describe(a)+".")
-	}
-	return reply
+	c.log.Error("pairing failed", slog.String(logUser, cmd.UserID), slog.String(logAgent, a.EnsDomain), slog.Any(logError, err))
+	return "Could not save the pairing right now; try again in a moment."
 }
 
-// ownsAgent reports whether one of the wallets is the owner.
-func ownsAgent(wallets []string, owner string) bool {
-	if !common.IsHexAddress(owner) {
-		return false
+// replacementNotes tell what a pairing of user and agent lets go; when
+// is appended to each note (" if they accept" for an offer).
+func replacementNotes(user, agent string, r agents.Replaced, when string) string {
+	var notes string
+	if r.Agent != "" {
+		notes += "\nNote: <@" + user + "> was paired with " + code(r.Agent) + "; that pairing is replaced" + when + "."
 	}
-	o := common.HexToAddress(owner)
-	if o == (common.Address{}) {
-		return false
+	if r.User != "" {
+		notes += "\nNote: " + code(agent) + " was paired with <@" + r.User + ">; that pairing is replaced" + when + "."
 	}
-	for _, w := range wallets {
-		if common.IsHexAddress(w) && common.HexToAddress(w) == o {
-			return true
-		}
+	return notes
+}
+
+// tellLoser tells a user, in a direct message, that their pairing with a
+// was replaced; a failure is only logged.
+func (c *Commands) tellLoser(ctx context.Context, user string, a ens.Agent) {
+	if user == "" {
+		return
 	}
-	return false
+	text := "You are no longer paired with the human agent " + describe(a) + ": it was paired with someone else."
+	if err := c.bot.postNotice(ctx, user, text); err != nil {
+		c.log.Warn("replaced pairing not told", slog.String(logUser, user), slog.Any(logError, err))
+	}
 }
 
 // audit logs who did what, where and when.

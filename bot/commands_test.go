@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/conclavehq/conclave/agents"
 	"github.com/conclavehq/conclave/bot/fakeslack"
@@ -112,7 +113,8 @@ type commandRig struct {
 
 type commandRigOptions struct {
 	admins []string
-	wallet bool // serve the wallet page and set a public URL
+	wallet bool             // serve the wallet page and set a public URL
+	now    func() time.Time // the pairing rules' clock; default time.Now
 }
 
 func newCommandRig(t *testing.T, o commandRigOptions) *commandRig {
@@ -143,7 +145,7 @@ func newCommandRig(t *testing.T, o commandRigOptions) *commandRig {
 	}
 	h = w
 	r.bot.SetCommandHandler(NewCommands(r.bot, CommandOptions{Admins: o.admins, Logger: log},
-		CommandDeps{Registry: r.engine, Identities: r.ids, Pairings: r.store, Wallet: w}))
+		CommandDeps{Registry: r.engine, Identities: r.ids, Pairing: agents.NewPairing(r.store, r.ids, o.now), Wallet: w}))
 	r.run(t)
 	return r
 }
@@ -196,12 +198,59 @@ func (r *commandRig) registered(t *testing.T, channel string) []string {
 	return names
 }
 
+// postTexts lists what was posted in conversations ("C1: text"), leaving
+// out direct messages to users (see dms).
 func (r *commandRig) postTexts() []string {
 	var out []string
 	for _, p := range r.fake.Posts() {
-		out = append(out, p.Channel+": "+p.Text)
+		if !isUserID(p.Channel) {
+			out = append(out, p.Channel+": "+p.Text)
+		}
 	}
 	return out
+}
+
+func isUserID(ch string) bool { return strings.HasPrefix(ch, "U") || strings.HasPrefix(ch, "W") }
+
+// dms lists the direct messages conclave sent to a user.
+func (r *commandRig) dms(user string) []fakeslack.Post {
+	var out []fakeslack.Post
+	for _, p := range r.fake.Posts() {
+		if p.Channel == user {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// press presses a button of the last offer user was sent, as presser,
+// and returns conclave's answer (which must replace the offer's message
+// unless keep) once the interactive envelope was acknowledged.
+func (r *commandRig) press(t *testing.T, user, presser, actionID string) fakeslack.CommandResponse {
+	t.Helper()
+	dms := r.dms(user)
+	if len(dms) == 0 {
+		t.Fatalf("%s was sent no offer; posts: %v", user, r.fake.Posts())
+	}
+	n := len(r.fake.CommandResponses())
+	d, ok := r.fake.PressButton(dms[len(dms)-1], presser, actionID)
+	if !ok {
+		t.Fatalf("the offer to %s has no %s button: %s", user, actionID, dms[len(dms)-1].Blocks)
+	}
+	if _, err := r.fake.WaitAck(testContext(t), d.Key()); err != nil {
+		t.Fatalf("the button press was not acknowledged: %v", err)
+	}
+	resps, err := r.fake.WaitCommandResponses(testContext(t), n+1)
+	if err != nil {
+		t.Fatalf("no answer to the button: %v\n%s", err, r.logs)
+	}
+	for _, resp := range resps {
+		if resp.Key == d.EnvelopeID {
+			return resp
+		}
+	}
+	t.Fatalf("the answer went elsewhere")
+	return fakeslack.CommandResponse{}
 }
 
 // checkReply checks a reply against a wanted substring; a want starting
@@ -455,23 +504,25 @@ func TestPairSlackUserToHumanAgent(t *testing.T) {
 		want    string
 		paired  map[string]string // user → agent afterwards ("" for none)
 		notice  string            // announced in the channel
+		offered string            // the user sent an offer, who accepts it
+		loser   string            // the user told in a DM that their pairing was replaced
 	}{
 		{name: "the owner pairs a user by id", wallets: map[string][]string{"U1": {owner1}}, user: "U1", channel: "C1",
-			line: cmd + "U3 " + hugo, want: "Paired <@U3> with Hugo — human — `" + hugo + "`",
+			line: cmd + "U3 " + hugo, want: "Sent <@U3> an offer to pair with Hugo — human — `" + hugo + "`", offered: "U3",
 			paired: map[string]string{"U3": hugo}, notice: "<@U1> paired <@U3> with the human agent Hugo"},
 		{name: "the owner pairs themself by mention", wallets: map[string][]string{"U1": {owner2, owner1}}, user: "U1", channel: "C1",
 			line: cmd + "<@U1|ada> " + hugo, want: "Paired <@U1>", paired: map[string]string{"U1": hugo}, notice: "paired <@U1>"},
 		{name: "by token", wallets: map[string][]string{"U1": {owner1}}, user: "U1", channel: "C1",
-			line: cmd + "W3 " + testCollection + " 8", want: "Paired <@W3>", paired: map[string]string{"W3": hugo}, notice: "paired <@W3>"},
+			line: cmd + "W3 " + testCollection + " 8", want: "Sent <@W3> an offer", offered: "W3", paired: map[string]string{"W3": hugo}, notice: "paired <@W3>"},
 		{name: "in a direct message: no announcement", wallets: map[string][]string{"U1": {owner1}}, user: "U1", channel: "D1",
-			line: cmd + "U3 " + hugo, want: "Paired <@U3>", paired: map[string]string{"U3": hugo}},
+			line: cmd + "U3 " + hugo, want: "Sent <@U3> an offer", offered: "U3", paired: map[string]string{"U3": hugo}},
 		{name: "pairing again replaces, with a notice", wallets: map[string][]string{"U1": {owner1, owner2}},
 			before: [][2]string{{"U3", iris}, {"U2", hugo}}, user: "U1", channel: "C1",
-			line: cmd + "U3 " + hugo, want: "<@U3> was paired with `" + iris + "`; that pairing is replaced",
+			line: cmd + "U3 " + hugo, want: "<@U3> was paired with `" + iris + "`; that pairing is replaced", offered: "U3", loser: "U2",
 			paired: map[string]string{"U3": hugo, "U2": ""}, notice: "paired <@U3>"},
 		{name: "the previous user is told too", wallets: map[string][]string{"U1": {owner1}},
 			before: [][2]string{{"U2", hugo}}, user: "U1", channel: "C1",
-			line: cmd + "U3 " + hugo, want: "`" + hugo + "` was paired with <@U2>; that pairing is replaced",
+			line: cmd + "U3 " + hugo, want: "`" + hugo + "` was paired with <@U2>; that pairing is replaced", offered: "U3", loser: "U2",
 			paired: map[string]string{"U3": hugo, "U2": ""}, notice: "paired <@U3>"},
 		{name: "the same pairing again", wallets: map[string][]string{"U1": {owner1}}, before: [][2]string{{"U3", hugo}},
 			user: "U1", channel: "C1", line: cmd + "U3 " + hugo, want: "already paired", paired: map[string]string{"U3": hugo}},
@@ -517,6 +568,13 @@ func TestPairSlackUserToHumanAgent(t *testing.T) {
 				r.ids.transfer(hugo, tt.moved)
 			}
 			checkReply(t, r.command(t, tt.user, tt.channel, tt.line), tt.want)
+			if tt.offered != "" {
+				if got := r.press(t, tt.offered, tt.offered, "pairing_accept"); !got.ReplaceOriginal || !strings.HasPrefix(got.Text, "You accepted") {
+					t.Errorf("answer to Accept = %+v", got)
+				}
+			} else if len(r.dms(tt.user)) > 0 || len(r.fake.CommandResponses()) > 1 {
+				t.Errorf("an offer was sent: %v", r.fake.Posts())
+			}
 			for u, want := range tt.paired {
 				got, err := r.engine.PairedAgent(ctx, u)
 				if err != nil || got != want {
@@ -530,6 +588,11 @@ func TestPairSlackUserToHumanAgent(t *testing.T) {
 			case tt.notice != "" && (len(posts) != 1 || !strings.HasPrefix(posts[0], tt.channel+": ") || !strings.Contains(posts[0], tt.notice)):
 				t.Errorf("posted %q; want %q", posts, tt.notice)
 			}
+			for _, u := range []string{"U1", "U2", "U3", "W3"} {
+				if lost := len(r.dms(u)) > 0 && u != tt.offered; lost != (u == tt.loser) {
+					t.Errorf("%s was told of a lost pairing: %v, want %v: %v", u, lost, u == tt.loser, r.dms(u))
+				}
+			}
 			wantAudit := tt.notice != "" || strings.HasPrefix(tt.name, "in a direct message")
 			if audited := strings.Contains(r.logs.String(), "action=human_paired"); audited != wantAudit {
 				t.Errorf("audit record written: %v\n%s", audited, r.logs)
@@ -538,8 +601,9 @@ func TestPairSlackUserToHumanAgent(t *testing.T) {
 	}
 }
 
-// The ownership check reads the owner on every pairing, never from what
-// was resolved before.
+// The ownership check reads the owner on every pairing decision (the
+// offer, its acceptance, the next offer), never from what was resolved
+// before.
 func TestPairingReadsTheOwnerEachTime(t *testing.T) {
 	r := newCommandRig(t, commandRigOptions{})
 	ctx := testContext(t)
@@ -547,14 +611,15 @@ func TestPairingReadsTheOwnerEachTime(t *testing.T) {
 		t.Fatal(err)
 	}
 	const line = "/pair-slack-user-to-human-agent U3 " + hugo
-	checkReply(t, r.command(t, "U1", "C1", line), "Paired <@U3>")
+	checkReply(t, r.command(t, "U1", "C1", line), "Sent <@U3> an offer")
+	checkReply(t, r.press(t, "U3", "U3", "pairing_accept").Text, "You accepted: you are now paired with Hugo")
 	r.ids.transfer(hugo, keyAddress(testKey(t, 2)).Hex())
 	checkReply(t, r.command(t, "U1", "C1", "/pair-slack-user-to-human-agent U2 "+hugo), "none of your verified wallets owns it")
 	r.ids.mu.Lock()
 	reads := r.ids.ownerReads
 	r.ids.mu.Unlock()
-	if reads != 2 {
-		t.Errorf("owner read %d times, want once per pairing", reads)
+	if reads != 3 {
+		t.Errorf("owner read %d times, want once per decision (offer, acceptance, offer)", reads)
 	}
 	if got, _ := r.engine.PairedUser(ctx, hugo); got != "U3" {
 		t.Errorf("hugo is paired with %q, want U3 still", got)

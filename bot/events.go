@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -56,7 +55,7 @@ func (b *Bot) dispatch(ctx context.Context, ev socketmode.Event) {
 		b.handleCommand(ctx, ev)
 	case socketmode.EventTypeInteractive:
 		b.metrics.envelopes.WithLabelValues("interactive").Inc()
-		b.ack(ctx, *ev.Request, nil)
+		b.handleInteraction(ctx, ev)
 	case socketmode.EventTypeErrorBadMessage:
 		b.handleBadMessage(ctx, ev)
 	}
@@ -175,18 +174,7 @@ func (b *Bot) handleCommand(ctx context.Context, ev socketmode.Event) {
 // (mrkdwn); callers escape anything they did not write themselves.
 func (b *Bot) ReplyToCommand(ctx context.Context, cmd slack.SlashCommand, text string) error {
 	if cmd.ResponseURL != "" {
-		err := b.call(ctx, "response_url", false, func(ctx context.Context) error {
-			off := false
-			err := slack.PostWebhookCustomHTTPContext(ctx, cmd.ResponseURL, b.httpClient(), &slack.WebhookMessage{
-				Text: text, ResponseType: slack.ResponseTypeEphemeral, UnfurlLinks: &off, UnfurlMedia: &off,
-			})
-			// The URL lets whoever holds it answer as conclave: keep it
-			// out of errors and logs.
-			if ue, ok := errors.AsType[*url.Error](err); ok {
-				err = fmt.Errorf("post to the response_url: %w", ue.Err)
-			}
-			return err
-		})
+		err := b.postToResponseURL(ctx, cmd.ResponseURL, slack.WebhookMessage{Text: text, ResponseType: slack.ResponseTypeEphemeral})
 		if err == nil {
 			return nil
 		}

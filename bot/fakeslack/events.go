@@ -189,3 +189,53 @@ func (s *Server) SendEnvelope(typ string, payload json.RawMessage, conn int) Del
 	id := s.enqueueLocked("", typ, "", payload, typ != "events_api", conn)
 	return Delivery{EnvelopeID: id}
 }
+
+// PressButton delivers, as an interactive envelope (block_actions), user's
+// press of the button with actionID in a message posted by conclave. The
+// button is looked up in the post's blocks, so only a button conclave
+// really posted can be pressed; false when there is none. The payload's
+// response_url points back at the fake (see CommandResponses, keyed by the
+// envelope id).
+func (s *Server) PressButton(p Post, user, actionID string) (Delivery, bool) {
+	var blocks []struct {
+		Type     string `json:"type"`
+		BlockID  string `json:"block_id"`
+		Elements []struct {
+			Type     string          `json:"type"`
+			ActionID string          `json:"action_id"`
+			Value    string          `json:"value"`
+			Style    string          `json:"style"`
+			Text     json.RawMessage `json:"text"`
+		} `json:"elements"`
+	}
+	if json.Unmarshal(p.Blocks, &blocks) != nil {
+		return Delivery{}, false
+	}
+	for _, b := range blocks {
+		for _, e := range b.Elements {
+			if b.Type != "actions" || e.Type != "button" || e.ActionID != actionID {
+				continue
+			}
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			id := s.newEnvelopeIDLocked()
+			name := s.users[user].Name
+			payload, _ := json.Marshal(map[string]any{
+				"type": "block_actions", "api_app_id": s.opts.AppID, "token": "fake-verification-token", // #nosec G101 -- the fake's verification token
+				"user":       map[string]any{"id": user, "username": name, "name": name, "team_id": s.opts.TeamID},
+				"team":       map[string]any{"id": s.opts.TeamID, "domain": "fake"},
+				"container":  map[string]any{"type": "message", "message_ts": p.TS, "channel_id": p.Channel, "is_ephemeral": false},
+				"channel":    map[string]any{"id": p.Channel, "name": "directmessage"},
+				"message":    map[string]any{"type": "message", "ts": p.TS, "text": p.Text, "blocks": p.Blocks},
+				"trigger_id": fmt.Sprintf("trigger-%d", s.nextIDLocked()), "response_url": s.srv.URL + "/respond/" + id,
+				"actions": []any{map[string]any{
+					"type": "button", "action_id": e.ActionID, "block_id": b.BlockID, "value": e.Value,
+					"style": e.Style, "text": e.Text, "action_ts": s.nextTSLocked(),
+				}},
+			})
+			s.enqueueLocked(id, "interactive", "", payload, false, 0)
+			return Delivery{EnvelopeID: id}, true
+		}
+	}
+	return Delivery{}, false
+}

@@ -507,12 +507,13 @@ func (s *Server) WaitEphemerals(ctx context.Context, n int) ([]Ephemeral, error)
 
 // CommandResponse is one message posted to a slash command's response_url.
 type CommandResponse struct {
-	Seq          int64
-	At           time.Time
-	Key          string // the envelope id of the command
-	Text         string
-	ResponseType string
-	Body         json.RawMessage
+	Seq             int64
+	At              time.Time
+	Key             string // the envelope id of the command
+	Text            string
+	ResponseType    string
+	ReplaceOriginal bool // the message the action came from is to be replaced
+	Body            json.RawMessage
 }
 
 // CommandResponses returns what was posted to response URLs, in order.

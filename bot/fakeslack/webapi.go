@@ -232,7 +232,8 @@ func (s *Server) chatPostMessage(form url.Values) answer {
 
 // checkChannelLocked says why conclave could not post in a channel, or "".
 func (s *Server) checkChannelLocked(ch string) string {
-	if ch == "" || !strings.ContainsAny(ch[:1], "CGD") {
+	// A user id posts in the app's direct message with that user.
+	if ch == "" || !strings.ContainsAny(ch[:1], "CGDUW") {
 		return "channel_not_found"
 	}
 	if c, ok := s.channels[ch]; ok && c.IsMember != nil && !*c.IsMember {
@@ -373,8 +374,9 @@ func (s *Server) usersInfo(form url.Values) answer {
 func (s *Server) serveResponseURL(w http.ResponseWriter, r *http.Request) {
 	data, _ := io.ReadAll(r.Body)
 	var msg struct {
-		Text         string `json:"text"`
-		ResponseType string `json:"response_type"`
+		Text            string `json:"text"`
+		ResponseType    string `json:"response_type"`
+		ReplaceOriginal bool   `json:"replace_original"`
 	}
 	if json.Unmarshal(data, &msg) != nil {
 		http.Error(w, "invalid_payload", http.StatusBadRequest)
@@ -383,7 +385,7 @@ func (s *Server) serveResponseURL(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	s.responses = append(s.responses, CommandResponse{
 		Seq: s.nextSeqLocked(), At: time.Now(), Key: strings.TrimPrefix(r.URL.Path, "/respond/"),
-		Text: msg.Text, ResponseType: msg.ResponseType, Body: data,
+		Text: msg.Text, ResponseType: msg.ResponseType, ReplaceOriginal: msg.ReplaceOriginal, Body: data,
 	})
 	s.notifyLocked()
 	s.mu.Unlock()

@@ -134,6 +134,43 @@ owner = "`+owner+`"
 			t.Fatal(err)
 		}
 	})
+
+	t.Run("an offer to another user, accepted with its button", func(t *testing.T) {
+		want(t, r.command(t, p, testAdmin, "/pair-slack-user-to-human-agent "+testOutside+" "+hugoENS), "Sent <@"+testOutside+"> an offer")
+		var offer *fakeslack.Post
+		for _, post := range r.slack.Posts() {
+			if post.Channel == testOutside {
+				offer = &post
+			}
+		}
+		if offer == nil {
+			t.Fatalf("no offer was sent to %s: %v", testOutside, postTexts(r.slack))
+		}
+		n, posts := len(r.slack.CommandResponses()), len(r.slack.Posts())
+		d, ok := r.slack.PressButton(*offer, testOutside, "pairing_accept")
+		if !ok {
+			t.Fatalf("the offer has no Accept button: %s", offer.Blocks)
+		}
+		if _, err := r.slack.WaitAck(waitCtx(t), d.Key()); err != nil {
+			t.Fatalf("the press was not acknowledged: %v", err)
+		}
+		resps, err := r.slack.WaitCommandResponses(waitCtx(t), n+1)
+		if err != nil || !strings.HasPrefix(resps[n].Text, "You accepted") {
+			t.Fatalf("answer %v, %v\n%s", resps, err, p.logs)
+		}
+		after, err := r.slack.WaitPosts(waitCtx(t), posts+2)
+		if err != nil {
+			t.Fatalf("%v\n%s", err, p.logs)
+		}
+		var told, announced bool
+		for _, post := range after[posts:] {
+			told = told || post.Channel == testAdmin && strings.Contains(post.Text, "no longer paired")
+			announced = announced || post.Channel == testChannel && strings.Contains(post.Text, "paired <@"+testOutside+"> with the human agent Hugo")
+		}
+		if !told || !announced {
+			t.Errorf("told the previous user %v, announced %v: %q", told, announced, postTexts(r.slack))
+		}
+	})
 }
 
 // command sends a slash command line ("/name args") by user in

@@ -20,7 +20,7 @@ func wireCommands(cfg Config, b *bot.Bot, eng *agents.Engine, store memory.Store
 	b.SetCommandHandler(bot.NewCommands(b, bot.CommandOptions{Admins: cfg.Slack.Admins, Logger: log}, bot.CommandDeps{
 		Registry:   eng,
 		Identities: directory,
-		Pairings:   store,
+		Pairing:    agents.NewPairing(store, directory, nil),
 		Wallet:     wallet,
 	}))
 	if !wallet.Configured() {

@@ -1,0 +1,314 @@
+package agents
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+
+	"github.com/conclavehq/conclave/ens"
+	"github.com/conclavehq/conclave/memory"
+)
+
+// The rules of pairing a Slack user with a human agent (SPEC §11, §12.2):
+//
+//   - only the agent's current owner may pair it: a caller one of whose
+//     verified wallets is the owner read fresh from the chain;
+//   - only human agents are paired;
+//   - pairing oneself takes effect at once;
+//   - pairing anyone else is an offer, kept 24 hours, that takes effect only
+//     when that user accepts it; the owner must still own the agent then;
+//   - a pairing is one to one: the user's earlier agent and the agent's
+//     earlier user are let go when it takes effect (never before).
+//
+// The transport (bot/) parses commands and button presses and renders the
+// outcomes; the decisions are here.
+
+// PairingOfferTTL is how long an offer to pair can be accepted.
+const PairingOfferTTL = 24 * time.Hour
+
+// Pairing errors callers branch on.
+var (
+	// ErrNotHuman: only human agents are paired with Slack users.
+	ErrNotHuman = errors.New("not a human agent")
+	// ErrNotOwner: none of the caller's verified wallets owns the agent.
+	ErrNotOwner = errors.New("not the agent's owner")
+	// ErrNoWallet: the caller has no verified wallet at all.
+	ErrNoWallet = errors.New("no verified wallet")
+	// ErrOfferGone: the offer expired, was answered already, or never was.
+	ErrOfferGone = errors.New("the offer has expired or was already answered")
+	// ErrNotOffered: someone other than the offered user answered.
+	ErrNotOffered = errors.New("the offer is for someone else")
+	// ErrOwnerUnknown: the owner could not be read (the chain, the
+	// gateway); it wraps the resolver's error.
+	ErrOwnerUnknown = errors.New("the owner could not be read")
+)
+
+// PairingOffer is an owner's offer to pair a Slack user with a human agent.
+type PairingOffer struct {
+	ID        string    `json:"id"`
+	User      string    `json:"user"`       // who is offered the agent
+	Agent     string    `json:"agent"`      // the human agent's canonical ENS name
+	OfferedBy string    `json:"offered_by"` // the owner who made the offer
+	Team      string    `json:"team"`
+	Channel   string    `json:"channel"` // where the offer was made (announcements)
+	Created   time.Time `json:"created"`
+	Expires   time.Time `json:"expires"`
+}
+
+// Replaced names the pairings a change lets go: the user's earlier agent
+// and the agent's earlier user (empty when none, or when it is the same).
+type Replaced struct {
+	Agent string // the agent the user was paired with
+	User  string // the user the agent was paired with
+}
+
+// PairingKind says what a pairing request did.
+type PairingKind int
+
+// Outcomes of a pairing request.
+const (
+	PairedNow     PairingKind = iota // the caller paired themself
+	Offered                          // an offer awaits the user's answer
+	AlreadyPaired                    // those two are paired already; nothing changed
+)
+
+// PairingOutcome is what a pairing request did.
+type PairingOutcome struct {
+	Kind PairingKind
+	// Offer is the offer made (Offered).
+	Offer PairingOffer
+	// Replaced is what the pairing let go (PairedNow) or will let go if
+	// the offer is accepted (Offered).
+	Replaced Replaced
+}
+
+// PairingRequest is a caller asking to pair User with Agent.
+type PairingRequest struct {
+	Caller  string // the Slack user asking
+	User    string // the Slack user to pair
+	Team    string
+	Channel string
+	Agent   ens.Agent
+}
+
+// PairingStore is what pairing needs of the store (a memory.Store).
+type PairingStore interface {
+	PairHuman(ctx context.Context, userID, ens string) (prevAgent, prevUser string, err error)
+	HumanAgent(ctx context.Context, userID string) (string, error)
+	HumanUser(ctx context.Context, ens string) (string, error)
+	Wallets(ctx context.Context, userID string) ([]string, error)
+	PutNonce(ctx context.Context, nonce string, value []byte, ttl time.Duration) error
+	PeekNonce(ctx context.Context, nonce string) ([]byte, error)
+	SpendNonce(ctx context.Context, nonce string) ([]byte, error)
+}
+
+// PairingIdentities reads agents and their owners, fresh (the ens
+// Directory).
+type PairingIdentities interface {
+	Resolve(ctx context.Context, name string) (ens.Agent, error)
+	Owner(ctx context.Context, a ens.Agent) (string, error)
+}
+
+// Pairing applies the pairing rules.
+type Pairing struct {
+	store PairingStore
+	ids   PairingIdentities
+	now   func() time.Time
+}
+
+// NewPairing returns the pairing rules over a store and the identities;
+// now defaults to time.Now.
+func NewPairing(store PairingStore, ids PairingIdentities, now func() time.Time) *Pairing {
+	if now == nil {
+		now = time.Now
+	}
+	return &Pairing{store: store, ids: ids, now: now}
+}
+
+// offerKey is the nonce an offer is kept under.
+func offerKey(id string) string { return "pairing-offer:" + id }
+
+// Request applies a pairing request: the caller pairs themself at once, or
+// offers the agent to another user. Errors wrap ErrNotHuman, ErrNoWallet,
+// ErrNotOwner or ErrOwnerUnknown, or are the store's.
+func (p *Pairing) Request(ctx context.Context, r PairingRequest) (PairingOutcome, error) {
+	if r.Agent.Role != ens.RoleHuman {
+		return PairingOutcome{}, ErrNotHuman
+	}
+	if err := p.checkOwner(ctx, r.Caller, r.Agent); err != nil {
+		return PairingOutcome{}, err
+	}
+	if r.User == r.Caller {
+		prevAgent, prevUser, err := p.store.PairHuman(ctx, r.User, r.Agent.EnsDomain)
+		if err != nil {
+			return PairingOutcome{}, fmt.Errorf("agents: pair %s with %s: %w", r.User, r.Agent.EnsDomain, err)
+		}
+		if prevAgent == r.Agent.EnsDomain && prevUser == r.User {
+			return PairingOutcome{Kind: AlreadyPaired}, nil
+		}
+		return PairingOutcome{Kind: PairedNow, Replaced: replaced(r.User, r.Agent.EnsDomain, prevAgent, prevUser)}, nil
+	}
+	curAgent, err := p.store.HumanAgent(ctx, r.User)
+	if err != nil && !errors.Is(err, memory.ErrNotFound) {
+		return PairingOutcome{}, fmt.Errorf("agents: pairing of %s: %w", r.User, err)
+	}
+	curUser, err := p.store.HumanUser(ctx, r.Agent.EnsDomain)
+	if err != nil && !errors.Is(err, memory.ErrNotFound) {
+		return PairingOutcome{}, fmt.Errorf("agents: pairing of %s: %w", r.Agent.EnsDomain, err)
+	}
+	if curAgent == r.Agent.EnsDomain && curUser == r.User {
+		return PairingOutcome{Kind: AlreadyPaired}, nil
+	}
+	now := p.now()
+	offer := PairingOffer{
+		ID: newOfferID(), User: r.User, Agent: r.Agent.EnsDomain, OfferedBy: r.Caller,
+		Team: r.Team, Channel: r.Channel, Created: now, Expires: now.Add(PairingOfferTTL),
+	}
+	raw, _ := json.Marshal(offer) // plain data: cannot fail
+	if err := p.store.PutNonce(ctx, offerKey(offer.ID), raw, PairingOfferTTL); err != nil {
+		return PairingOutcome{}, fmt.Errorf("agents: save the pairing offer: %w", err)
+	}
+	return PairingOutcome{Kind: Offered, Offer: offer, Replaced: replaced(r.User, r.Agent.EnsDomain, curAgent, curUser)}, nil
+}
+
+// replaced keeps of the earlier pairings those the new one lets go.
+func replaced(user, agent, prevAgent, prevUser string) Replaced {
+	var r Replaced
+	if prevAgent != "" && prevAgent != agent {
+		r.Agent = prevAgent
+	}
+	if prevUser != "" && prevUser != user {
+		r.User = prevUser
+	}
+	return r
+}
+
+// checkOwner reads the agent's owner fresh and the caller's wallets.
+func (p *Pairing) checkOwner(ctx context.Context, caller string, a ens.Agent) error {
+	owner, err := p.ids.Owner(ctx, a)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrOwnerUnknown, err)
+	}
+	wallets, err := p.store.Wallets(ctx, caller)
+	if err != nil {
+		return fmt.Errorf("agents: wallets of %s: %w", caller, err)
+	}
+	if len(wallets) == 0 {
+		return ErrNoWallet
+	}
+	if !ownsAgent(wallets, owner) {
+		return ErrNotOwner
+	}
+	return nil
+}
+
+// ownsAgent reports whether one of the wallets is the owner.
+func ownsAgent(wallets []string, owner string) bool {
+	if !common.IsHexAddress(owner) {
+		return false
+	}
+	o := common.HexToAddress(owner)
+	if o == (common.Address{}) {
+		return false
+	}
+	for _, w := range wallets {
+		if common.IsHexAddress(w) && common.HexToAddress(w) == o {
+			return true
+		}
+	}
+	return false
+}
+
+// offer reads an offer for its user without spending it.
+func (p *Pairing) offer(ctx context.Context, id, user string) (PairingOffer, error) {
+	raw, err := p.store.PeekNonce(ctx, offerKey(id))
+	if errors.Is(err, memory.ErrNotFound) {
+		return PairingOffer{}, ErrOfferGone
+	}
+	if err != nil {
+		return PairingOffer{}, fmt.Errorf("agents: read the pairing offer: %w", err)
+	}
+	var o PairingOffer
+	if err := json.Unmarshal(raw, &o); err != nil {
+		return PairingOffer{}, fmt.Errorf("agents: pairing offer %s: %w", id, err)
+	}
+	if o.User != user {
+		return o, ErrNotOffered
+	}
+	if !p.now().Before(o.Expires) {
+		_, _ = p.store.SpendNonce(ctx, offerKey(id))
+		return o, ErrOfferGone
+	}
+	return o, nil
+}
+
+// spend takes the offer so that it is answered once.
+func (p *Pairing) spend(ctx context.Context, id string) error {
+	_, err := p.store.SpendNonce(ctx, offerKey(id))
+	if errors.Is(err, memory.ErrNotFound) {
+		return ErrOfferGone
+	}
+	return err
+}
+
+// Accept pairs the offered user with the agent, when user is the one it
+// was offered to, the offer stands, and its maker still owns the agent.
+// It returns the offer and what the pairing let go. Errors wrap
+// ErrOfferGone, ErrNotOffered, ErrNotOwner, ErrNoWallet or
+// ErrOwnerUnknown; an offer whose maker no longer owns the agent is spent.
+func (p *Pairing) Accept(ctx context.Context, id, user string) (PairingOffer, Replaced, error) {
+	o, err := p.offer(ctx, id, user)
+	if err != nil {
+		return o, Replaced{}, err
+	}
+	a, err := p.ids.Resolve(ctx, o.Agent)
+	if err != nil {
+		return o, Replaced{}, fmt.Errorf("%w: %w", ErrOwnerUnknown, err)
+	}
+	if err := p.checkOwner(ctx, o.OfferedBy, a); err != nil {
+		if errors.Is(err, ErrNotOwner) || errors.Is(err, ErrNoWallet) {
+			_ = p.spend(ctx, id)
+		}
+		return o, Replaced{}, err
+	}
+	if err := p.spend(ctx, id); err != nil {
+		return o, Replaced{}, err
+	}
+	prevAgent, prevUser, err := p.store.PairHuman(ctx, o.User, o.Agent)
+	if err != nil {
+		return o, Replaced{}, fmt.Errorf("agents: pair %s with %s: %w", o.User, o.Agent, err)
+	}
+	return o, replaced(o.User, o.Agent, prevAgent, prevUser), nil
+}
+
+// Decline drops an offer for the user it was made to. Errors wrap
+// ErrOfferGone or ErrNotOffered.
+func (p *Pairing) Decline(ctx context.Context, id, user string) (PairingOffer, error) {
+	o, err := p.offer(ctx, id, user)
+	if err != nil {
+		return o, err
+	}
+	return o, p.spend(ctx, id)
+}
+
+// Withdraw drops an offer that could not be delivered.
+func (p *Pairing) Withdraw(ctx context.Context, id string) error {
+	if err := p.spend(ctx, id); err != nil && !errors.Is(err, ErrOfferGone) {
+		return err
+	}
+	return nil
+}
+
+// newOfferID is 128 random bits in hex: an offer's id is carried by its
+// buttons, so it must not be guessable.
+func newOfferID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
+	return hex.EncodeToString(b[:])
+}
