@@ -41,9 +41,6 @@ type Identities interface {
 	// ResolveToken names and reads the agent minted as tokenID of a
 	// configured collection (chainID 0: the one it is configured on).
 	ResolveToken(ctx context.Context, chainID uint64, collection string, tokenID *big.Int) (ens.Agent, error)
-	// Owner reads an agent's current owner, bypassing any cache; empty
-	// when none is known.
-	Owner(ctx context.Context, a ens.Agent) (string, error)
 }
 
 // CommandOptions configure Commands.
