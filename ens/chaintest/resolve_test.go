@@ -239,3 +239,27 @@ func TestTokenAndOwnerOnEVM(t *testing.T) {
 		t.Errorf("Owner of a standard ENS name = %q, %v", owner, err)
 	}
 }
+
+// TestGatewayGuardOnEVM resolves a name whose resolver sends conclave to
+// gateways on 127.0.0.1 with the guard as it is by default: refused,
+// with ErrGatewayRefused and no request reaching the gateway, whether the
+// URL is refused for being plain http or the address for being loopback.
+func TestGatewayGuardOnEVM(t *testing.T) {
+	w := newWorld(t)
+	for name, opts := range map[string]ens.GatewayOptions{
+		"defaults":              {},
+		"http allowed, private": {AllowHTTP: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			before := len(w.gw.seen())
+			d, _ := w.directory(t, ens.Options{Gateway: opts})
+			_, err := d.Resolve(context.Background(), "bob.offchain.eth")
+			if !errors.Is(err, ens.ErrGatewayRefused) || errors.Is(err, ens.ErrNotFound) {
+				t.Fatalf("error %v, want one wrapping ErrGatewayRefused", err)
+			}
+			if seen := w.gw.seen()[before:]; len(seen) != 0 {
+				t.Errorf("the loopback gateway was reached: %v", seen)
+			}
+		})
+	}
+}
