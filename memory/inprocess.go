@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -25,6 +26,8 @@ type InProcess struct {
 	pending   map[string]time.Time // conversation → pending since
 	locks     map[string]inLock
 	sessions  map[string]map[string][]SessionEntry // namespace → key → entries
+	used      map[string]map[string]uint64         // namespace → key → useSeq at its last append
+	useSeq    uint64
 	channels  map[string][]string
 	userAgent map[string]string
 	agentUser map[string]string
@@ -61,6 +64,7 @@ func NewInProcess(opts Options) *InProcess {
 		pending:   map[string]time.Time{},
 		locks:     map[string]inLock{},
 		sessions:  map[string]map[string][]SessionEntry{},
+		used:      map[string]map[string]uint64{},
 		channels:  map[string][]string{},
 		userAgent: map[string]string{},
 		agentUser: map[string]string{},
@@ -400,6 +404,11 @@ func (s *InProcess) appendSession(a SessionAppend) {
 		entries = entries[over:]
 	}
 	ns[a.Key] = entries
+	if s.used[a.Namespace] == nil {
+		s.used[a.Namespace] = map[string]uint64{}
+	}
+	s.useSeq++
+	s.used[a.Namespace][a.Key] = s.useSeq
 }
 
 // AppendSession implements Store.
@@ -429,6 +438,20 @@ func (s *InProcess) Sessions(_ context.Context, namespace string) ([]string, err
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return slices.Sorted(maps.Keys(s.sessions[namespace])), nil
+}
+
+// RecentSessions implements Store.
+func (s *InProcess) RecentSessions(_ context.Context, namespace string, n int) ([]string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	used := s.used[namespace]
+	keys := slices.SortedFunc(maps.Keys(s.sessions[namespace]), func(a, b string) int {
+		return cmp.Compare(used[b], used[a])
+	})
+	if n > 0 && len(keys) > n {
+		keys = keys[:n]
+	}
+	return keys, nil
 }
 
 // Lookup implements Store.

@@ -527,7 +527,7 @@ func (r *Redis) commit(ctx context.Context, k convKeys, l Lock, c Commit, releas
 		args = append(args, len(appends))
 		for _, a := range appends {
 			sk := r.keys.sessions(a.Namespace)
-			keys = append(keys, sk.list(a.Key), sk.index())
+			keys = append(keys, sk.list(a.Key), sk.index(), sk.recent())
 			if args, err = appendEntries(append(args, a.Key, len(a.Entries)), a.Entries); err != nil {
 				return "", false, err
 			}
@@ -593,7 +593,7 @@ func (r *Redis) appendSession(ctx context.Context, a SessionAppend, commitID str
 		return nil
 	}
 	sk := r.keys.sessions(a.Namespace)
-	keys := []string{sk.list(a.Key), sk.index()}
+	keys := []string{sk.list(a.Key), sk.index(), sk.recent()}
 	if commitID != "" {
 		keys = append(keys, sk.applied(commitID))
 	}
@@ -660,6 +660,49 @@ func (r *Redis) Sessions(ctx context.Context, namespace string) ([]string, error
 		return nil, fmt.Errorf("memory: sessions of %s: %w", namespace, err)
 	}
 	slices.Sort(keys)
+	return keys, nil
+}
+
+// RecentSessions implements Store.
+func (r *Redis) RecentSessions(ctx context.Context, namespace string, n int) ([]string, error) {
+	sk := r.keys.sessions(namespace)
+	stop := int64(n) - 1
+	if n <= 0 {
+		stop = -1
+	}
+	var recent *redis.StringSliceCmd
+	var ranked, all *redis.IntCmd
+	_, err := r.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		recent = p.ZRevRange(ctx, sk.recent(), 0, stop)
+		ranked = p.ZCard(ctx, sk.recent())
+		all = p.SCard(ctx, sk.index())
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("memory: recent sessions of %s: %w", namespace, err)
+	}
+	keys := recent.Val()
+	if ranked.Val() >= all.Val() || n > 0 && len(keys) >= n {
+		return keys, nil
+	}
+	// Keys appended to before the recent set existed follow, sorted.
+	rest, err := r.c.SMembers(ctx, sk.index()).Result()
+	if err != nil {
+		return nil, fmt.Errorf("memory: recent sessions of %s: %w", namespace, err)
+	}
+	slices.Sort(rest)
+	have := make(map[string]bool, len(keys))
+	for _, k := range keys {
+		have[k] = true
+	}
+	for _, k := range rest {
+		if n > 0 && len(keys) >= n {
+			break
+		}
+		if !have[k] {
+			keys = append(keys, k)
+		}
+	}
 	return keys, nil
 }
 

@@ -62,6 +62,7 @@ func (k keySchema) sessions(namespace string) sessionKeys {
 }
 
 func (s sessionKeys) index() string                  { return s.base + "keys" }
+func (s sessionKeys) recent() string                 { return s.base + "recent" }
 func (s sessionKeys) list(key string) string         { return s.base + "s:" + esc(key) }
 func (s sessionKeys) applied(commitID string) string { return s.base + "applied:" + commitID }
 

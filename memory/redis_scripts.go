@@ -29,6 +29,14 @@ end
 local function mark_pending(due, id, score)
   if not is_pending(due, id) then redis.call('ZADD', due, score, id) end
 end
+-- used ranks a session key first in its namespace's recent set: its
+-- score is one more than the highest, so the order is that of the appends.
+local function used(recent, key)
+  local top = redis.call('ZREVRANGE', recent, 0, 0, 'WITHSCORES')
+  local score = 1
+  if top[2] then score = tonumber(top[2]) + 1 end
+  redis.call('ZADD', recent, score, key)
+end
 `
 
 // recordScript: KEYS due, conv, msgs, ts mark[, event mark];
@@ -141,8 +149,8 @@ end
 return {redis.call('HGETALL', KEYS[3]), redis.call('HVALS', KEYS[4]), redis.call('LRANGE', KEYS[5], 0, -1)}
 `)
 
-// commitScript: KEYS lock, due, conv, msgs, outbox, then a session list and
-// its namespace index per direct session append;
+// commitScript: KEYS lock, due, conv, msgs, outbox, then a session list,
+// its namespace index and recent set per direct session append;
 // ARGV token, id, team, channel, thread_ts, state, deadline ms (empty for
 // none), conversation ttl ms, release (empty to keep the lock), message
 // count, (ts, message)…, outbox entry (empty for none), session bound, session
@@ -184,8 +192,9 @@ for _ = 1, sessions do
   push(KEYS[k], ARGV, i + 2, count)
   redis.call('LTRIM', KEYS[k], -bound, -1)
   redis.call('SADD', KEYS[k + 1], key)
+  used(KEYS[k + 2], key)
   i = i + 2 + count
-  k = k + 2
+  k = k + 3
 end
 if release then redis.call('DEL', KEYS[1]) end
 if pending then return 2 end
@@ -200,14 +209,15 @@ if is_pending(KEYS[2], ARGV[2]) then return 1 end
 return 0
 `)
 
-// appendScript: KEYS list, index[, applied mark]; ARGV session key, bound,
-// mark ttl ms, entries…. With a mark, an append already applied is
-// skipped (returns 0).
+// appendScript: KEYS list, index, recent set[, applied mark]; ARGV session
+// key, bound, mark ttl ms, entries…. With a mark, an append already
+// applied is skipped (returns 0).
 var appendScript = redis.NewScript(luaCommon + `
-if KEYS[3] and not redis.call('SET', KEYS[3], '1', 'NX', 'PX', ARGV[3]) then return 0 end
+if KEYS[4] and not redis.call('SET', KEYS[4], '1', 'NX', 'PX', ARGV[3]) then return 0 end
 push(KEYS[1], ARGV, 4, #ARGV - 3)
 redis.call('LTRIM', KEYS[1], -tonumber(ARGV[2]), -1)
 redis.call('SADD', KEYS[2], ARGV[1])
+used(KEYS[3], ARGV[1])
 return 1
 `)
 

@@ -206,6 +206,11 @@ type Store interface {
 	ReadSession(ctx context.Context, namespace, key string, n int) ([]SessionEntry, error)
 	// Sessions lists the session keys of a namespace, sorted.
 	Sessions(ctx context.Context, namespace string) ([]string, error)
+	// RecentSessions lists at most n session keys of a namespace (all
+	// when n <= 0), the one appended to most recently first. Keys the
+	// store has no time of use for (written by an earlier version) follow,
+	// sorted.
+	RecentSessions(ctx context.Context, namespace string, n int) ([]string, error)
 
 	// Lookup reads the records q names, in one round trip.
 	Lookup(ctx context.Context, q Lookup) (Found, error)

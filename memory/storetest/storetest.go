@@ -65,6 +65,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"Due/ordering and limits", testDueOrder},
 		{"Due/deadline survives load", testDeadlineSurvivesLoad},
 		{"Sessions/append and read", testSessions},
+		{"Sessions/recent first", testRecentSessions},
 		{"Sessions/bounded", testSessionBound},
 		{"Sessions/large append", testSessionLargeAppend},
 		{"Sessions/bad input", testSessionBadInput},
@@ -1019,6 +1020,42 @@ func testDeadlineSurvivesLoad(t *testing.T, h *harness) {
 	h.release(t, l)
 	want(t, "Due before the deadline", h.due(t, 0), nil)
 	want(t, "Due at the deadline", h.dueAt(t, start.Add(10*time.Minute), 0), []string{"c1"})
+}
+
+// testRecentSessions: keys come most recently appended to first, whether
+// appended directly or by a commit; n bounds the list.
+func testRecentSessions(t *testing.T, h *harness) {
+	appendTo := func(key string) {
+		t.Helper()
+		if err := h.s.AppendSession(h.ctx, memory.SessionAppend{Namespace: "r.eth", Key: key, Entries: entries("x")}); err != nil {
+			t.Fatalf("AppendSession: %v", err)
+		}
+	}
+	recent := func(n int) []string {
+		t.Helper()
+		keys, err := h.s.RecentSessions(h.ctx, "r.eth", n)
+		if err != nil {
+			t.Fatalf("RecentSessions: %v", err)
+		}
+		return keys
+	}
+	appendTo("C1")
+	appendTo("C2")
+	appendTo("C3")
+	want(t, "RecentSessions after C1, C2, C3", recent(0), []string{"C3", "C2", "C1"})
+	appendTo("C1")
+	want(t, "RecentSessions after C1 again", recent(0), []string{"C1", "C3", "C2"})
+	want(t, "RecentSessions(2)", recent(2), []string{"C1", "C3"})
+
+	l := h.lock(t, "c1", time.Minute)
+	h.commit(t, l, memory.Commit{Conversation: conv("c1"), Sessions: []memory.SessionAppend{
+		{Namespace: "r.eth", Key: "C2", Entries: entries("y")},
+	}})
+	want(t, "RecentSessions after a commit to C2", recent(-1), []string{"C2", "C1", "C3"})
+
+	if keys, err := h.s.RecentSessions(h.ctx, "nobody.eth", 5); err != nil || len(keys) != 0 {
+		t.Errorf("RecentSessions of an unknown namespace = %q, %v; want none", keys, err)
+	}
 }
 
 func testSessions(t *testing.T, h *harness) {
