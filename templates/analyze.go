@@ -22,6 +22,7 @@ const (
 	shapeRequest              // InitialRequest, LatestRequest
 	shapeMember               // a member
 	shapeMembers              // ChannelMembers
+	shapeStrings              // KnownSessions
 	shapeMap                  // Addresses, Attributes: any key may be missing
 	shapeScalar               // a string, number or boolean
 	shapeNil                  // no data: {{template "x"}} without a value
@@ -38,6 +39,8 @@ func fieldsOf(s shape) map[string]shape {
 			"MemorySessionId":          shapeScalar,
 			"InitialRequest":           shapeRequest,
 			"LatestRequest":            shapeRequest,
+			"KnownSessions":            shapeStrings,
+			"CloneOf":                  shapeMember,
 		}
 	case shapeRequest:
 		return map[string]shape{"Content": shapeScalar, "Author": shapeMember}
@@ -64,7 +67,7 @@ func fieldHint(base shape, field string) string {
 	case base == shapeMember && field == "WalletAddress":
 		return "; the wallet is .Addresses.evm"
 	case base == shapeMember && (field == "Role" || field == "Mission" || field == "Expertise"):
-		return fmt.Sprintf("; attributes are under .Attributes, keys as stored (for example .Attributes.%s)", strings.ToLower(field))
+		return fmt.Sprintf("; attributes are under .Attributes, keys in any case (for example .Attributes.%s)", strings.ToLower(field))
 	}
 	for name := range fieldsOf(base) {
 		if strings.EqualFold(name, field) {
@@ -78,6 +81,10 @@ type analyzer struct {
 	ns   *template.Template
 	seen map[string]bool // template name and dot shape, analysed
 	warn func(file string, line int, expr, msg string)
+	// read, when set, is told of each chain of field reads: whether it
+	// goes through a value that has no fields (and why), or not as far as
+	// the pass knows.
+	read func(tree *parse.Tree, n parse.Node, throughValue bool, msg string)
 }
 
 type scope struct {
@@ -134,6 +141,8 @@ func (a *analyzer) node(tree *parse.Tree, n parse.Node, sc scope) {
 		switch over {
 		case shapeMembers:
 			elem, key = shapeMember, shapeScalar
+		case shapeStrings:
+			elem, key = shapeScalar, shapeScalar
 		case shapeMap:
 			key = shapeScalar
 		}
@@ -220,18 +229,31 @@ func (a *analyzer) arg(tree *parse.Tree, n parse.Node, sc scope) shape {
 // that cannot be read.
 func (a *analyzer) fields(tree *parse.Tree, n parse.Node, base shape, idents []string) shape {
 	s := base
+	through := false
+	if a.read != nil && len(idents) > 0 {
+		defer func() {
+			if !through {
+				a.read(tree, n, false, "")
+			}
+		}()
+	}
 	for _, id := range idents {
 		switch s {
 		case shapeAny:
 			return shapeAny
 		case shapeMap:
-			s = shapeAny
+			s = shapeScalar // an address or attribute value
 			continue
 		case shapeNil:
 			a.warnAt(tree, n, fmt.Sprintf("%s reads no data (the {{template}} call passes none, add a dot: {{template \"name\" .}}) and renders \"<no value>\"", n))
 			return shapeAny
-		case shapeScalar, shapeMembers:
-			a.warnAt(tree, n, fmt.Sprintf("%s: field %s cannot be read from a %s", n, id, map[shape]string{shapeScalar: "text, number or boolean", shapeMembers: "list (use range or index)"}[s]))
+		case shapeScalar, shapeMembers, shapeStrings:
+			msg := fmt.Sprintf("%s: field %s cannot be read from a %s and renders \"<no value>\"", n, id, map[shape]string{shapeScalar: "text, number or boolean", shapeMembers: "list (use range or index)", shapeStrings: "list (use range or index)"}[s])
+			a.warnAt(tree, n, msg)
+			if a.read != nil {
+				through = true
+				a.read(tree, n, true, msg)
+			}
 			return shapeAny
 		}
 		next, ok := fieldsOf(s)[id]
@@ -245,6 +267,9 @@ func (a *analyzer) fields(tree *parse.Tree, n parse.Node, base shape, idents []s
 }
 
 func (a *analyzer) warnAt(tree *parse.Tree, n parse.Node, msg string) {
+	if a.warn == nil {
+		return
+	}
 	file, line := nodeLine(tree, n)
 	a.warn(file, line, n.String(), msg)
 }

@@ -164,6 +164,11 @@ func (c *checker) prompt(pf *promptFile, vs []variant) {
 		static[at] = append(static[at], expr)
 		c.warning(at+": "+msg, Problem{File: file, Line: line, Message: msg})
 	})
+	for _, s := range pf.softened {
+		at := fmt.Sprintf("%s:%d", s.file, s.line)
+		static[at] = append(static[at], s.expr, noValueExpr(nil, 0).String())
+		c.warning(at+": "+s.msg, Problem{File: s.file, Line: s.line, Message: s.msg})
+	}
 	var label string
 	hits := 0
 	t, err := instrument(pf.tmpl, func(s printSite) {

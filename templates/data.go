@@ -54,6 +54,13 @@ type Data struct {
 	MemorySessionId          string
 	InitialRequest           Request
 	LatestRequest            Request
+	// KnownSessions are the memory keys the agent already has, most
+	// recently used first; the engine fills it for an expert's threading
+	// prompt only.
+	KnownSessions []string
+	// CloneOf is the human agent a clone was forked from; the zero Member
+	// otherwise, whose fields print "<no value>".
+	CloneOf Member
 }
 
 // Request is a message as templates see it.

@@ -28,7 +28,7 @@ var (
 // In JSON the template fields keep their template names (ConversationId,
 // ChannelMembers, …) and the others are lowercase (role, messages,
 // session_history). A member is an object {"Name", "IsAgent", "EnsDomain",
-// "Owner", "Addresses", "Attributes"}; an author may instead be a string,
+// "Owner", "Addresses", "Attributes"}; an author (or CloneOf) may instead be a string,
 // the Name or EnsDomain of a channel member.
 type Fixture struct {
 	// Name says where the fixture came from, for messages.
@@ -101,6 +101,8 @@ type fixtureJSON struct {
 	MemorySessionId          string         `json:"MemorySessionId"`
 	InitialRequest           requestJSON    `json:"InitialRequest"`
 	LatestRequest            requestJSON    `json:"LatestRequest"`
+	KnownSessions            []string       `json:"KnownSessions"`
+	CloneOf                  authorJSON     `json:"CloneOf"`
 	Messages                 []messageJSON  `json:"messages"`
 	SessionHistory           []HistoryEntry `json:"session_history"`
 }
@@ -202,6 +204,10 @@ func (fj *fixtureJSON) fixture() (Fixture, error) {
 		return Fixture{}, fmt.Errorf("LatestRequest: %w", err)
 	}
 	d.LatestRequest.Content = fj.LatestRequest.Content
+	d.KnownSessions = fj.KnownSessions
+	if d.CloneOf, err = fj.author(fj.CloneOf); err != nil {
+		return Fixture{}, fmt.Errorf("CloneOf: %w", err)
+	}
 	for i, mj := range fj.Messages {
 		author, err := fj.author(mj.Author)
 		if err != nil {

@@ -25,7 +25,74 @@ func funcMap(clock func() time.Time) template.FuncMap {
 		"truncate": truncate,
 		"default":  defaultValue,
 		"now":      func() time.Time { return clock() },
+		"index":    index,
 	}
+}
+
+// index is text/template's index, but lenient where a field read is: a
+// missing map key, or indexing a missing value, gives no value (printed
+// "<no value>") instead of failing, and attribute keys match whatever
+// their case. An index out of a list's range still fails.
+func index(item any, indexes ...any) (any, error) {
+	v := reflect.ValueOf(item)
+	for _, ix := range indexes {
+		for v.IsValid() && v.Kind() == reflect.Interface {
+			v = v.Elem()
+		}
+		if !v.IsValid() {
+			return nil, nil
+		}
+		switch v.Kind() {
+		case reflect.Map:
+			if key, ok := ix.(string); ok {
+				if _, attrs := v.Interface().(attributes); attrs {
+					ix = strings.ToLower(key)
+				}
+			}
+			k := reflect.ValueOf(ix)
+			if !k.IsValid() || !k.Type().AssignableTo(v.Type().Key()) {
+				if !k.IsValid() || !k.Type().ConvertibleTo(v.Type().Key()) {
+					return nil, fmt.Errorf("index of a map: key %v is not a %s", ix, v.Type().Key())
+				}
+				k = k.Convert(v.Type().Key())
+			}
+			if v = v.MapIndex(k); !v.IsValid() {
+				return nil, nil
+			}
+		case reflect.Slice, reflect.Array, reflect.String:
+			i, err := position(ix, v.Len())
+			if err != nil {
+				return nil, err
+			}
+			v = v.Index(i)
+		default:
+			return nil, fmt.Errorf("can't index item of type %s", v.Type())
+		}
+	}
+	if !v.IsValid() {
+		return nil, nil
+	}
+	return v.Interface(), nil
+}
+
+// position reads a list index: an integer in [0, n).
+func position(ix any, n int) (int, error) {
+	var i int64
+	switch v := reflect.ValueOf(ix); v.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		i = v.Int()
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		if v.Uint() > uint64(n) {
+			return 0, fmt.Errorf("index out of range: %d", v.Uint())
+		}
+		i = int64(v.Uint())
+	default:
+		return 0, fmt.Errorf("cannot index a list with %v", ix)
+	}
+	if i < 0 || i >= int64(n) {
+		return 0, fmt.Errorf("index out of range: %d", i)
+	}
+	return int(i), nil
 }
 
 // text is how a value prints in a template.

@@ -215,6 +215,7 @@ func parseFile(name, text string, funcs template.FuncMap) (*template.Template, e
 	}
 	for _, d := range t.Templates() {
 		removeControls(d.Tree.Root)
+		foldAttributeNames(d.Tree.Root)
 	}
 	return t, nil
 }

@@ -108,6 +108,9 @@ type promptFile struct {
 	// rendered is the length of the last render, so the next one gets a
 	// buffer of about the right size at once.
 	rendered atomic.Int64
+	// softened are the field reads through a value without fields that
+	// were made to give no value (see softenReads), for check's warnings.
+	softened []softRead
 }
 
 // sizeHint is the expected length of a render: the last one's and a
@@ -169,6 +172,7 @@ func buildRepo(files map[string]fileData, display func(string) string, funcs tem
 			r.settings[rel] = &settingsFile{settings: s, err: err}
 		}
 	}
+	softenReads(r)
 	sortErrors(r.problems)
 	return r
 }

@@ -107,13 +107,14 @@ func must(s string, err error) string {
 }
 
 // The function set is closed: nothing reads files, the network or the
-// environment.
+// environment. index replaces the built-in one (lenient on missing keys,
+// attribute keys matched whatever their case).
 func TestFunctionSet(t *testing.T) {
 	var names []string
 	for name := range funcMap(time.Now) {
 		names = append(names, name)
 	}
-	if got, want := strings.Join(slices.Sorted(slices.Values(names)), " "), "default join lower now trim truncate upper"; got != want {
+	if got, want := strings.Join(slices.Sorted(slices.Values(names)), " "), "default index join lower now trim truncate upper"; got != want {
 		t.Errorf("functions %q, want %q", got, want)
 	}
 }
@@ -124,7 +125,7 @@ func TestAgentCopiesItsMaps(t *testing.T) {
 	attrs := map[string]string{"role": "expert"}
 	m := Agent(AgentInfo{Name: "A", EnsDomain: "a.eth", Attributes: attrs})
 	attrs["role"] = "changed"
-	if got := m.templateView().(agentView)["Attributes"].(map[string]any); got["role"] != "expert" {
+	if got := m.templateView().(agentView)["Attributes"].(attributes); got["role"] != "expert" {
 		t.Errorf("attributes %v", got)
 	}
 }

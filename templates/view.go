@@ -1,6 +1,11 @@
 package templates
 
-import "fmt"
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+)
 
 // Templates read the data through views, of two kinds holding the same
 // values.
@@ -34,7 +39,7 @@ type agentFields struct {
 	IsAgent    bool
 	Name       string
 	EnsDomain  string
-	Attributes map[string]any
+	Attributes attributes
 	Addresses  map[string]any
 	Owner      string
 	full       agentView
@@ -64,6 +69,8 @@ type dataFields struct {
 	MemorySessionId          string
 	InitialRequest           requestFields
 	LatestRequest            requestFields
+	KnownSessions            []string
+	CloneOf                  any
 	data                     *Data
 }
 
@@ -80,7 +87,7 @@ func personViews(name string) memberViews {
 }
 
 func agentViews(a AgentInfo) memberViews {
-	addresses, attributes := anyMap(a.Addresses), anyMap(a.Attributes)
+	addresses, attributes := anyMap(a.Addresses), attributesOf(a.Attributes)
 	full := agentView{
 		"Name":       a.Name,
 		"IsAgent":    true,
@@ -104,6 +111,34 @@ func anyMap(m map[string]string) map[string]any {
 	}
 	return out
 }
+
+// attributes are an agent's attributes as templates read them: keys in
+// lower case, so that .Attributes.Mission, .Attributes.mission and index
+// with either find the one value, whichever case the NFT's metadata used
+// (see foldAttributeNames and index).
+type attributes map[string]any
+
+// attributesOf copies m with its keys lowercased. Of two keys differing
+// only in case, the one written in lower case wins; else the one that
+// sorts first.
+func attributesOf(m map[string]string) attributes {
+	out := make(attributes, len(m))
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		lower := strings.ToLower(k)
+		if _, taken := out[lower]; !taken || k == lower {
+			out[lower] = m[k]
+		}
+	}
+	return out
+}
+
+// absentMember is a member field that holds nobody (CloneOf of an agent
+// that is not a clone): every field prints "<no value>", and with and if
+// take it as empty.
+type absentMember map[string]any
+
+// String prints a missing member as a missing field prints.
+func (absentMember) String() string { return noValue }
 
 // String is the agent's name, so {{.LatestRequest.Author}} and join print
 // names.
@@ -171,6 +206,18 @@ func (personFields) isView()  {}
 func (requestFields) isView() {}
 func (dataFields) isView()    {}
 
+// absent reports whether m is the zero Member, which a member field that
+// holds nobody is set to.
+func (m Member) absent() bool { return !m.isAgent && m.name == "" && m.v.full == nil }
+
+// optionalViews are the views of a member field that may hold nobody.
+func (m Member) optionalViews() memberViews {
+	if m.absent() {
+		return memberViews{full: absentMember{}, fast: absentMember{}}
+	}
+	return m.views()
+}
+
 func (m Member) views() memberViews {
 	if m.v.full != nil {
 		return m.v
@@ -205,6 +252,8 @@ func (d *Data) templateView() map[string]any {
 		"MemorySessionId":          d.MemorySessionId,
 		"InitialRequest":           d.InitialRequest.templateView(),
 		"LatestRequest":            d.LatestRequest.templateView(),
+		"KnownSessions":            d.knownSessions(),
+		"CloneOf":                  d.CloneOf.optionalViews().full,
 	}
 }
 
@@ -222,6 +271,17 @@ func (d *Data) fastView() dataFields {
 		MemorySessionId:          d.MemorySessionId,
 		InitialRequest:           d.InitialRequest.fastView(),
 		LatestRequest:            d.LatestRequest.fastView(),
+		KnownSessions:            d.knownSessions(),
+		CloneOf:                  d.CloneOf.optionalViews().fast,
 		data:                     d,
 	}
+}
+
+// knownSessions is KnownSessions, never nil, so that it prints "[]" and
+// ranges over nothing alike whether the engine set it or not.
+func (d *Data) knownSessions() []string {
+	if d.KnownSessions == nil {
+		return []string{}
+	}
+	return d.KnownSessions
 }
