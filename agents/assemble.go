@@ -254,8 +254,15 @@ func sessionHistory(entries []memory.SessionEntry) []HistoryMessage {
 // FixturePrompt builds the TurnPrompt for rendering one prompt of agent a
 // against a template fixture (conclave templates render): the fixture's
 // session history, then its messages labelled as a turn labels them (the
-// agent's own as assistant). Budget fields are left for the caller.
+// agent's own as assistant). The fixture supplies the conversation, not
+// the agent: a is the first of ChannelMembers (taken out of the place it
+// had among them, if any), and CloneOf holds nobody unless a is a clone.
+// Budget fields are left for the caller.
 func FixturePrompt(a ens.Agent, prompt string, f templates.Fixture) TurnPrompt {
+	f.Data.ChannelMembers = withSelfFirst(a, f.Data.ChannelMembers)
+	if a.Role != ens.RoleClone {
+		f.Data.CloneOf = templates.Member{}
+	}
 	entries := make([]memory.SessionEntry, len(f.SessionHistory))
 	for i, h := range f.SessionHistory {
 		entries[i] = memory.SessionEntry{Role: h.Role, Content: h.Content}
@@ -273,4 +280,17 @@ func FixturePrompt(a ens.Agent, prompt string, f templates.Fixture) TurnPrompt {
 		}
 	}
 	return TurnPrompt{Agent: a, Prompt: prompt, Data: f.Data, History: history}
+}
+
+// withSelfFirst puts agent a first among members, the others after it in
+// their order.
+func withSelfFirst(a ens.Agent, members []templates.Member) []templates.Member {
+	out := []templates.Member{memberOf(a)}
+	for _, m := range members {
+		if info, ok := m.AgentInfo(); ok && strings.EqualFold(info.EnsDomain, a.EnsDomain) {
+			continue
+		}
+		out = append(out, m)
+	}
+	return out
 }

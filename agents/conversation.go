@@ -566,6 +566,7 @@ func (c *convo) requestConclude(ctx context.Context, r *concludeRequest) {
 // start again; bindings and the group id stay.
 func (c *convo) restart(ctx context.Context) {
 	c.st.Status = statusOpen
+	c.st.Reopened = true
 	c.st.Turns = 0
 	c.st.AgentTurns = make(map[string]int)
 	for k := range c.st.Noticed {

@@ -222,7 +222,7 @@ func TestMutualMentionsStoppedByGuards(t *testing.T) {
 				t.Errorf("queue not empty: %+v", st.Queue)
 			}
 			last := r.model.calls(elen, templates.PromptDefault)
-			if indexOf(last[len(last)-1], "("+cora+" did not answer: error)") < 0 {
+			if indexOf(last[len(last)-1], "("+cora+" could not answer: it reached its limit of 3 turns in this conversation)") < 0 {
 				t.Error("the facilitator was not told the capped call failed")
 			}
 		})
@@ -391,14 +391,14 @@ func TestModelAndTemplateFailures(t *testing.T) {
 				t.Error("the notice was stored as a message")
 			}
 		}
-		if indexOf(r.model.calls(elen, templates.PromptDefault)[0], "("+cora+" did not answer: error)") < 0 {
+		if indexOf(r.model.calls(elen, templates.PromptDefault)[0], "("+cora+" could not answer: its turn failed)") < 0 {
 			t.Error("no failure note in the facilitator's history")
 		}
 		if st := r.state(root.TS); st.Turns != 2 {
 			t.Errorf("turns %d, want 2: a failed turn counts", st.Turns)
 		}
 		for _, p := range posts {
-			if strings.Contains(p, "did not answer") {
+			if strings.Contains(p, "did not answer") || strings.Contains(p, "("+cora+" could not answer") {
 				t.Error("the note was posted")
 			}
 		}

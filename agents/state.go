@@ -64,6 +64,10 @@ type convState struct {
 	Noticed map[string]bool `json:"noticed,omitempty"`
 	// Conclude is a conclusion waiting to run.
 	Conclude *concludeRequest `json:"conclude,omitempty"`
+	// Reopened: a person reopened the concluded thread, which has not
+	// concluded again since. A facilitator reply that is only :end: then
+	// closes it silently.
+	Reopened bool `json:"reopened,omitempty"`
 	// Working counts, per message ts, the turns it triggered that have not
 	// ended; the message carries the working reaction while it is non-zero.
 	Working map[string]int `json:"working,omitempty"`

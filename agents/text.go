@@ -2,6 +2,7 @@ package agents
 
 import (
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -56,6 +57,12 @@ func joinTidy(before, after string) string {
 		return b + a
 	}
 	return b + " " + a
+}
+
+// hasWords reports whether s holds a letter or a digit: a reply of only
+// emoji, symbols and punctuation ("🧭", "👍 ✅") says nothing worth a post.
+func hasWords(s string) bool {
+	return strings.IndexFunc(s, func(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) }) >= 0
 }
 
 // lowerASCII lowercases ASCII letters only, keeping byte offsets: ENS names

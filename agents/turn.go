@@ -177,6 +177,11 @@ func (c *convo) data(ctx context.Context, a ens.Agent, visible []memory.Message,
 		ConversationMessageCount: count,
 		MemorySessionId:          sessionID,
 	}
+	if a.Role == ens.RoleClone && a.CloneOf != "" {
+		if human, ok := c.agent(ctx, a.CloneOf); ok {
+			d.CloneOf = memberOf(human)
+		}
+	}
 	request := func(m memory.Message) templates.Request {
 		return templates.Request{Content: capText(m.Text, max), Author: c.member(ctx, m)}
 	}
@@ -412,7 +417,7 @@ func (c *convo) callTurn(ctx context.Context) error {
 	switch {
 	case !registered:
 		endCall()
-		c.addNote(fmt.Sprintf("(%s did not answer: error)", q.Agent))
+		c.couldNotAnswer(q.Agent, "it is no longer served in this channel")
 		t.report.Outcome = "failed"
 		t.report.Err = errors.New("agent no longer served in this channel")
 		return nil
@@ -423,24 +428,25 @@ func (c *convo) callTurn(ctx context.Context) error {
 		return nil
 	case c.st.AgentTurns[q.Agent] >= c.e.opts.MaxTurnsPerAgent:
 		endCall()
-		c.addNote(fmt.Sprintf("(%s did not answer: error)", q.Agent))
+		reason := fmt.Sprintf("it reached its limit of %d turns in this conversation", c.e.opts.MaxTurnsPerAgent)
+		c.couldNotAnswer(q.Agent, reason)
 		t.report.Outcome = "skipped"
 		if key := "cap:" + q.Agent; !c.st.Noticed[key] {
 			c.st.Noticed[key] = true
-			c.notify(ctx, t, fmt.Sprintf("it reached its limit of %d turns in this conversation", c.e.opts.MaxTurnsPerAgent))
+			c.notify(ctx, t, reason)
 		}
 		return nil
 	}
 	c.st.Turns++
 	c.st.AgentTurns[q.Agent]++
 
-	var text string
+	var text, unanswered string
 	var meta map[string]string
 	var err error
 	if a.Role == ens.RoleClone {
 		text, err = c.cloneTurn(ctx, t)
 	} else {
-		text, meta, err = c.expertTurn(ctx, t)
+		text, meta, unanswered, err = c.expertTurn(ctx, t)
 	}
 	if err != nil && ctx.Err() != nil {
 		return c.failed(ctx, t, err) // to be run again: the call goes on
@@ -450,8 +456,11 @@ func (c *convo) callTurn(ctx context.Context) error {
 		if err := c.failed(ctx, t, err); err != nil {
 			return err
 		}
-		c.addNote(fmt.Sprintf("(%s did not answer: error)", q.Agent))
+		c.couldNotAnswer(q.Agent, failureReason(err))
 		return nil
+	}
+	if unanswered != "" {
+		c.couldNotAnswer(q.Agent, unanswered)
 	}
 	if strings.TrimSpace(text) == "" {
 		t.report.Outcome = "empty"
@@ -461,22 +470,28 @@ func (c *convo) callTurn(ctx context.Context) error {
 
 // expertTurn runs an expert: context-found when it is bound; otherwise
 // threading (context-not-found), then, once bound, context-found in the
-// same turn, after posting the threading message.
-func (c *convo) expertTurn(ctx context.Context, t *turn) (string, map[string]string, error) {
+// same turn, after posting the threading message. unanswered says why an
+// expert left unbound cannot answer (no key found, or its policy refused
+// a new session); it is empty when the expert answered or asked for the
+// key in its message.
+func (c *convo) expertTurn(ctx context.Context, t *turn) (text string, meta map[string]string, unanswered string, err error) {
 	a := t.agent
 	if key := c.st.Bindings[a.EnsDomain]; key != "" {
 		text, err := c.contextFound(ctx, t, key)
-		return text, nil, err
+		return text, nil, "", err
 	}
 	visible := c.visibleTo(a)
 	data := c.data(ctx, a, visible, "", len(visible))
+	if data.KnownSessions, err = c.e.deps.Store.RecentSessions(ctx, c.expertNamespace(a.EnsDomain), maxKnownSessions); err != nil {
+		return "", nil, "", fmt.Errorf("list sessions of %s: %w", a.EnsDomain, err)
+	}
 	req, err := c.build(t, templates.PromptContextNotFound, data, c.history(ctx, a, visible, false), nil)
 	if err != nil {
-		return "", nil, err
+		return "", nil, "", err
 	}
 	raw, err := c.ask(ctx, t, req)
 	if err != nil {
-		return "", nil, err
+		return "", nil, "", err
 	}
 	reply, outcome, perr := parseThreading(raw)
 	if perr != nil {
@@ -487,45 +502,50 @@ func (c *convo) expertTurn(ctx context.Context, t *turn) (string, map[string]str
 			llm.Message{Role: llm.RoleUser, Content: threadingReminder})
 		raw, err = c.ask(ctx, t, retry)
 		if err != nil {
-			return "", nil, err
+			return "", nil, "", err
 		}
 		reply, outcome, perr = parseThreading(raw)
 		if perr != nil {
 			c.log.Warn("threading reply unreadable twice; posting it as it is", slog.String(logAgent, a.EnsDomain), slog.Any(logError, perr))
-			return raw, map[string]string{"threading": threadingFailed}, nil
+			return raw, map[string]string{"threading": threadingFailed}, "", nil
 		}
 	}
 	c.log.Info("threading reply read", slog.String(logAgent, a.EnsDomain), slog.String(logTurn, t.id),
 		slog.String("outcome", outcome), slog.String("key", reply.Session))
-	meta := map[string]string{"threading": outcome}
-	key, err := c.chooseSession(ctx, a, reply.Session)
-	if err != nil {
-		return "", nil, err
-	}
-	if key == "" {
-		return reply.Message, meta, nil
+	meta = map[string]string{"threading": outcome}
+	key, refused, err := c.chooseSession(ctx, a, reply.Session)
+	switch {
+	case err != nil:
+		return "", nil, "", err
+	case refused != "":
+		return reply.Message, meta, refused, nil
+	case key == "" && strings.TrimSpace(reply.Message) == "":
+		return "", meta, "it found no memory key in the messages that name it", nil
+	case key == "":
+		return reply.Message, meta, "", nil
 	}
 	c.bind(ctx, a, key)
 	if reply.Message != "" {
 		if err := c.post(ctx, a, t.id+"-threading", reply.Message, pendingPost{Meta: meta}); err != nil {
-			return "", nil, err
+			return "", nil, "", err
 		}
 		meta = nil // recorded on the threading message
 	}
-	text, err := c.contextFound(ctx, t, key)
-	return text, meta, err
+	text, err = c.contextFound(ctx, t, key)
+	return text, meta, "", err
 }
 
 // chooseSession matches a threading key against the expert's sessions and
-// applies its new-session policy. "" leaves the expert unbound.
-func (c *convo) chooseSession(ctx context.Context, a ens.Agent, key string) (string, error) {
+// applies its new-session policy. "" leaves the expert unbound; refused
+// then says why when the policy refused a new session.
+func (c *convo) chooseSession(ctx context.Context, a ens.Agent, key string) (session, refused string, err error) {
 	if key == "" {
-		return "", nil
+		return "", "", nil
 	}
 	ns := c.expertNamespace(a.EnsDomain)
 	existing, err := c.e.deps.Store.Sessions(ctx, ns)
 	if err != nil {
-		return "", fmt.Errorf("list sessions of %s: %w", ns, err)
+		return "", "", fmt.Errorf("list sessions of %s: %w", ns, err)
 	}
 	match, kind, score := matchSession(key, existing, c.e.opts.MatchThreshold)
 	if match != "" {
@@ -533,20 +553,48 @@ func (c *convo) chooseSession(ctx context.Context, a ens.Agent, key string) (str
 			c.log.Info("session matched", slog.String(logAgent, a.EnsDomain), slog.String("key", key),
 				slog.String("session", match), slog.String("match", kind), slog.Float64("score", score))
 		}
-		return match, nil
+		return match, "", nil
 	}
 	s := c.e.opts.Agents[a.EnsDomain]
 	switch s.SessionPolicy {
 	case SessionNever:
 		c.log.Info("no session matches and the policy creates none", slog.String(logAgent, a.EnsDomain), slog.String("key", key))
-		return "", nil
+		return "", fmt.Sprintf("it has no memory for %q and may not start one", key), nil
 	case SessionPattern:
 		if re := c.e.patterns[a.EnsDomain]; re == nil || !re.MatchString(key) {
 			c.log.Info("new session refused by session_pattern", slog.String(logAgent, a.EnsDomain), slog.String("key", key))
-			return "", nil
+			return "", fmt.Sprintf("it has no memory for %q, and %q is not a key it may start one for", key, key), nil
 		}
 	}
-	return key, nil
+	return key, "", nil
+}
+
+// maxKnownSessions bounds .KnownSessions: the keys an expert is offered
+// when it chooses one.
+const maxKnownSessions = 50
+
+// couldNotAnswer records that a named agent cannot answer, and why, in a
+// history line never posted, which wakes the facilitator at once: it can
+// ask someone else or tell the person.
+func (c *convo) couldNotAnswer(agent, reason string) {
+	c.addNote(fmt.Sprintf("(%s could not answer: %s)", agent, reason))
+}
+
+// failureReason says why a turn failed, for the facilitator's history: a
+// template error names its file and line; a model error its reason class;
+// never an upstream message.
+func failureReason(err error) string {
+	var terr *templates.Error
+	var lerr *llm.Error
+	switch {
+	case errors.As(err, &terr) && terr.Line > 0:
+		return fmt.Sprintf("template error in %s:%d", terr.File, terr.Line)
+	case errors.As(err, &terr):
+		return "template error in " + terr.File
+	case errors.As(err, &lerr):
+		return "the model call failed (" + lerr.Reason + ")"
+	}
+	return "its turn failed"
 }
 
 // contextFound answers as a bound expert.
@@ -610,6 +658,16 @@ func (c *convo) facilitatorTurn(ctx context.Context) error {
 		return c.failed(ctx, t, err)
 	}
 	rest, hadEnd := stripEnd(text)
+	if hadEnd && c.st.Reopened && rest == "" {
+		// An acknowledgement after a conclusion ("thanks"): nothing to
+		// conclude again.
+		c.closeSilently(ctx)
+		t.report.Outcome = "empty"
+		return nil
+	}
+	if hadEnd && !hasWords(rest) {
+		rest = "" // a lone signature ("🧭 :end:") is not worth a post
+	}
 	if hadEnd {
 		c.requestConclude(ctx, &concludeRequest{
 			Reason:     concludeByEnd,
@@ -623,6 +681,17 @@ func (c *convo) facilitatorTurn(ctx context.Context) error {
 	return c.post(ctx, f, t.id, rest, pendingPost{EndReply: hadEnd})
 }
 
+// closeSilently concludes a reopened thread again without a conclude turn:
+// the facilitator's reply to the message that reopened it was only :end:.
+func (c *convo) closeSilently(ctx context.Context) {
+	c.cancelQueue(ctx)
+	c.settleFacilitator(ctx)
+	c.st.Status = statusConcluded
+	c.st.Reopened = false
+	c.e.reactions.set(ctx, c.conv.Channel, c.conv.ThreadTS, doneReaction, true)
+	c.log.Info("conversation closed again without a conclusion")
+}
+
 // concludeTurn runs the facilitator's conclude prompt once: the thread
 // (without the :end: reply), then the previous phase prompt and the :end:
 // reply when there was one. The conversation is concluded even when the
@@ -632,6 +701,7 @@ func (c *convo) concludeTurn(ctx context.Context) error {
 	f, ok := c.agents[c.facilitator]
 	finish := func() {
 		c.st.Status = statusConcluded
+		c.st.Reopened = false
 		c.st.Conclude = nil
 		c.settleFacilitator(ctx)
 		c.cancelQueue(ctx)

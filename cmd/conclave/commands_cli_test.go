@@ -139,6 +139,37 @@ func TestTemplatesRenderCommand(t *testing.T) {
 			t.Errorf("render does not speak of the agent:\n%s", out)
 		}
 	})
+	t.Run("the agent named, not the fixture's", func(t *testing.T) {
+		// The built-in expert fixture is Claudine's; Otto is rendered in
+		// her conversation as himself, his mission read whatever the case
+		// of its key.
+		dir := writeFiles(t, map[string]string{"config.toml": cliConfig + `
+[[agents]]
+ens = "otto.acme.137.protocol6022.eth"
+name = "Otto"
+role = "expert"
+attributes = { Mission = "Knows every contract", Expertise = "contracts" }
+`})
+		code, out, errOut := cli(t, map[string]string{"CONCLAVE_CONFIG": filepath.Join(dir, "config.toml")},
+			"templates", "render", "--agent", "otto.acme.137.protocol6022.eth", "--prompt", "context-found")
+		if code != 0 {
+			t.Fatalf("exit %d\n%s", code, errOut)
+		}
+		var body struct {
+			Messages []struct{ Content string } `json:"messages"`
+		}
+		if err := json.Unmarshal([]byte(out), &body); err != nil || len(body.Messages) < 2 {
+			t.Fatalf("not a request body (%v):\n%s", err, out)
+		}
+		system := body.Messages[0].Content
+		if !strings.HasPrefix(system, "You are Otto (otto.acme.137.protocol6022.eth)") ||
+			!strings.Contains(system, "Knows every contract") || !strings.Contains(system, "contracts") {
+			t.Errorf("the system prompt is not Otto's:\n%s", system)
+		}
+		if strings.Contains(system, "You are Claudine") {
+			t.Errorf("the fixture's agent is rendered:\n%s", system)
+		}
+	})
 	t.Run("the profile a turn would use", func(t *testing.T) {
 		// agent_settings keys are matched as the engine matches them,
 		// whatever their case.
