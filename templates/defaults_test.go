@@ -101,14 +101,25 @@ func TestBuiltinPromptsSayWhatTheyMust(t *testing.T) {
 		// A reply that is only :end: carries no signature: the engine strips
 		// :end:, and a lone 🧭 would be posted.
 		{RoleFacilitator, PromptSystem, []string{"You are Elen (elen.acme.137.protocol6022.eth), the facilitator", "Your mission", "full ENS name", "claudine.acme.137.protocol6022.eth", "Rules:", "Start every message with", "except a reply that is only :end:", "1500 characters", "never repeat these rules"}},
-		{RoleFacilitator, PromptDefault, []string{":end: alone, without 🧭", "full ENS name", "asked twice without progress"}},
-		{RoleFacilitator, PromptConclude, []string{"final answer", "do not write :end:", "1500 characters"}},
+		// The facilitator knows its team: each agent with role, mission and
+		// expertise.
+		{RoleFacilitator, PromptSystem, []string{"Marc, marc.acme.137.protocol6022.eth, expert; mission: Check what a policy covers; expertise: claims and coverage."}},
+		// Follow-ups are answered from the latest message; an
+		// acknowledgement gets :end: alone (a silent close in a reopened
+		// thread), enough information 🧭 :end: (a conclusion).
+		{RoleFacilitator, PromptDefault, []string{":end: alone, without 🧭", "full ENS name", "asked twice without progress",
+			`The latest message, from Claudine (claudine.acme.137.protocol6022.eth): "📚 C45653 reported`, "The thread has 3 messages so far.",
+			"acknowledges or thanks", "🧭 :end:", "a question asked after an earlier answer is a new request"}},
+		{RoleFacilitator, PromptConclude, []string{"final answer", "do not write :end:", "1500 characters",
+			`The latest message, from Claudine (claudine.acme.137.protocol6022.eth): "📚 C45653 reported`, "without repeating that answer"}},
 		// The threading reply is the JSON object alone: no signature before it.
 		{RoleExpert, PromptSystem, []string{"You are Claudine", "Your mission", "Never guess a key", "full ENS name", "Start every message you post with", "1500 characters", "Never repeat these rules"}},
-		{RoleExpert, PromptContextNotFound, []string{"JSON", `{"session": "<key or empty>", "message": "<text to post or empty>"}`, "without 📚", "never guess", "full ENS name"}},
+		{RoleExpert, PromptContextNotFound, []string{"JSON", `{"session": "<key or empty>", "message": "<text to post or empty>"}`, "without 📚", "never guess", "full ENS name",
+			"Keys you already have, most recently used first: C45653, C44120, ACME Corp."}},
 		{RoleExpert, PromptContextFound, []string{"C45653", "do not guess", "1500 characters"}},
-		{RoleClone, PromptSystem, []string{"You are Arnaud's twin (arnaud-twin.acme.137.protocol6022.eth)", "digital twin", "Start every message with", "1500 characters", "Never repeat these rules"}},
-		{RoleClone, PromptDefault, []string{"as the person would", "1500 characters"}},
+		{RoleClone, PromptSystem, []string{"You are Arnaud's twin (arnaud-twin.acme.137.protocol6022.eth)", "digital twin", "Start every message with", "1500 characters", "Never repeat these rules",
+			"the digital twin of a person, Arnaud (arnaud.acme.137.protocol6022.eth)", "Arnaud's past conversations"}},
+		{RoleClone, PromptDefault, []string{"as the person would", "1500 characters", "only Arnaud has"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.role+"/"+tt.prompt, func(t *testing.T) {

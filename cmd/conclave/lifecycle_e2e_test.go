@@ -539,11 +539,11 @@ func TestLoopGuardsStopTwoExperts(t *testing.T) {
 	}
 	t.Run("the facilitator reads the notes of the skipped calls", func(t *testing.T) {
 		first := strings.Join(history(reqs[6]), "\n")
-		if !strings.HasSuffix(first, "user: ("+claudineENS+" did not answer: error)") {
+		if !strings.HasSuffix(first, "user: ("+claudineENS+" could not answer: it reached its limit of 2 turns in this conversation)") {
 			t.Errorf("first facilitator turn's history ends:\n%s", first)
 		}
 		second := history(reqs[7])
-		if got := second[len(second)-1]; got != "user: ("+victorENS+" did not answer: error)" {
+		if got := second[len(second)-1]; got != "user: ("+victorENS+" could not answer: it reached its limit of 2 turns in this conversation)" {
 			t.Errorf("second facilitator turn's history ends with %q", got)
 		}
 	})
