@@ -274,6 +274,11 @@ func TestCloneAnswersWithItsHumansHistory(t *testing.T) {
 	if sys := clone.Messages[0].Content; !strings.HasPrefix(sys, "You are Hugobot ("+hugobotENS+"), the digital twin of a person") {
 		t.Errorf("the clone's system prompt:\n%s", sys)
 	}
+	// The clone knows whom it stands for (.CloneOf).
+	if sys := clone.Messages[0].Content; !strings.Contains(sys, "the digital twin of a person, Hugo ("+hugoENS+")") ||
+		!strings.Contains(sys, "Hugo's past conversations") {
+		t.Errorf("the clone's system prompt does not name its human:\n%s", sys)
+	}
 	entries, err = store.ReadSession(ctx, hugoENS, group, 0)
 	if err != nil {
 		t.Fatal(err)
