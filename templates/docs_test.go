@@ -75,12 +75,15 @@ func TestDocExamples(t *testing.T) {
 
 func renderExample(t *testing.T, src string) string {
 	t.Helper()
-	tmpl, err := parseFile("example.tmpl", src, funcMap(FixedClock))
-	if err != nil {
-		return "error: " + err.Error()
+	// As conclave loads a prompt: a repository of one file.
+	const rel = "expert/system.tmpl"
+	r := buildRepo(map[string]fileData{rel: {body: []byte(src)}}, func(string) string { return "example.tmpl" }, funcMap(FixedClock))
+	pf := r.prompts[rel]
+	if pf.err != nil {
+		return "error: " + pf.err.Error()
 	}
 	d := BuiltinFixture().Data
-	out, err := execute(tmpl, len(src), &d)
+	out, err := execute(pf.tmpl, len(src), &d)
 	if err != nil {
 		return "error: " + err.Error()
 	}
