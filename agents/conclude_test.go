@@ -215,3 +215,40 @@ func TestGuardConclusionIsDueAtOnce(t *testing.T) {
 		t.Errorf("deadline under the cap = %v, want the inactivity deadline", got)
 	}
 }
+
+// In a reopened thread, a facilitator reply that is only :end: closes it
+// again silently: ✅ back, no conclude turn, no post. A reply of only a
+// signature and :end: asks for the conclusion and posts nothing before it.
+// Outside a reopened thread, :end: alone concludes as always.
+func TestAcknowledgementClosesSilently(t *testing.T) {
+	r := newRig(t)
+	r.model.on(elen, templates.PromptDefault, ":end:", " :end: ", "🧭 :end:")
+	r.model.on(elen, templates.PromptConclude, "Summary.", "Follow-up answer.")
+	root := r.send("", "U1", "Alice", "Is claim C1 covered?")
+	r.settle()
+	if st := r.state(root.TS); st.Status != statusConcluded || len(r.model.calls(elen, templates.PromptConclude)) != 1 {
+		t.Fatalf("a first :end: alone did not conclude: status %q", st.Status)
+	}
+
+	r.send(root.TS, "U1", "Alice", "thanks!")
+	r.settle()
+	st := r.state(root.TS)
+	if st.Status != statusConcluded || st.Reopened || !r.chat.reacted(root.TS, "white_check_mark") {
+		t.Errorf("after thanks: status %q, reopened %v, ✅ %v", st.Status, st.Reopened, r.chat.reacted(root.TS, "white_check_mark"))
+	}
+	if n := len(r.model.calls(elen, templates.PromptConclude)); n != 1 {
+		t.Errorf("%d conclude turns after thanks, want 1", n)
+	}
+	if got := r.chat.texts(); !slices.Equal(got, []string{"Elen: Summary."}) {
+		t.Errorf("posts after thanks %q", got)
+	}
+
+	r.send(root.TS, "U1", "Alice", "And claim C2?")
+	r.settle()
+	if got := r.chat.texts(); !slices.Equal(got, []string{"Elen: Summary.", "Elen: Follow-up answer."}) {
+		t.Errorf("posts after the follow-up %q, want the new conclusion alone", got)
+	}
+	if st := r.state(root.TS); st.Status != statusConcluded || !r.chat.reacted(root.TS, "white_check_mark") {
+		t.Errorf("after the follow-up: status %q", st.Status)
+	}
+}

@@ -324,3 +324,26 @@ func TestStripEnd(t *testing.T) {
 		}
 	}
 }
+
+// What is left of an :end: reply is posted only when it says something: a
+// lone signature is not.
+func TestHasWords(t *testing.T) {
+	tests := []struct {
+		in   string
+		want bool
+	}{
+		{"", false},
+		{"🧭", false},
+		{"👍 ✅ …", false},
+		{"🧭 —", false},
+		{"🧭 Done.", true},
+		{"C1", true},
+		{"é", true},
+		{"٣", true},
+	}
+	for _, tt := range tests {
+		if got := hasWords(tt.in); got != tt.want {
+			t.Errorf("hasWords(%q) = %v, want %v", tt.in, got, tt.want)
+		}
+	}
+}

@@ -163,3 +163,21 @@ func TestCheckBuiltinIsClean(t *testing.T) {
 		t.Error("OK() = false")
 	}
 }
+
+// Counts read "1 message" and "2 messages" in the built-in prompts.
+func TestBuiltinCountsAgree(t *testing.T) {
+	lib := open(t, "")
+	for count, want := range map[int]string{1: "The thread has 1 message so far.", 2: "The thread has 2 messages so far."} {
+		d := BuiltinFixtureFor(RoleFacilitator).Data
+		d.ConversationMessageCount = count
+		for _, prompt := range []string{PromptDefault, PromptConclude} {
+			got, err := lib.Current().Render("elen.acme.137.protocol6022.eth", RoleFacilitator, prompt, d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(got, want) {
+				t.Errorf("%s with %d message(s) lacks %q:\n%s", prompt, count, want, got)
+			}
+		}
+	}
+}
