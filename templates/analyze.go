@@ -64,6 +64,10 @@ func fieldHint(base shape, field string) string {
 	switch {
 	case base == shapeData && memberFields[field] != shapeAny:
 		return fmt.Sprintf("; the agent itself is the first member: (index .ChannelMembers 0).%s", field)
+	case base == shapeData && field == "ContextKeys":
+		return "; an expert's keys are .KnownSessions"
+	case base == shapeData && field == "ContextKey":
+		return "; the bound key is .MemorySessionId"
 	case base == shapeMember && field == "WalletAddress":
 		return "; the wallet is .Addresses.evm"
 	case base == shapeMember && (field == "Role" || field == "Mission" || field == "Expertise"):
