@@ -555,3 +555,37 @@ func TestUncertainPost(t *testing.T) {
 		})
 	}
 }
+
+// A named agent whose turn fails wakes the facilitator with the reason
+// class of the failure, never its upstream message.
+func TestFailureNotesGiveTheReasonClass(t *testing.T) {
+	tests := []struct {
+		name     string
+		template error // the expert's prompts fail with it
+		model    error // or its model call does
+		note     string
+	}{
+		{name: "template error", template: &templates.Error{File: "expert/context-not-found.tmpl", Line: 2, Message: "at <.X>: boom"},
+			note: "(" + cora + " could not answer: template error in expert/context-not-found.tmpl:2)"},
+		{name: "model error", model: fmt.Errorf("turn: %w", &llm.Error{Profile: "p", Model: "m", Attempts: 3, Status: 503, Reason: llm.ReasonServer}),
+			note: "(" + cora + " could not answer: the model call failed (server error))"},
+		{name: "other error", model: errors.New("upstream said https://secret.example/x"),
+			note: "(" + cora + " could not answer: its turn failed)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newRig(t)
+			if tt.template != nil {
+				r.e = r.engine(fakePrompts{fail: map[string]error{cora: tt.template}})
+			} else {
+				r.model.on(cora, templates.PromptContextNotFound, tt.model)
+			}
+			r.send("", "U1", "Alice", cora+" status of C1?")
+			r.settle()
+			calls := r.model.calls(elen, templates.PromptDefault)
+			if len(calls) != 1 || indexOf(calls[0], tt.note) < 0 {
+				t.Errorf("the facilitator's history lacks %q:\n%v", tt.note, calls)
+			}
+		})
+	}
+}
