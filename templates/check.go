@@ -166,7 +166,7 @@ func (c *checker) prompt(pf *promptFile, vs []variant) {
 	})
 	for _, s := range pf.softened {
 		at := fmt.Sprintf("%s:%d", s.file, s.line)
-		static[at] = append(static[at], s.expr, noValueExpr(nil, 0).String())
+		static[at] = append(static[at], s.expr, s.replaced)
 		c.warning(at+": "+s.msg, Problem{File: s.file, Line: s.line, Message: s.msg})
 	}
 	var label string

@@ -30,9 +30,12 @@ func funcMap(clock func() time.Time) template.FuncMap {
 }
 
 // index is text/template's index, but lenient where a field read is: a
-// missing map key, or indexing a missing value, gives no value (printed
-// "<no value>") instead of failing, and attribute keys match whatever
-// their case. An index out of a list's range still fails.
+// missing map key, indexing a missing value, or indexing a text, number,
+// boolean or list with a name gives no value (printed "<no value>")
+// instead of failing; a person's agent-only fields fail as their field
+// reads do; attribute keys match whatever their case. An index out of a
+// list's range still fails. It also serves reads that text/template
+// would fail on (see softenReads).
 func index(item any, indexes ...any) (any, error) {
 	v := reflect.ValueOf(item)
 	for _, ix := range indexes {
@@ -42,11 +45,15 @@ func index(item any, indexes ...any) (any, error) {
 		if !v.IsValid() {
 			return nil, nil
 		}
+		name, isName := ix.(string)
 		switch v.Kind() {
 		case reflect.Map:
-			if key, ok := ix.(string); ok {
-				if _, attrs := v.Interface().(attributes); attrs {
-					ix = strings.ToLower(key)
+			switch m := v.Interface().(type) {
+			case attributes:
+				ix = strings.ToLower(name)
+			case personView:
+				if isName && agentOnlyFields[name] {
+					return nil, m.agentOnly(name)
 				}
 			}
 			k := reflect.ValueOf(ix)
@@ -60,12 +67,21 @@ func index(item any, indexes ...any) (any, error) {
 				return nil, nil
 			}
 		case reflect.Slice, reflect.Array, reflect.String:
+			if isName {
+				return nil, nil // a field of a text or a list
+			}
 			i, err := position(ix, v.Len())
 			if err != nil {
 				return nil, err
 			}
 			v = v.Index(i)
+		case reflect.Struct:
+			// The fast views (view.go): the render goes on the full ones.
+			return nil, fmt.Errorf("can't index item of type %s", v.Type())
 		default:
+			if isName {
+				return nil, nil // a field of a number or a boolean
+			}
 			return nil, fmt.Errorf("can't index item of type %s", v.Type())
 		}
 	}
@@ -74,6 +90,9 @@ func index(item any, indexes ...any) (any, error) {
 	}
 	return v.Interface(), nil
 }
+
+// agentOnlyFields are the member fields a person does not have.
+var agentOnlyFields = map[string]bool{"EnsDomain": true, "Owner": true, "Addresses": true, "Attributes": true}
 
 // position reads a list index: an integer in [0, n).
 func position(ix any, n int) (int, error) {

@@ -1,6 +1,7 @@
 package templates
 
 import (
+	"strconv"
 	"text/template/parse"
 )
 
@@ -8,23 +9,26 @@ import (
 // field of a list such as .ChannelMembers.Name, or of an attribute value —
 // is an error in text/template, where a missing key is "<no value>". The
 // template contract makes both "<no value>". softenReads finds such reads
-// with the static pass of analyze.go and replaces each by an expression
-// that gives no value, so that the render goes on as for a missing key.
+// with the static pass of analyze.go and turns each into the same read
+// through index (.A.B becomes (index . "A" "B")), which reads map keys as
+// a field read does, fails on a person's agent-only fields as a field read
+// does, and gives no value where a field read would fail.
 //
 // A partial's tree is shared by every prompt of a repository, and one
-// partial may be called with different dots: a read is replaced only when
-// every prompt that reaches it reads it through such a value.
+// partial may be called with different dots: a read that goes through
+// such a value in one of them is turned into index for all, which reads
+// the others as before.
 
-// softRead is a replaced read, for check's warnings.
+// softRead is a replaced read, for check's warnings: the read as written
+// and as replaced.
 type softRead struct {
-	file, expr, msg string
-	line            int
+	file, expr, replaced, msg string
+	line                      int
 }
 
 // softenReads replaces, in every prompt of r, the field reads that can
 // only go through a text, number, boolean or list.
 func softenReads(r *repo) {
-	bad, good := map[parse.Node]bool{}, map[parse.Node]bool{}
 	warned := map[parse.Node]softRead{}
 	for _, pf := range r.prompts {
 		if pf.tmpl == nil {
@@ -33,16 +37,14 @@ func softenReads(r *repo) {
 		a := &analyzer{ns: pf.tmpl, seen: map[string]bool{}}
 		a.read = func(tree *parse.Tree, n parse.Node, throughValue bool, msg string) {
 			if !throughValue {
-				good[n] = true
 				return
 			}
-			bad[n] = true
 			file, line := nodeLine(tree, n)
 			warned[n] = softRead{file: file, line: line, expr: n.String(), msg: msg}
 		}
 		a.template(pf.tmpl, shapeData)
 	}
-	soft := func(n parse.Node) bool { return bad[n] && !good[n] }
+	soft := func(n parse.Node) bool { _, ok := warned[n]; return ok }
 	for _, pf := range r.prompts {
 		if pf.tmpl == nil {
 			continue
@@ -51,34 +53,56 @@ func softenReads(r *repo) {
 			if d.Tree == nil {
 				continue
 			}
-			for _, n := range replaceReads(d.Tree, d.Tree.Root, soft) {
-				pf.softened = append(pf.softened, warned[n])
+			for _, rep := range replaceReads(d.Tree, d.Tree.Root, soft) {
+				w := warned[rep.read]
+				w.replaced = rep.with.String()
+				pf.softened = append(pf.softened, w)
 			}
 		}
 	}
 }
 
-// noValueExpr is what a replaced read becomes: (index nil), which gives
-// no value.
-func noValueExpr(tree *parse.Tree, pos parse.Pos) *parse.PipeNode {
-	return &parse.PipeNode{NodeType: parse.NodePipe, Pos: pos, Cmds: []*parse.CommandNode{{
-		NodeType: parse.NodeCommand, Pos: pos,
-		Args: []parse.Node{
-			parse.NewIdentifier("index").SetTree(tree).SetPos(pos),
-			&parse.NilNode{NodeType: parse.NodeNil, Pos: pos},
-		},
-	}}}
+// indexRead is the read n (a field, variable or chain node) through
+// index: its receiver, then its field names as string keys.
+func indexRead(tree *parse.Tree, n parse.Node) parse.Node {
+	pos := n.Position()
+	var recv parse.Node
+	var names []string
+	switch n := n.(type) {
+	case *parse.FieldNode:
+		recv, names = &parse.DotNode{NodeType: parse.NodeDot, Pos: pos}, n.Ident
+	case *parse.VariableNode:
+		recv = &parse.VariableNode{NodeType: parse.NodeVariable, Pos: pos, Ident: n.Ident[:1]}
+		names = n.Ident[1:]
+	case *parse.ChainNode:
+		recv, names = n.Node, n.Field
+	default:
+		return n
+	}
+	args := []parse.Node{parse.NewIdentifier("index").SetTree(tree).SetPos(pos), recv}
+	for _, name := range names {
+		args = append(args, &parse.StringNode{NodeType: parse.NodeString, Pos: pos, Quoted: strconv.Quote(name), Text: name})
+	}
+	return &parse.PipeNode{NodeType: parse.NodePipe, Pos: pos, Cmds: []*parse.CommandNode{{NodeType: parse.NodeCommand, Pos: pos, Args: args}}}
 }
 
-// replaceReads replaces the reads soft selects below n, and returns them.
-func replaceReads(tree *parse.Tree, n parse.Node, soft func(parse.Node) bool) []parse.Node {
-	var replaced []parse.Node
+// replacement is a read replaced by its index form.
+type replacement struct{ read, with parse.Node }
+
+// replaceReads replaces the reads soft selects below n by their index
+// form, and returns what it replaced.
+func replaceReads(tree *parse.Tree, n parse.Node, soft func(parse.Node) bool) []replacement {
+	var replaced []replacement
 	var pipe func(p *parse.PipeNode)
 	var arg func(n parse.Node) parse.Node
 	arg = func(n parse.Node) parse.Node {
 		if soft(n) {
-			replaced = append(replaced, n)
-			return noValueExpr(tree, n.Position())
+			if c, ok := n.(*parse.ChainNode); ok {
+				c.Node = arg(c.Node)
+			}
+			with := indexRead(tree, n)
+			replaced = append(replaced, replacement{read: n, with: with})
+			return with
 		}
 		switch n := n.(type) {
 		case *parse.ChainNode:
