@@ -170,6 +170,28 @@ attributes = { Mission = "Knows every contract", Expertise = "contracts" }
 			t.Errorf("the fixture's agent is rendered:\n%s", system)
 		}
 	})
+	t.Run("a clone's own human", func(t *testing.T) {
+		dir := writeFiles(t, map[string]string{"config.toml": cliConfig + `
+[[agents]]
+ens = "hugo.acme.137.protocol6022.eth"
+name = "Hugo"
+role = "human"
+
+[[agents]]
+ens = "hugobot.acme.137.protocol6022.eth"
+name = "Hugobot"
+role = "clone"
+clone_of = "hugo.acme.137.protocol6022.eth"
+`})
+		code, out, errOut := cli(t, map[string]string{"CONCLAVE_CONFIG": filepath.Join(dir, "config.toml")},
+			"templates", "render", "--agent", "hugobot.acme.137.protocol6022.eth", "--prompt", "default")
+		if code != 0 {
+			t.Fatalf("exit %d\n%s", code, errOut)
+		}
+		if !strings.Contains(out, "the digital twin of a person, Hugo (hugo.acme.137.protocol6022.eth)") || strings.Contains(out, "Arnaud (arnaud") {
+			t.Errorf("the clone is not rendered as Hugo's twin:\n%s", out)
+		}
+	})
 	t.Run("the profile a turn would use", func(t *testing.T) {
 		// agent_settings keys are matched as the engine matches them,
 		// whatever their case.

@@ -115,6 +115,13 @@ func runTemplatesRender(ctx context.Context, args []string, e env) error {
 	if *fixturePath == "" {
 		fixture = templates.BuiltinFixtureFor(string(agent.Role))
 	}
+	// A clone stands for its own human, not the fixture's.
+	if agent.Role == ens.RoleClone && agent.CloneOf != "" {
+		if human, err := renderAgent(ctx, cfg, agent.CloneOf, templates.Fixture{}); err == nil {
+			fixture.Data.CloneOf = templates.Agent(templates.AgentInfo{Name: human.Name, EnsDomain: human.EnsDomain,
+				Owner: human.Owner, Addresses: human.Addresses, Attributes: human.Attributes})
+		}
+	}
 	lib, err := openTemplates(*dir, templates.Options{Clock: templates.FixedClock},
 		func(msg string) { fmt.Fprintln(e.stderr, msg) })
 	if err != nil {
