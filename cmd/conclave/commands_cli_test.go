@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -139,19 +140,13 @@ func TestTemplatesRenderCommand(t *testing.T) {
 			t.Errorf("render does not speak of the agent:\n%s", out)
 		}
 	})
-	t.Run("the agent named, not the fixture's", func(t *testing.T) {
-		// The built-in expert fixture is Claudine's; Otto is rendered in
-		// her conversation as himself, his mission read whatever the case
-		// of its key.
-		dir := writeFiles(t, map[string]string{"config.toml": cliConfig + `
-[[agents]]
-ens = "otto.acme.137.protocol6022.eth"
-name = "Otto"
-role = "expert"
-attributes = { Mission = "Knows every contract", Expertise = "contracts" }
-`})
+	// systemPrompt renders a phase prompt of agent with more agents
+	// configured, and returns the system prompt of the request.
+	systemPrompt := func(t *testing.T, agents, agent, prompt string) string {
+		t.Helper()
+		dir := writeFiles(t, map[string]string{"config.toml": cliConfig + agents})
 		code, out, errOut := cli(t, map[string]string{"CONCLAVE_CONFIG": filepath.Join(dir, "config.toml")},
-			"templates", "render", "--agent", "otto.acme.137.protocol6022.eth", "--prompt", "context-found")
+			"templates", "render", "--agent", agent, "--prompt", prompt)
 		if code != 0 {
 			t.Fatalf("exit %d\n%s", code, errOut)
 		}
@@ -161,7 +156,15 @@ attributes = { Mission = "Knows every contract", Expertise = "contracts" }
 		if err := json.Unmarshal([]byte(out), &body); err != nil || len(body.Messages) < 2 {
 			t.Fatalf("not a request body (%v):\n%s", err, out)
 		}
-		system := body.Messages[0].Content
+		return body.Messages[0].Content
+	}
+	t.Run("the agent named, not the fixture's", func(t *testing.T) {
+		// The built-in expert fixture is Claudine's; Otto is rendered in
+		// her conversation as himself, his mission read whatever the case
+		// of its key.
+		system := systemPrompt(t, agentSection("otto.acme.137.protocol6022.eth", "Otto", "expert")+
+			`attributes = { Mission = "Knows every contract", Expertise = "contracts" }`+"\n",
+			"otto.acme.137.protocol6022.eth", "context-found")
 		if !strings.HasPrefix(system, "You are Otto (otto.acme.137.protocol6022.eth)") ||
 			!strings.Contains(system, "Knows every contract") || !strings.Contains(system, "contracts") {
 			t.Errorf("the system prompt is not Otto's:\n%s", system)
@@ -171,25 +174,10 @@ attributes = { Mission = "Knows every contract", Expertise = "contracts" }
 		}
 	})
 	t.Run("a clone's own human", func(t *testing.T) {
-		dir := writeFiles(t, map[string]string{"config.toml": cliConfig + `
-[[agents]]
-ens = "hugo.acme.137.protocol6022.eth"
-name = "Hugo"
-role = "human"
-
-[[agents]]
-ens = "hugobot.acme.137.protocol6022.eth"
-name = "Hugobot"
-role = "clone"
-clone_of = "hugo.acme.137.protocol6022.eth"
-`})
-		code, out, errOut := cli(t, map[string]string{"CONCLAVE_CONFIG": filepath.Join(dir, "config.toml")},
-			"templates", "render", "--agent", "hugobot.acme.137.protocol6022.eth", "--prompt", "default")
-		if code != 0 {
-			t.Fatalf("exit %d\n%s", code, errOut)
-		}
-		if !strings.Contains(out, "the digital twin of a person, Hugo (hugo.acme.137.protocol6022.eth)") || strings.Contains(out, "Arnaud (arnaud") {
-			t.Errorf("the clone is not rendered as Hugo's twin:\n%s", out)
+		system := systemPrompt(t, agentSection(hugoENS, "Hugo", "human")+agentSection(hugobotENS, "Hugobot", "clone")+
+			fmt.Sprintf("clone_of = %q\n", hugoENS), hugobotENS, "default")
+		if !strings.Contains(system, "the digital twin of a person, Hugo ("+hugoENS+")") || strings.Contains(system, "Arnaud (arnaud") {
+			t.Errorf("the clone is not rendered as Hugo's twin:\n%s", system)
 		}
 	})
 	t.Run("the profile a turn would use", func(t *testing.T) {
