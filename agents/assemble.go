@@ -198,7 +198,7 @@ func chooseProfile(profiles Profiles, fromSettings, fromConfig string, a ens.Age
 		}
 		return named.name, p, "", nil
 	}
-	if attr := strings.TrimSpace(a.Attributes["llm_profile"]); attr != "" {
+	if attr := strings.TrimSpace(a.Attribute("llm_profile")); attr != "" {
 		p, err := profiles.Profile(attr)
 		if err == nil {
 			return attr, p, "", nil

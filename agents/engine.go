@@ -432,9 +432,9 @@ func (e *Engine) resolve(ctx context.Context, name string) (ens.Agent, error) {
 		a.Name = firstLabel(a.EnsDomain)
 	}
 	if a.Role == "" {
-		a.Role = ens.ParseRole(a.Attributes["role"])
+		a.Role = ens.ParseRole(a.Attribute("role"))
 	}
-	if a.Attributes["role"] == "" {
+	if a.Attribute("role") == "" {
 		attrs := make(map[string]string, len(a.Attributes)+1)
 		for k, v := range a.Attributes {
 			attrs[k] = v

@@ -1,6 +1,7 @@
 package agents
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -283,10 +284,12 @@ func TestProfilePrecedence(t *testing.T) {
 	tests := []struct {
 		name                   string
 		settings, config, attr string
+		attrKey                string // "llm_profile" when empty
 		want                   string
 		wantErr, wantWarn      bool
 	}{
 		{name: "default", want: ""},
+		{name: "attribute in another case", attr: "cheap", attrKey: "LLM_Profile", want: "cheap"},
 		{name: "settings", settings: "cheap", config: "nope", attr: "nope", want: "cheap"},
 		{name: "unknown in settings", settings: "nope", wantErr: true},
 		{name: "config", config: "cheap", attr: "nope", want: "cheap"},
@@ -297,7 +300,7 @@ func TestProfilePrecedence(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			p := TurnPrompt{
-				Agent:        ens.Agent{Name: "Cora", EnsDomain: cora, Role: ens.RoleExpert, Attributes: map[string]string{"llm_profile": tt.attr}},
+				Agent:        ens.Agent{Name: "Cora", EnsDomain: cora, Role: ens.RoleExpert, Attributes: map[string]string{cmp.Or(tt.attrKey, "llm_profile"): tt.attr}},
 				Prompt:       templates.PromptContextFound,
 				AgentProfile: tt.config,
 			}

@@ -86,6 +86,10 @@ type Agent struct {
 	TokenID    *big.Int
 }
 
+// Attribute returns the attribute key (lowercase), whatever the case it
+// is stored under: on-chain metadata writes Mission as often as mission.
+func (a Agent) Attribute(key string) string { return attribute(a.Attributes, key) }
+
 // Resolver turns an agent name into an identity.
 type Resolver interface {
 	// Resolve returns the identity behind name. Errors wrap ErrNotFound

@@ -412,3 +412,14 @@ func TestStaticCloneOf(t *testing.T) {
 		t.Errorf("a clone_of that is no name: error = %v", err)
 	}
 }
+
+// An attribute is found whatever the case it is stored under; the key
+// written exactly wins.
+func TestAgentAttribute(t *testing.T) {
+	a := ens.Agent{Attributes: map[string]string{"Mission": "Runs the desk", "llm_profile": "cheap", "ROLE": "expert", "role": "clone"}}
+	for key, want := range map[string]string{"mission": "Runs the desk", "llm_profile": "cheap", "role": "clone", "expertise": ""} {
+		if got := a.Attribute(key); got != want {
+			t.Errorf("Attribute(%q) = %q, want %q", key, got, want)
+		}
+	}
+}
