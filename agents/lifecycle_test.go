@@ -391,7 +391,7 @@ func TestModelAndTemplateFailures(t *testing.T) {
 				t.Error("the notice was stored as a message")
 			}
 		}
-		if indexOf(r.model.calls(elen, templates.PromptDefault)[0], "("+cora+" could not answer: its turn failed)") < 0 {
+		if indexOf(r.model.calls(elen, templates.PromptDefault)[0], "("+cora+" could not answer: the model endpoint returned HTTP 503)") < 0 {
 			t.Error("no failure note in the facilitator's history")
 		}
 		if st := r.state(root.TS); st.Turns != 2 {
@@ -568,9 +568,9 @@ func TestFailureNotesGiveTheReasonClass(t *testing.T) {
 		{name: "template error", template: &templates.Error{File: "expert/context-not-found.tmpl", Line: 2, Message: "at <.X>: boom"},
 			note: "(" + cora + " could not answer: template error in expert/context-not-found.tmpl:2)"},
 		{name: "model error", model: fmt.Errorf("turn: %w", &llm.Error{Profile: "p", Model: "m", Attempts: 3, Status: 503, Reason: llm.ReasonServer}),
-			note: "(" + cora + " could not answer: the model call failed (server error))"},
+			note: "(" + cora + " could not answer: the model endpoint returned HTTP 503)"},
 		{name: "other error", model: errors.New("upstream said https://secret.example/x"),
-			note: "(" + cora + " could not answer: its turn failed)"},
+			note: "(" + cora + " could not answer: an internal error (see conclave's log))"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -456,7 +456,7 @@ func (c *convo) callTurn(ctx context.Context) error {
 		if err := c.failed(ctx, t, err); err != nil {
 			return err
 		}
-		c.couldNotAnswer(q.Agent, failureReason(err))
+		c.couldNotAnswer(q.Agent, noticeReason(err))
 		return nil
 	}
 	if unanswered != "" {
@@ -578,23 +578,6 @@ const maxKnownSessions = 50
 // ask someone else or tell the person.
 func (c *convo) couldNotAnswer(agent, reason string) {
 	c.addNote(fmt.Sprintf("(%s could not answer: %s)", agent, reason))
-}
-
-// failureReason says why a turn failed, for the facilitator's history: a
-// template error names its file and line; a model error its reason class;
-// never an upstream message.
-func failureReason(err error) string {
-	var terr *templates.Error
-	var lerr *llm.Error
-	switch {
-	case errors.As(err, &terr) && terr.Line > 0:
-		return fmt.Sprintf("template error in %s:%d", terr.File, terr.Line)
-	case errors.As(err, &terr):
-		return "template error in " + terr.File
-	case errors.As(err, &lerr):
-		return "the model call failed (" + lerr.Reason + ")"
-	}
-	return "its turn failed"
 }
 
 // contextFound answers as a bound expert.
