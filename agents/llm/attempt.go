@@ -131,8 +131,13 @@ func (u *usage) add(v usage) {
 
 func (out outcome) response(model string, attempts int, used usage) Response {
 	choice := out.reply.Choices[0]
+	var calls []ToolCall
+	for _, tc := range choice.Message.ToolCalls {
+		calls = append(calls, ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
+	}
 	return Response{
 		Content:          choice.Message.Content,
+		ToolCalls:        calls,
 		FinishReason:     string(choice.FinishReason),
 		Model:            cmp.Or(out.reply.Model, model),
 		PromptTokens:     used.prompt,
@@ -155,7 +160,7 @@ func (ep *endpoint) attempt(ctx context.Context, call openai.ChatCompletionReque
 		case len(reply.Choices) == 0:
 			out.reason, out.retry, out.cause = ReasonEmpty, true, ErrEmptyReply
 			out.msg = "empty reply: no choice"
-		case strings.TrimSpace(reply.Choices[0].Message.Content) == "":
+		case strings.TrimSpace(reply.Choices[0].Message.Content) == "" && len(reply.Choices[0].Message.ToolCalls) == 0:
 			out.reason, out.retry, out.cause = ReasonEmpty, true, ErrEmptyReply
 			out.msg = fmt.Sprintf("empty reply: blank content (finish_reason %q)", reply.Choices[0].FinishReason)
 		}

@@ -2,6 +2,7 @@ package llm
 
 import (
 	"cmp"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -36,16 +37,33 @@ func buildCall(p Profile, r Request) (openai.ChatCompletionRequest, error) {
 	for i, m := range r.Messages {
 		switch m.Role {
 		case RoleSystem, RoleUser, RoleAssistant:
+		case RoleTool:
+			if m.ToolCallID == "" {
+				return call, fmt.Errorf("message %d: tool result without a call id", i)
+			}
 		default:
 			return call, fmt.Errorf("message %d: unknown role %q", i, m.Role)
 		}
-		if last := len(msgs) - 1; p.MergeConsecutive && last >= 0 && msgs[last].Role == m.Role {
+		plain := m.Role != RoleTool && len(m.ToolCalls) == 0
+		if last := len(msgs) - 1; p.MergeConsecutive && plain && last >= 0 && msgs[last].Role == m.Role &&
+			msgs[last].Role != RoleTool && len(msgs[last].ToolCalls) == 0 {
 			msgs[last].Content += "\n\n" + m.Content
 			continue
 		}
-		msgs = append(msgs, openai.ChatCompletionMessage{Role: m.Role, Content: m.Content})
+		msgs = append(msgs, openai.ChatCompletionMessage{
+			Role: m.Role, Content: m.Content, ToolCalls: wireToolCalls(m.ToolCalls), ToolCallID: m.ToolCallID,
+		})
 	}
 	call.Messages = msgs
+	for _, t := range r.Tools {
+		params := t.Parameters
+		if len(params) == 0 {
+			params = json.RawMessage(`{"type":"object"}`)
+		}
+		call.Tools = append(call.Tools, openai.Tool{Type: openai.ToolTypeFunction, Function: &openai.FunctionDefinition{
+			Name: t.Name, Description: t.Description, Parameters: params,
+		}})
+	}
 
 	maxTokens := cmp.Or(r.MaxTokens, p.MaxTokens)
 	if IsReasoningModel(call.Model) {
@@ -81,4 +99,15 @@ func IsReasoningModel(model string) bool {
 	//lint:ignore SA1019 the probe sets what the validator refuses
 	probe := openai.ChatCompletionRequest{Model: model, MaxTokens: 1}
 	return openai.NewReasoningValidator().Validate(probe) != nil
+}
+
+func wireToolCalls(calls []ToolCall) []openai.ToolCall {
+	if len(calls) == 0 {
+		return nil
+	}
+	out := make([]openai.ToolCall, len(calls))
+	for i, c := range calls {
+		out[i] = openai.ToolCall{ID: c.ID, Type: openai.ToolTypeFunction, Function: openai.FunctionCall{Name: c.Name, Arguments: c.Arguments}}
+	}
+	return out
 }

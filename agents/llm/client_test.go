@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"math"
 	"net/http"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -398,6 +399,13 @@ func TestResponse(t *testing.T) {
 			reply: llmfake.Reply{Content: "ok", Model: "fake-model-2026-01-01", PromptTokens: 1, CompletionTokens: 1},
 			want:  llm.Response{Content: "ok", FinishReason: "stop", Model: "fake-model-2026-01-01", PromptTokens: 1, CompletionTokens: 1, Attempts: 1},
 		},
+		{
+			name: "tool calls without content are a reply",
+			reply: llmfake.Reply{ToolCalls: []llmfake.ToolCall{{ID: "c1", Name: "crm__lookup", Arguments: `{"q":"Ada"}`}, {Name: "crm__list"}},
+				PromptTokens: 5, CompletionTokens: 2},
+			want: llm.Response{FinishReason: "tool_calls", Model: "fake-model", PromptTokens: 5, CompletionTokens: 2, Attempts: 1,
+				ToolCalls: []llm.ToolCall{{ID: "c1", Name: "crm__lookup", Arguments: `{"q":"Ada"}`}, {ID: "call_2", Name: "crm__list", Arguments: "{}"}}},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -407,7 +415,7 @@ func TestResponse(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got != tt.want {
+			if !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("response = %+v\nwant %+v", got, tt.want)
 			}
 			if got.Truncated() != (tt.want.FinishReason == llm.FinishLength) {

@@ -4,6 +4,7 @@
 package llm
 
 import (
+	"encoding/json"
 	"errors"
 	"time"
 )
@@ -13,12 +14,31 @@ const (
 	RoleSystem    = "system"
 	RoleUser      = "user"
 	RoleAssistant = "assistant"
+	RoleTool      = "tool" // a tool's result, answering one of the assistant's ToolCalls
 )
 
 // Message is one chat message sent to the model.
 type Message struct {
 	Role    string
 	Content string
+	// ToolCalls are the calls an assistant message asked for.
+	ToolCalls []ToolCall
+	// ToolCallID is the call a RoleTool message answers.
+	ToolCallID string
+}
+
+// Tool is a function the model may call (an OpenAI function tool).
+type Tool struct {
+	Name        string
+	Description string
+	Parameters  json.RawMessage // a JSON Schema object; nil means any object
+}
+
+// ToolCall is one call the model asked for.
+type ToolCall struct {
+	ID        string
+	Name      string
+	Arguments string // JSON text, as the model wrote it
 }
 
 // Request is one completion. Zero fields take the profile's values.
@@ -29,6 +49,9 @@ type Request struct {
 	MaxTokens   int
 	JSON        bool // ask for a JSON object (response_format json_object when the profile allows it)
 	Messages    []Message
+	// Tools are offered to the model as function tools; nil offers none
+	// (and sends no "tools" key).
+	Tools []Tool
 
 	// Labels for logs and metrics.
 	Agent, Role, Prompt string
@@ -43,7 +66,8 @@ const (
 // Response is a completion's outcome.
 type Response struct {
 	Content          string
-	FinishReason     string // "stop", "length", …
+	ToolCalls        []ToolCall // the calls the model asked for (only when the request offered tools)
+	FinishReason     string     // "stop", "length", "tool_calls", …
 	Model            string
 	PromptTokens     int
 	CompletionTokens int

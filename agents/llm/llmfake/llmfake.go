@@ -29,7 +29,9 @@ type Reply struct {
 	// Content is the assistant message. Blank content is a valid reply
 	// (which a careful client treats as empty).
 	Content string
-	// FinishReason defaults to "stop".
+	// ToolCalls are function calls the assistant asks for (see Calls).
+	ToolCalls []ToolCall
+	// FinishReason defaults to "stop", or "tool_calls" with ToolCalls.
 	FinishReason string
 	// Model is echoed in the reply; it defaults to the requested model.
 	Model string
@@ -63,6 +65,20 @@ type Reply struct {
 
 // Text is a normal reply with content.
 func Text(content string) Reply { return Reply{Content: content} }
+
+// ToolCall is one function call of a scripted reply. An empty ID is
+// filled with "call_<n>" (n counting from 1 within the reply).
+type ToolCall struct {
+	ID        string
+	Name      string
+	Arguments string // JSON text; "{}" when empty
+}
+
+// Calls is a reply that asks for tool calls and has no content.
+func Calls(calls ...ToolCall) Reply { return Reply{ToolCalls: calls} }
+
+// Call is one tool call with its arguments as JSON text.
+func Call(name, arguments string) ToolCall { return ToolCall{Name: name, Arguments: arguments} }
 
 // Truncated is a reply cut by the token limit: finish_reason "length".
 func Truncated(content string) Reply { return Reply{Content: content, FinishReason: "length"} }
@@ -103,9 +119,18 @@ func errorType(status int) string {
 
 // Message is one chat message of a recorded request.
 type Message struct {
-	Role    string
-	Content string // text parts joined by "\n" when the content was an array
-	Name    string
+	Role       string
+	Content    string // text parts joined by "\n" when the content was an array
+	Name       string
+	ToolCallID string     // what a "tool" message answers
+	ToolCalls  []ToolCall // what an "assistant" message asked for
+}
+
+// Tool is one function tool a request offered.
+type Tool struct {
+	Name        string
+	Description string
+	Parameters  json.RawMessage
 }
 
 // Request is one recorded request. Pointer fields are nil when the key was
@@ -119,6 +144,7 @@ type Request struct {
 
 	Model               string
 	Messages            []Message
+	Tools               []Tool // the function tools offered; nil when the key was absent
 	Temperature         *float64
 	MaxTokens           *int
 	MaxCompletionTokens *int
@@ -341,10 +367,20 @@ func decodeRequest(r *http.Request, body []byte) Request {
 			IncludeUsage bool `json:"include_usage"`
 		} `json:"stream_options"`
 		Messages []struct {
-			Role    string          `json:"role"`
-			Content json.RawMessage `json:"content"`
-			Name    string          `json:"name"`
+			Role       string          `json:"role"`
+			Content    json.RawMessage `json:"content"`
+			Name       string          `json:"name"`
+			ToolCallID string          `json:"tool_call_id"`
+			ToolCalls  []wireToolCall  `json:"tool_calls"`
 		} `json:"messages"`
+		Tools []struct {
+			Type     string `json:"type"`
+			Function struct {
+				Name        string          `json:"name"`
+				Description string          `json:"description"`
+				Parameters  json.RawMessage `json:"parameters"`
+			} `json:"function"`
+		} `json:"tools"`
 	}
 	// Fields of the wrong type are left zero; Fields still shows them.
 	_ = json.Unmarshal(body, &wire)
@@ -360,7 +396,14 @@ func decodeRequest(r *http.Request, body []byte) Request {
 		req.IncludeUsage = wire.StreamOptions.IncludeUsage
 	}
 	for _, m := range wire.Messages {
-		req.Messages = append(req.Messages, Message{Role: m.Role, Content: contentText(m.Content), Name: m.Name})
+		msg := Message{Role: m.Role, Content: contentText(m.Content), Name: m.Name, ToolCallID: m.ToolCallID}
+		for _, c := range m.ToolCalls {
+			msg.ToolCalls = append(msg.ToolCalls, ToolCall{ID: c.ID, Name: c.Function.Name, Arguments: c.Function.Arguments})
+		}
+		req.Messages = append(req.Messages, msg)
+	}
+	for _, t := range wire.Tools {
+		req.Tools = append(req.Tools, Tool{Name: t.Function.Name, Description: t.Function.Description, Parameters: t.Function.Parameters})
 	}
 	return req
 }
@@ -396,8 +439,18 @@ type (
 		TotalTokens      int `json:"total_tokens"`
 	}
 	wireMessage struct {
-		Role    string `json:"role,omitempty"`
-		Content string `json:"content,omitempty"`
+		Role      string         `json:"role,omitempty"`
+		Content   string         `json:"content,omitempty"`
+		ToolCalls []wireToolCall `json:"tool_calls,omitempty"`
+	}
+	wireToolCall struct {
+		Index    *int   `json:"index,omitempty"`
+		ID       string `json:"id,omitempty"`
+		Type     string `json:"type"`
+		Function struct {
+			Name      string `json:"name,omitempty"`
+			Arguments string `json:"arguments,omitempty"`
+		} `json:"function"`
 	}
 	wireChoice struct {
 		Index        int          `json:"index"`
@@ -425,11 +478,32 @@ func completion(req Request, reply Reply) wireCompletion {
 	if !reply.NoChoices {
 		finish := finishOf(reply)
 		c.Choices = append(c.Choices, wireChoice{
-			Message:      &wireMessage{Role: "assistant", Content: reply.Content},
+			Message:      &wireMessage{Role: "assistant", Content: reply.Content, ToolCalls: wireCalls(reply, false)},
 			FinishReason: &finish,
 		})
 	}
 	return c
+}
+
+// wireCalls writes a reply's tool calls; streamed ones carry their index.
+func wireCalls(reply Reply, indexed bool) []wireToolCall {
+	var out []wireToolCall
+	for i, c := range reply.ToolCalls {
+		w := wireToolCall{ID: c.ID, Type: "function"}
+		if w.ID == "" {
+			w.ID = fmt.Sprintf("call_%d", i+1)
+		}
+		if indexed {
+			w.Index = &i
+		}
+		w.Function.Name = c.Name
+		w.Function.Arguments = c.Arguments
+		if w.Function.Arguments == "" {
+			w.Function.Arguments = "{}"
+		}
+		out = append(out, w)
+	}
+	return out
 }
 
 func modelOf(req Request, reply Reply) string {
@@ -442,6 +516,9 @@ func modelOf(req Request, reply Reply) string {
 func finishOf(reply Reply) string {
 	if reply.FinishReason != "" {
 		return reply.FinishReason
+	}
+	if len(reply.ToolCalls) > 0 {
+		return "tool_calls"
 	}
 	return "stop"
 }
@@ -479,6 +556,9 @@ func writeStream(w http.ResponseWriter, req Request, reply Reply) {
 		send([]wireChoice{{Delta: &wireMessage{Role: "assistant"}}}, nil)
 		for _, piece := range pieces(reply) {
 			send([]wireChoice{{Delta: &wireMessage{Content: piece}}}, nil)
+		}
+		if calls := wireCalls(reply, true); calls != nil {
+			send([]wireChoice{{Delta: &wireMessage{ToolCalls: calls}}}, nil)
 		}
 		finish := finishOf(reply)
 		send([]wireChoice{{Delta: &wireMessage{}, FinishReason: &finish}}, nil)

@@ -467,3 +467,35 @@ func TestCloseEndsSlowReplies(t *testing.T) {
 		t.Error("a reply held back past Close came through")
 	}
 }
+
+// A streamed reply carries its tool calls as indexed deltas, which the
+// real client reassembles.
+func TestStreamToolCalls(t *testing.T) {
+	s := llmfake.New(t)
+	s.Reply(llmfake.Calls(llmfake.Call("crm__lookup", `{"id":"C42"}`), llmfake.ToolCall{ID: "x", Name: "crm__ping"}))
+	req := chat("stream")
+	req.Stream = true
+	stream, err := newAPI(t, s, "sk-test").CreateChatCompletionStream(t.Context(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stream.Close()
+	var calls []openai.ToolCall
+	var finish openai.FinishReason
+	for {
+		chunk, err := stream.Recv()
+		if err != nil {
+			break
+		}
+		for _, c := range chunk.Choices {
+			calls = append(calls, c.Delta.ToolCalls...)
+			if c.FinishReason != "" {
+				finish = c.FinishReason
+			}
+		}
+	}
+	if len(calls) != 2 || calls[0].ID != "call_1" || calls[0].Function.Name != "crm__lookup" || calls[0].Function.Arguments != `{"id":"C42"}` ||
+		calls[1].ID != "x" || calls[1].Function.Arguments != "{}" || *calls[1].Index != 1 || finish != "tool_calls" {
+		t.Errorf("calls = %+v, finish %q", calls, finish)
+	}
+}
