@@ -89,6 +89,9 @@ type BuildInfo struct {
 	Dropped    int      // history messages cut to fit
 	OverBudget bool     // the system and phase prompts alone exceed the budget
 	Warnings   []string // profile fall-backs, an over-budget prompt
+	// Tools is the prompt settings' tool selection; nil when they set
+	// none (the agent's configuration then decides).
+	Tools *[]string
 }
 
 // BuildRequest renders the system and phase prompts of p and fits the
@@ -117,6 +120,7 @@ func BuildRequest(prompts Prompts, profiles Profiles, p TurnPrompt) (llm.Request
 	if err != nil {
 		return llm.Request{}, info, err
 	}
+	info.Tools = settings.Tools
 	info.Budget = firstPositive(settings.MaxInputTokens, profile.MaxInputTokens, p.MaxInputTokens, DefaultMaxInputTokens)
 
 	history := p.History

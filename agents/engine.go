@@ -55,8 +55,9 @@ type ChannelConfig struct {
 // AgentSettings are per-agent settings from the configuration.
 type AgentSettings struct {
 	LLMProfile     string
-	SessionPolicy  string // SessionAny (default), SessionPattern, SessionNever
-	SessionPattern string // RE2, matched against the whole key
+	SessionPolicy  string   // SessionAny (default), SessionPattern, SessionNever
+	SessionPattern string   // RE2, matched against the whole key
+	Tools          []string // MCP tools: "server" or "server/tool"
 }
 
 // Options mirror the configuration. Zero values take the documented
@@ -69,6 +70,7 @@ type Options struct {
 	MaxParallel      int           // conversation.max_parallel (8)
 	MaxMessageChars  int           // conversation.max_message_chars (12000)
 	MaxInputTokens   int           // input budget when no prompt or profile sets one (16000)
+	MaxToolRounds    int           // llm.max_tool_rounds (8)
 
 	MatchThreshold float64 // expert.match_threshold (0.75)
 	SessionScope   string  // expert.session_scope: ScopeAgent (default) or ScopeChannel
@@ -99,6 +101,7 @@ type Deps struct {
 	Model    Model
 	Prompts  func() Prompts // the current prompt set; called once per turn
 	Resolver Resolver
+	Tools    Toolbox            // nil: agents have no tools
 	Logger   *slog.Logger       // nil: discard
 	Now      func() time.Time   // nil: time.Now
 	OnTurn   func(r TurnReport) // optional: metrics, called after each turn
@@ -123,6 +126,7 @@ type TurnReport struct {
 	Duration         time.Duration
 	PromptTokens     int
 	CompletionTokens int
+	ToolCalls        int // tools the model called in this turn
 	Err              error
 }
 
@@ -173,6 +177,9 @@ func New(opts Options, deps Deps) *Engine {
 	}
 	if opts.MaxInputTokens <= 0 {
 		opts.MaxInputTokens = DefaultMaxInputTokens
+	}
+	if opts.MaxToolRounds <= 0 {
+		opts.MaxToolRounds = DefaultMaxToolRounds
 	}
 	if opts.MatchThreshold <= 0 {
 		opts.MatchThreshold = 0.75

@@ -54,6 +54,9 @@ func (c *convo) done(t *turn) {
 		slog.Duration("wait", r.Wait), slog.Duration("duration", r.Duration),
 		slog.Int("prompt_tokens", r.PromptTokens), slog.Int("completion_tokens", r.CompletionTokens),
 	}
+	if r.ToolCalls > 0 {
+		attrs = append(attrs, slog.Int("tool_calls", r.ToolCalls))
+	}
 	if r.Err != nil {
 		attrs = append(attrs, slog.Any(logError, r.Err))
 		c.log.Warn("turn", attrs...)
@@ -228,14 +231,16 @@ func (c *convo) build(t *turn, prompt string, data templates.Data, history, tail
 			slog.Int("dropped", info.Dropped), slog.Int("budget", info.Budget))
 	}
 	t.report.Phase = prompt
+	if err == nil {
+		req.Tools = c.e.toolsFor(t.agent.EnsDomain, info.Tools)
+	}
 	return req, err
 }
 
-// ask calls the model. A reply cut by the token limit is marked with " …".
+// ask calls the model, and the tools it calls. A reply cut by the token
+// limit is marked with " …".
 func (c *convo) ask(ctx context.Context, t *turn, req llm.Request) (string, error) {
-	resp, err := c.e.deps.Model.Complete(ctx, req)
-	t.report.PromptTokens += resp.PromptTokens
-	t.report.CompletionTokens += resp.CompletionTokens
+	resp, err := c.complete(ctx, t, req)
 	if err != nil {
 		return "", err
 	}

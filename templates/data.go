@@ -116,4 +116,7 @@ type Settings struct {
 	MaxInputTokens int      `toml:"max_input_tokens"`
 	IncludeHistory *bool    `toml:"include_history"`
 	JSON           *bool    `toml:"json"`
+	// Tools are the MCP tools offered ("server" or "server/tool"); nil
+	// leaves it to the agent's configuration, an empty list offers none.
+	Tools *[]string `toml:"tools"`
 }

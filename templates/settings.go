@@ -50,17 +50,27 @@ func decodeSettings(name string, body []byte) (Settings, error) {
 	if s.MaxInputTokens < 0 {
 		bad("max_input_tokens", "must not be negative")
 	}
+	if s.Tools != nil {
+		for _, t := range *s.Tools {
+			if !toolSelectionRE.MatchString(t) {
+				bad("tools", fmt.Sprintf("entry %q is not \"server\" or \"server/tool\" (server names are [a-z0-9_-]+)", t))
+			}
+		}
+	}
 	if len(errs) > 0 {
 		return Settings{}, errors.Join(errs...)
 	}
 	return s, nil
 }
 
+// toolSelectionRE is one entry of tools: a server, or one tool of it.
+var toolSelectionRE = regexp.MustCompile(`^[a-z0-9_-]+(/[^/\s]+)?$`)
+
 var typeErrorRE = regexp.MustCompile(`^cannot decode TOML (\w+) into struct field \S+ of type \*?(\w+)`)
 
 var tomlTypeNames = map[string]string{"string": "a string", "float64": "a number", "int": "an integer", "bool": "true or false"}
 
-const settingsKeys = "llm_profile, model, temperature, max_tokens, max_input_tokens, include_history, json"
+const settingsKeys = "llm_profile, model, temperature, max_tokens, max_input_tokens, include_history, json, tools"
 
 // keyLine finds the line where key is set, for errors the decoder cannot
 // place.
@@ -96,6 +106,9 @@ func (s Settings) merge(lower Settings) Settings {
 	}
 	if s.JSON == nil {
 		s.JSON = lower.JSON
+	}
+	if s.Tools == nil {
+		s.Tools = lower.Tools
 	}
 	return s
 }

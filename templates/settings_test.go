@@ -19,6 +19,9 @@ func TestSettingsMergeAgentRoleAll(t *testing.T) {
 		"agents/" + testAgent + "/context-found.toml": "max_input_tokens = 8000",
 		// json = false overrides the built-in json = true.
 		"expert/context-not-found.toml": "json = false",
+		// A role gets tools; one of its prompts takes them away.
+		"facilitator/system.toml":   `tools = ["crm", "search/fetch_page"]`,
+		"facilitator/conclude.toml": `tools = []`,
 	})).Current()
 	tests := []struct {
 		agent, role, prompt string
@@ -27,10 +30,12 @@ func TestSettingsMergeAgentRoleAll(t *testing.T) {
 		{testAgent, RoleExpert, PromptSystem, Settings{LLMProfile: "cheap", Model: "agent-model", Temperature: ptr(0.3), MaxTokens: 100, IncludeHistory: ptr(false)}},
 		{strings.ToUpper(testAgent), RoleExpert, PromptSystem, Settings{LLMProfile: "cheap", Model: "agent-model", Temperature: ptr(0.3), MaxTokens: 100, IncludeHistory: ptr(false)}},
 		{"marc.acme.137.protocol6022.eth", RoleExpert, PromptSystem, Settings{LLMProfile: "cheap", Model: "role-model", Temperature: ptr(0.3), MaxTokens: 100, IncludeHistory: ptr(false)}},
-		{"elen.acme.137.protocol6022.eth", RoleFacilitator, PromptSystem, Settings{LLMProfile: "cheap", MaxTokens: 100, IncludeHistory: ptr(false)}},
+		{"elen.acme.137.protocol6022.eth", RoleFacilitator, PromptSystem, Settings{LLMProfile: "cheap", MaxTokens: 100, IncludeHistory: ptr(false), Tools: &[]string{"crm", "search/fetch_page"}}},
 		{testAgent, RoleExpert, PromptContextFound, Settings{MaxInputTokens: 8000}},
 		{testAgent, RoleExpert, PromptContextNotFound, Settings{JSON: ptr(false)}},
 		{testAgent, RoleClone, PromptDefault, Settings{}},
+		{"elen.acme.137.protocol6022.eth", RoleFacilitator, PromptDefault, Settings{}},
+		{"elen.acme.137.protocol6022.eth", RoleFacilitator, PromptConclude, Settings{Tools: &[]string{}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.agent+"/"+tt.role+"/"+tt.prompt, func(t *testing.T) {
@@ -52,8 +57,8 @@ func describe(s Settings) string {
 		}
 		return "unset"
 	}
-	return fmt.Sprintf("{profile=%q model=%q temperature=%v max_tokens=%d max_input_tokens=%d include_history=%v json=%v}",
-		s.LLMProfile, s.Model, deref(s.Temperature), s.MaxTokens, s.MaxInputTokens, deref(s.IncludeHistory), deref(s.JSON))
+	return fmt.Sprintf("{profile=%q model=%q temperature=%v max_tokens=%d max_input_tokens=%d include_history=%v json=%v tools=%v}",
+		s.LLMProfile, s.Model, deref(s.Temperature), s.MaxTokens, s.MaxInputTokens, deref(s.IncludeHistory), deref(s.JSON), deref(s.Tools))
 }
 
 // A broken settings file fails the prompt; it is never skipped in favour
@@ -95,6 +100,18 @@ func TestSettingsErrors(t *testing.T) {
 			files: map[string]string{"expert/system.toml": "max_tokens = -1\nmax_input_tokens = -5"},
 			agent: testAgent, role: RoleExpert,
 			want: "$DIR/expert/system.toml:1: max_tokens must not be negative\n$DIR/expert/system.toml:2: max_input_tokens must not be negative",
+		},
+		{
+			name:  "malformed tool entry",
+			files: map[string]string{"expert/system.toml": "\ntools = [\"crm\", \"CRM Tools\"]"},
+			agent: testAgent, role: RoleExpert,
+			want: `$DIR/expert/system.toml:2: tools entry "CRM Tools" is not "server" or "server/tool" (server names are [a-z0-9_-]+)`,
+		},
+		{
+			name:  "tools not a list",
+			files: map[string]string{"expert/system.toml": `tools = "crm"`},
+			agent: testAgent, role: RoleExpert,
+			want: `$DIR/expert/system.toml:1: `,
 		},
 		{
 			name:  "human role",

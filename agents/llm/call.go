@@ -37,22 +37,23 @@ func buildCall(p Profile, r Request) (openai.ChatCompletionRequest, error) {
 	for i, m := range r.Messages {
 		switch m.Role {
 		case RoleSystem, RoleUser, RoleAssistant:
-		case RoleTool:
-			if m.ToolCallID == "" {
-				return call, fmt.Errorf("message %d: tool result without a call id", i)
-			}
 		default:
 			return call, fmt.Errorf("message %d: unknown role %q", i, m.Role)
 		}
-		plain := m.Role != RoleTool && len(m.ToolCalls) == 0
-		if last := len(msgs) - 1; p.MergeConsecutive && plain && last >= 0 && msgs[last].Role == m.Role &&
-			msgs[last].Role != RoleTool && len(msgs[last].ToolCalls) == 0 {
+		if last := len(msgs) - 1; p.MergeConsecutive && last >= 0 && msgs[last].Role == m.Role {
 			msgs[last].Content += "\n\n" + m.Content
 			continue
 		}
-		msgs = append(msgs, openai.ChatCompletionMessage{
-			Role: m.Role, Content: m.Content, ToolCalls: wireToolCalls(m.ToolCalls), ToolCallID: m.ToolCallID,
-		})
+		msgs = append(msgs, openai.ChatCompletionMessage{Role: m.Role, Content: m.Content})
+	}
+	for i, round := range r.ToolRounds {
+		if len(round.Calls) == 0 || len(round.Results) != len(round.Calls) {
+			return call, fmt.Errorf("tool round %d: %d calls and %d results", i, len(round.Calls), len(round.Results))
+		}
+		msgs = append(msgs, openai.ChatCompletionMessage{Role: RoleAssistant, Content: round.Content, ToolCalls: wireToolCalls(round.Calls)})
+		for j, result := range round.Results {
+			msgs = append(msgs, openai.ChatCompletionMessage{Role: "tool", Content: result, ToolCallID: round.Calls[j].ID})
+		}
 	}
 	call.Messages = msgs
 	for _, t := range r.Tools {
@@ -102,9 +103,6 @@ func IsReasoningModel(model string) bool {
 }
 
 func wireToolCalls(calls []ToolCall) []openai.ToolCall {
-	if len(calls) == 0 {
-		return nil
-	}
 	out := make([]openai.ToolCall, len(calls))
 	for i, c := range calls {
 		out[i] = openai.ToolCall{ID: c.ID, Type: openai.ToolTypeFunction, Function: openai.FunctionCall{Name: c.Name, Arguments: c.Arguments}}

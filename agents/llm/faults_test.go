@@ -232,7 +232,7 @@ func TestInvalidRequest(t *testing.T) {
 		want string
 	}{
 		{"no messages", llm.Request{}, "invalid request after 0 attempts: no messages"},
-		{"unknown role", llm.Request{Messages: []llm.Message{{Role: "function", Content: "x"}}}, `message 0: unknown role "function"`},
+		{"unknown role", llm.Request{Messages: []llm.Message{{Role: "tool", Content: "x"}}}, `message 0: unknown role "tool"`},
 		{"negative temperature", llm.Request{Temperature: ptr(-0.5), Messages: ask("x").Messages}, "temperature -0.5 is negative"},
 		{"negative max tokens", llm.Request{MaxTokens: -1, Messages: ask("x").Messages}, "max tokens -1 is negative"},
 		{"model the library refuses for chat", llm.Request{Model: "text-davinci-003", Messages: ask("x").Messages}, "invalid request after 0 attempts: this model is not supported"},

@@ -14,17 +14,21 @@ const (
 	RoleSystem    = "system"
 	RoleUser      = "user"
 	RoleAssistant = "assistant"
-	RoleTool      = "tool" // a tool's result, answering one of the assistant's ToolCalls
 )
 
 // Message is one chat message sent to the model.
 type Message struct {
 	Role    string
 	Content string
-	// ToolCalls are the calls an assistant message asked for.
-	ToolCalls []ToolCall
-	// ToolCallID is the call a RoleTool message answers.
-	ToolCallID string
+}
+
+// ToolRound is one exchange of a tool loop, sent after a request's
+// messages: the assistant's calls, then one result per call (as "tool"
+// messages on the wire).
+type ToolRound struct {
+	Content string // the assistant's text beside its calls, if any
+	Calls   []ToolCall
+	Results []string // one per call, in the order of Calls
 }
 
 // Tool is a function the model may call (an OpenAI function tool).
@@ -52,6 +56,8 @@ type Request struct {
 	// Tools are offered to the model as function tools; nil offers none
 	// (and sends no "tools" key).
 	Tools []Tool
+	// ToolRounds follow Messages: the tool calls of this turn so far.
+	ToolRounds []ToolRound
 
 	// Labels for logs and metrics.
 	Agent, Role, Prompt string

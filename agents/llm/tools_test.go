@@ -22,11 +22,11 @@ func TestToolsOnTheWire(t *testing.T) {
 				{Name: "crm__lookup", Description: "Looks a customer up.", Parameters: json.RawMessage(`{"type":"object","properties":{"id":{"type":"string"}}}`)},
 				{Name: "crm__ping"},
 			}
-			req.Messages = append(req.Messages,
-				llm.Message{Role: llm.RoleAssistant, ToolCalls: []llm.ToolCall{{ID: "a", Name: "crm__lookup", Arguments: `{"id":"C42"}`}, {ID: "b", Name: "crm__ping", Arguments: `{}`}}},
-				llm.Message{Role: llm.RoleTool, ToolCallID: "a", Content: "Ada, since 2019"},
-				llm.Message{Role: llm.RoleTool, ToolCallID: "b", Content: "pong"},
-			)
+			req.Messages = append(req.Messages, llm.Message{Role: llm.RoleUser, Content: "quickly"})
+			req.ToolRounds = []llm.ToolRound{{
+				Calls:   []llm.ToolCall{{ID: "a", Name: "crm__lookup", Arguments: `{"id":"C42"}`}, {ID: "b", Name: "crm__ping", Arguments: `{}`}},
+				Results: []string{"Ada, since 2019", "pong"},
+			}}
 			if _, err := r.client.Complete(t.Context(), req); err != nil {
 				t.Fatal(err)
 			}
@@ -38,13 +38,16 @@ func TestToolsOnTheWire(t *testing.T) {
 			if !reflect.DeepEqual(got.Tools, wantTools) {
 				t.Errorf("tools = %+v\nwant %+v", got.Tools, wantTools)
 			}
-			wantMsgs := []llmfake.Message{
-				{Role: "system", Content: "You are Elen."},
-				{Role: "user", Content: "who is C42?"},
+			user := []llmfake.Message{{Role: "user", Content: "who is C42?"}, {Role: "user", Content: "quickly"}}
+			if merge {
+				user = []llmfake.Message{{Role: "user", Content: "who is C42?\n\nquickly"}}
+			}
+			wantMsgs := append([]llmfake.Message{{Role: "system", Content: "You are Elen."}}, user...)
+			wantMsgs = append(wantMsgs, []llmfake.Message{
 				{Role: "assistant", ToolCalls: []llmfake.ToolCall{{ID: "a", Name: "crm__lookup", Arguments: `{"id":"C42"}`}, {ID: "b", Name: "crm__ping", Arguments: `{}`}}},
 				{Role: "tool", ToolCallID: "a", Content: "Ada, since 2019"},
 				{Role: "tool", ToolCallID: "b", Content: "pong"},
-			}
+			}...)
 			if !reflect.DeepEqual(got.Messages, wantMsgs) {
 				t.Errorf("messages = %+v\nwant %+v", got.Messages, wantMsgs)
 			}
@@ -63,16 +66,15 @@ func TestNoToolsNoKey(t *testing.T) {
 	}
 }
 
-func TestToolResultWithoutCallID(t *testing.T) {
+func TestToolRoundWithoutResults(t *testing.T) {
 	r := newRig(t, nil, nil)
 	req := ask("x")
-	req.Messages = append(req.Messages, llm.Message{Role: llm.RoleTool, Content: "orphan"})
+	req.ToolRounds = []llm.ToolRound{{Calls: []llm.ToolCall{{ID: "a", Name: "t"}}}}
 	_, err := r.client.Complete(t.Context(), req)
-	if err == nil || !strings.Contains(err.Error(), "message 2: tool result without a call id") {
+	if err == nil || !strings.Contains(err.Error(), "tool round 0: 1 calls and 0 results") {
 		t.Fatalf("err = %v, want the message named", err)
 	}
 	if n := len(r.fake.Requests()); n != 0 {
 		t.Errorf("%d requests sent", n)
 	}
 }
-

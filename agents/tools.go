@@ -1,0 +1,107 @@
+package agents
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/conclavehq/conclave/agents/llm"
+)
+
+// DefaultMaxToolRounds is llm.max_tool_rounds when the configuration does
+// not set it.
+const DefaultMaxToolRounds = 8
+
+// Toolbox is the MCP tools agents may use (package agents/tools).
+type Toolbox interface {
+	// Tools returns the tools a selection names — "server" for every tool
+	// of a server, "server/tool" for one — as function tools named
+	// "<server>__<tool>", from the servers reachable now. Names it does
+	// not know give nothing (it logs them).
+	Tools(selection []string) []llm.Tool
+	// Call runs the tool Tools named name with JSON arguments, bounded by
+	// its server's timeout, and returns the result's text. The error is a
+	// short reason fit for the model: the tool reported an error, the
+	// call timed out or failed, the server is down, the tool is unknown.
+	Call(ctx context.Context, name, arguments string) (string, error)
+}
+
+// toolsFor lists the tools a turn's request offers: the selection of the
+// prompt's settings when they have one, else the agent's configuration.
+func (e *Engine) toolsFor(agent string, fromSettings *[]string) []llm.Tool {
+	if e.deps.Tools == nil {
+		return nil
+	}
+	selection := e.opts.Agents[agent].Tools
+	if fromSettings != nil {
+		selection = *fromSettings
+	}
+	if len(selection) == 0 {
+		return nil
+	}
+	return e.deps.Tools.Tools(selection)
+}
+
+// complete asks the model, running the tools it calls: each round's calls
+// run in parallel, their results go back as tool messages and the model is
+// asked again, at most max_tool_rounds times; the request after the last
+// round offers no tools, so the model has to answer. Each call leaves one
+// history line "(used <tool>)".
+func (c *convo) complete(ctx context.Context, t *turn, req llm.Request) (llm.Response, error) {
+	for round := 0; ; round++ {
+		if round >= c.e.opts.MaxToolRounds {
+			req.Tools = nil
+		}
+		resp, err := c.e.deps.Model.Complete(ctx, req)
+		t.report.PromptTokens += resp.PromptTokens
+		t.report.CompletionTokens += resp.CompletionTokens
+		if err != nil || len(req.Tools) == 0 || len(resp.ToolCalls) == 0 {
+			return resp, err
+		}
+		for i := range resp.ToolCalls {
+			if resp.ToolCalls[i].ID == "" { // some compatible servers leave it out; results need one
+				resp.ToolCalls[i].ID = fmt.Sprintf("call_%d_%d", round+1, i+1)
+			}
+		}
+		results := c.runTools(ctx, t, resp.ToolCalls)
+		if err := ctx.Err(); err != nil {
+			return llm.Response{}, err
+		}
+		req.ToolRounds = append(slices.Clip(req.ToolRounds), llm.ToolRound{Content: resp.Content, Calls: resp.ToolCalls, Results: results})
+	}
+}
+
+// runTools runs one round's calls in parallel and returns their results,
+// in the order of the calls.
+func (c *convo) runTools(ctx context.Context, t *turn, calls []llm.ToolCall) []string {
+	results := make([]string, len(calls))
+	var wg sync.WaitGroup
+	for i, call := range calls {
+		wg.Go(func() {
+			text, err := c.e.deps.Tools.Call(ctx, call.Name, call.Arguments)
+			if err != nil {
+				text = "error: " + firstLine(err.Error())
+				c.log.Info("tool call failed", slog.String(logAgent, t.agent.EnsDomain), slog.String(logTurn, t.id),
+					slog.String("tool", call.Name), slog.Any(logError, err))
+			}
+			if strings.TrimSpace(text) == "" {
+				text = "(no output)"
+			}
+			results[i] = capText(text, c.e.opts.MaxMessageChars)
+		})
+	}
+	wg.Wait()
+	for _, call := range calls {
+		c.addToolNote(fmt.Sprintf("(used %s)", call.Name))
+	}
+	t.report.ToolCalls += len(calls)
+	return results
+}
+
+// addToolNote adds a history line that is never posted and wakes nobody.
+func (c *convo) addToolNote(text string) {
+	c.st.Notes = append(c.st.Notes, note{ID: c.st.nextID("n"), Text: text, At: c.e.now()})
+}
