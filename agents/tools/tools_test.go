@@ -1,0 +1,323 @@
+package tools_test
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/conclavehq/conclave/agents/tools"
+	"github.com/conclavehq/conclave/agents/tools/mcptest"
+)
+
+func TestMain(m *testing.M) {
+	mcptest.ServeStdioIfAsked()
+	os.Exit(m.Run())
+}
+
+const secret = "s3cr3t-token-value"
+
+// stdioServer is this test binary serving mcptest over stdio.
+func stdioServer(t *testing.T, name string) (tools.Server, string) {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	starts := filepath.Join(t.TempDir(), "starts")
+	env := mcptest.StdioEnvFor(starts)
+	env["MCPTEST_SECRET"] = secret
+	return tools.Server{Name: name, Command: []string{exe}, Env: env, Timeout: 5 * time.Second}, starts
+}
+
+func httpServer(t *testing.T, name string) tools.Server {
+	t.Helper()
+	srv := httptest.NewServer(mcptest.Handler())
+	t.Cleanup(srv.Close)
+	return tools.Server{Name: name, URL: srv.URL, Headers: map[string]string{"Authorization": "Bearer " + secret}, Timeout: 5 * time.Second}
+}
+
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// calls counts OnCall reports as "server/tool/outcome".
+type calls struct {
+	mu  sync.Mutex
+	got []string
+}
+
+func (c *calls) on(server, tool, outcome string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.got = append(c.got, server+"/"+tool+"/"+outcome)
+}
+
+func (c *calls) list() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]string(nil), c.got...)
+}
+
+// run starts a hub over servers until the test ends and waits for its
+// first connection attempts.
+func run(t *testing.T, servers ...tools.Server) (*tools.Hub, *syncBuffer, *calls) {
+	t.Helper()
+	logs := &syncBuffer{}
+	c := &calls{}
+	h, err := tools.New(servers, tools.Options{
+		Logger:     slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		OnCall:     c.on,
+		MinBackoff: 10 * time.Millisecond,
+		MaxBackoff: 50 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- h.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+		if strings.Contains(logs.String(), secret) {
+			t.Errorf("a secret reached the log:\n%s", logs)
+		}
+	})
+	select {
+	case <-h.Started():
+	case <-time.After(30 * time.Second):
+		t.Fatal("servers were not tried within 30s")
+	}
+	return h, logs, c
+}
+
+// eventually waits until cond holds, failing the test after 20 s.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("still waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func names(h *tools.Hub, selection ...string) []string {
+	var out []string
+	for _, t := range h.Tools(selection) {
+		out = append(out, t.Name)
+	}
+	return out
+}
+
+func TestNewRejects(t *testing.T) {
+	ok := tools.Server{Name: "crm", URL: "http://x"}
+	tests := []struct {
+		name    string
+		servers []tools.Server
+		want    string
+	}{
+		{"bad name", []tools.Server{{Name: "CRM Tools", URL: "http://x"}}, `mcp: server "CRM Tools": name must be [a-z0-9_-]+`},
+		{"empty name", []tools.Server{{URL: "http://x"}}, `mcp: server "": name must be [a-z0-9_-]+`},
+		{"twice", []tools.Server{ok, ok}, `mcp: server "crm": name is used twice`},
+		{"neither", []tools.Server{{Name: "crm"}}, `mcp: server "crm": needs exactly one of command and url`},
+		{"both", []tools.Server{{Name: "crm", URL: "http://x", Command: []string{"x"}}}, `needs exactly one of command and url`},
+		{"empty command", []tools.Server{{Name: "crm", Command: []string{""}}}, `command is empty`},
+		{"env on http", []tools.Server{{Name: "crm", URL: "http://x", Env: map[string]string{"A": "b"}}}, `env is for stdio servers`},
+		{"headers on stdio", []tools.Server{{Name: "crm", Command: []string{"x"}, Headers: map[string]string{"A": "b"}}}, `headers are for HTTP servers`},
+		{"negative timeout", []tools.Server{{Name: "crm", URL: "http://x", Timeout: -1}}, `timeout must not be negative`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := tools.New(tt.servers, tools.Options{})
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("err = %v, want %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// Both transports offer the same tools and run calls the same way.
+func TestTransports(t *testing.T) {
+	for _, transport := range []string{"stdio", "http"} {
+		t.Run(transport, func(t *testing.T) {
+			srv := httpServer(t, "crm")
+			if transport == "stdio" {
+				srv, _ = stdioServer(t, "crm")
+			}
+			srv.Timeout = time.Second // the hang tool's bound
+			h, _, c := run(t, srv)
+
+			all := h.Tools([]string{"crm"})
+			var lookup *struct{ desc, schema string }
+			for _, tl := range all {
+				if tl.Name == "crm__lookup_customer" {
+					lookup = &struct{ desc, schema string }{tl.Description, string(tl.Parameters)}
+				}
+			}
+			if lookup == nil {
+				t.Fatalf("tools = %v, want crm__lookup_customer", names(h, "crm"))
+			}
+			if lookup.desc != "Finds a customer's id by name.\nReturns the id as text." || !strings.Contains(lookup.schema, `"name"`) || !strings.Contains(lookup.schema, `"type":"object"`) {
+				t.Errorf("lookup_customer = %+v", *lookup)
+			}
+			if got := names(h, "crm/fail", "crm/fail", "nosuch", "crm/nosuch"); !reflect.DeepEqual(got, []string{"crm__fail"}) {
+				t.Errorf("one tool selected = %v", got)
+			}
+
+			ctx := t.Context()
+			if got, err := h.Call(ctx, "crm__lookup_customer", `{"name":"Ada Lovelace"}`); err != nil || got != "C45653" {
+				t.Errorf("lookup = %q, %v", got, err)
+			}
+			if _, err := h.Call(ctx, "crm__lookup_customer", `{"name":"Nobody"}`); err == nil || !strings.Contains(err.Error(), `no customer named "Nobody"`) {
+				t.Errorf("unknown customer: %v", err)
+			}
+			if _, err := h.Call(ctx, "crm__fail", ``); err == nil || err.Error() != "the CRM is down" {
+				t.Errorf("fail: %v", err)
+			}
+			if _, err := h.Call(ctx, "crm__hang", `{}`); err == nil || err.Error() != "no answer within 1s" {
+				t.Errorf("hang: %v", err)
+			}
+			if _, err := h.Call(ctx, "crm__lookup_customer", `{"name":`); err == nil || !strings.Contains(err.Error(), "not valid JSON") {
+				t.Errorf("bad arguments: %v", err)
+			}
+			if _, err := h.Call(ctx, "crm__nosuch", `{}`); err == nil || !strings.Contains(err.Error(), `no tool "nosuch"`) {
+				t.Errorf("unknown tool: %v", err)
+			}
+			if _, err := h.Call(ctx, "other__x", `{}`); err == nil || !strings.Contains(err.Error(), `no tool named "other__x"`) {
+				t.Errorf("unknown server: %v", err)
+			}
+			want := []string{"crm/lookup_customer/ok", "crm/lookup_customer/error", "crm/fail/error", "crm/hang/timeout",
+				"crm/lookup_customer/failed", "crm/nosuch/unknown", "//unknown"}
+			if got := c.list(); !reflect.DeepEqual(got, want) {
+				t.Errorf("counted %v\nwant %v", got, want)
+			}
+			// The session survives a timed-out call.
+			if got, err := h.Call(ctx, "crm__lookup_customer", `{"name":"Grace Hopper"}`); err != nil || got != "C10001" {
+				t.Errorf("after the timeout: %q, %v", got, err)
+			}
+		})
+	}
+}
+
+// The tool list follows notifications/tools/list_changed.
+func TestListChanged(t *testing.T) {
+	for _, transport := range []string{"stdio", "http"} {
+		t.Run(transport, func(t *testing.T) {
+			srv := httpServer(t, "crm")
+			if transport == "stdio" {
+				srv, _ = stdioServer(t, "crm")
+			}
+			h, _, _ := run(t, srv)
+			if got := names(h, "crm/late_tool"); got != nil {
+				t.Fatalf("late_tool before it was added: %v", got)
+			}
+			if _, err := h.Call(t.Context(), "crm__add_tool", `{}`); err != nil {
+				t.Fatal(err)
+			}
+			eventually(t, "late_tool to be listed", func() bool { return len(names(h, "crm/late_tool")) == 1 })
+			if got, err := h.Call(t.Context(), "crm__late_tool", `{}`); err != nil || got != "late" {
+				t.Errorf("late_tool = %q, %v", got, err)
+			}
+		})
+	}
+}
+
+// A stdio server that exits is started again; its env reaches it and its
+// secrets never reach the log (its stderr is logged at debug level).
+func TestRestartsStdioServer(t *testing.T) {
+	srv, starts := stdioServer(t, "crm")
+	h, logs, c := run(t, srv)
+	if got, err := h.Call(t.Context(), "crm__secret", `{}`); err != nil || got != "secret="+secret {
+		t.Errorf("secret = %q, %v", got, err)
+	}
+	if _, err := h.Call(t.Context(), "crm__crash", `{}`); err == nil {
+		t.Error("crash answered")
+	}
+	eventually(t, "the server to be started again", func() bool {
+		got, err := h.Call(t.Context(), "crm__starts", `{}`)
+		return err == nil && got == "2"
+	})
+	if b, _ := os.ReadFile(starts); strings.Count(string(b), "\n") != 2 {
+		t.Errorf("starts file: %q", b)
+	}
+	for _, want := range []string{`"msg":"mcp: server went away; restarting it"`, `"line":"mcptest: serving on stdio with secret ****"`} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("log lacks %s:\n%s", want, logs)
+		}
+	}
+	if got := c.list(); len(got) < 2 || got[1] != "crm/crash/failed" {
+		t.Errorf("counted %v", got)
+	}
+}
+
+// A server that cannot be reached leaves its tools out (WARN) while the
+// others work; it is connected once it comes up.
+func TestUnreachableServer(t *testing.T) {
+	down := httptest.NewServer(mcptest.Handler())
+	url := down.URL
+	down.Close()
+	missing := tools.Server{Name: "gone", Command: []string{filepath.Join(t.TempDir(), "no-such-binary")}, Env: map[string]string{"TOKEN": secret}}
+	h, logs, c := run(t, tools.Server{Name: "crm", URL: url, Headers: map[string]string{"X-Api-Key": secret}, Timeout: 2 * time.Second}, missing, httpServer(t, "ok"))
+	if got := names(h, "crm", "gone"); got != nil {
+		t.Errorf("tools of unreachable servers: %v", got)
+	}
+	if got := names(h, "ok/fail"); !reflect.DeepEqual(got, []string{"ok__fail"}) {
+		t.Errorf("the reachable server's tools: %v", got)
+	}
+	if _, err := h.Call(t.Context(), "crm__lookup_customer", `{}`); err == nil || !strings.HasPrefix(err.Error(), "server crm is not available: ") {
+		t.Errorf("call to a down server: %v", err)
+	}
+	if got := c.list(); !reflect.DeepEqual(got, []string{"crm/lookup_customer/unavailable"}) {
+		t.Errorf("counted %v", got)
+	}
+	for _, want := range []string{`"level":"WARN","msg":"mcp: server unreachable; its agents go without its tools","component":"mcp","server":"crm"`, `"server":"gone"`} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("log lacks %s:\n%s", want, logs)
+		}
+	}
+}
+
+func TestProbe(t *testing.T) {
+	h, err := tools.New([]tools.Server{httpServer(t, "crm"), {Name: "gone", Command: []string{filepath.Join(t.TempDir(), "nope")}}}, tools.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := h.Probe(t.Context())
+	if len(got) != 2 || got[0].Server != "crm" || got[0].Err != nil || got[1].Server != "gone" || got[1].Err == nil {
+		t.Fatalf("probe = %+v", got)
+	}
+	var lookup tools.ToolInfo
+	for _, ti := range got[0].Tools {
+		if ti.Tool == "lookup_customer" {
+			lookup = ti
+		}
+	}
+	if lookup != (tools.ToolInfo{Name: "crm__lookup_customer", Tool: "lookup_customer", Description: "Finds a customer's id by name."}) {
+		t.Errorf("lookup_customer = %+v", lookup)
+	}
+}
