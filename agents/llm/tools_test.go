@@ -44,7 +44,7 @@ func TestToolsOnTheWire(t *testing.T) {
 			}
 			wantMsgs := append([]llmfake.Message{{Role: "system", Content: "You are Elen."}}, user...)
 			wantMsgs = append(wantMsgs, []llmfake.Message{
-				{Role: "assistant", ToolCalls: []llmfake.ToolCall{{ID: "a", Name: "crm__lookup", Arguments: `{"id":"C42"}`}, {ID: "b", Name: "crm__ping", Arguments: `{}`}}},
+				{Role: "assistant", ToolCalls: "a crm__lookup {\"id\":\"C42\"}\nb crm__ping {}"},
 				{Role: "tool", ToolCallID: "a", Content: "Ada, since 2019"},
 				{Role: "tool", ToolCallID: "b", Content: "pong"},
 			}...)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
 	"net/url"
 	"os"
 	"regexp"
@@ -13,6 +14,9 @@ import (
 	"time"
 
 	"github.com/pelletier/go-toml/v2"
+
+	"github.com/conclavehq/conclave/agents"
+	"github.com/conclavehq/conclave/agents/tools"
 )
 
 // Duration is a time.Duration written as a string in TOML ("10m").
@@ -49,6 +53,7 @@ type Config struct {
 	Errors       ErrorsConfig                   `toml:"errors"`
 	HTTP         HTTPConfig                     `toml:"http"`
 	Log          LogConfig                      `toml:"log"`
+	MCP          MCPConfig                      `toml:"mcp"`
 }
 
 // SlackConfig is [slack].
@@ -82,7 +87,24 @@ type LLMProfileConfig struct {
 // LLMConfig is [llm]: the default profile plus named profiles.
 type LLMConfig struct {
 	LLMProfileConfig
-	Profiles map[string]LLMProfileConfig `toml:"profiles"`
+	Profiles      map[string]LLMProfileConfig `toml:"profiles"`
+	MaxToolRounds int                         `toml:"max_tool_rounds"`
+}
+
+// MCPConfig is [mcp]: the MCP servers agents take tools from.
+type MCPConfig struct {
+	Servers []MCPServerConfig `toml:"servers"`
+}
+
+// MCPServerConfig is one [[mcp.servers]]. Env and header values may be
+// "$NAME", read from conclave's environment at start.
+type MCPServerConfig struct {
+	Name    string            `toml:"name"`
+	Command []string          `toml:"command"`
+	URL     string            `toml:"url"`
+	Env     map[string]string `toml:"env"`
+	Headers map[string]string `toml:"headers"`
+	Timeout Duration          `toml:"timeout"`
 }
 
 // MemoryConfig is [memory].
@@ -144,6 +166,7 @@ type AgentConfig struct {
 	CloneOf        string            `toml:"clone_of"`
 	SessionPolicy  string            `toml:"session_policy"`
 	SessionPattern string            `toml:"session_pattern"`
+	Tools          []string          `toml:"tools"`
 }
 
 // AgentSettingsConfig is [agent_settings."<ens>"]: settings for agents that
@@ -151,7 +174,8 @@ type AgentConfig struct {
 type AgentSettingsConfig struct {
 	LLMProfile     string `toml:"llm_profile"`
 	SessionPolicy  string `toml:"session_policy"`
-	SessionPattern string `toml:"session_pattern"`
+	SessionPattern string   `toml:"session_pattern"`
+	Tools          []string `toml:"tools"`
 }
 
 // ChannelConfig is one [[channels]].
@@ -216,7 +240,7 @@ func defaultConfig() Config {
 			MaxRetries:       ptr(3),
 			JSONMode:         ptr(true),
 			MergeConsecutive: ptr(false),
-		}},
+		}, MaxToolRounds: agents.DefaultMaxToolRounds},
 		Memory: MemoryConfig{
 			KeyPrefix:          "conclave:",
 			MaxSessionMessages: 1000,
@@ -366,8 +390,73 @@ func (c *Config) applyEnv(getenv func(string) string) (inFile []string) {
 			inFile = append(inFile, "llm.profiles."+name+".api_key")
 		}
 	}
+	for i, srv := range c.MCP.Servers {
+		for _, kv := range []struct {
+			table string
+			m     map[string]string
+		}{{"env", srv.Env}, {"headers", srv.Headers}} {
+			for _, k := range slices.Sorted(maps.Keys(kv.m)) {
+				if v := kv.m[k]; !strings.HasPrefix(v, "$") && v != "" && secretName.MatchString(k) {
+					inFile = append(inFile, fmt.Sprintf("mcp.servers[%d].%s.%s", i, kv.table, k))
+				}
+			}
+		}
+	}
 	return inFile
 }
+
+// secretName tells env and header names whose values are secrets.
+var secretName = regexp.MustCompile(`(?i)key|token|secret|auth|passw|credential|cookie`)
+
+// mcpServers turns [[mcp.servers]] into the hub's servers, reading
+// "$NAME" values from the environment. A stdio server's environment is
+// its env plus a few variables programs need to run (PATH, HOME, …), never
+// conclave's secrets. A "$NAME" that is not set is an error naming the key,
+// never the value.
+func mcpServers(c MCPConfig, getenv func(string) string) ([]tools.Server, error) {
+	var out []tools.Server
+	var errs []string
+	resolve := func(key string, m map[string]string) map[string]string {
+		if len(m) == 0 {
+			return nil
+		}
+		r := make(map[string]string, len(m))
+		for k, v := range m {
+			if name, ok := strings.CutPrefix(v, "$"); ok {
+				v = getenv(name)
+				if v == "" {
+					errs = append(errs, fmt.Sprintf("%s.%s: environment variable %s is not set", key, k, name))
+				}
+			}
+			r[k] = v
+		}
+		return r
+	}
+	for i, s := range c.Servers {
+		key := fmt.Sprintf("mcp.servers[%d]", i)
+		srv := tools.Server{Name: s.Name, Command: s.Command, URL: s.URL, Timeout: s.Timeout.Duration,
+			Env: resolve(key+".env", s.Env), Headers: resolve(key+".headers", s.Headers)}
+		if len(s.Command) > 0 {
+			env := map[string]string{}
+			for _, k := range stdioBaseEnv {
+				if v := getenv(k); v != "" {
+					env[k] = v
+				}
+			}
+			maps.Copy(env, srv.Env)
+			srv.Env = env
+		}
+		out = append(out, srv)
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("config: %s", strings.Join(errs, "; "))
+	}
+	return out, nil
+}
+
+// stdioBaseEnv are the variables of conclave's environment a stdio MCP
+// server inherits.
+var stdioBaseEnv = []string{"PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "TMPDIR", "TZ", "NPM_CONFIG_CACHE", "npm_config_cache"}
 
 // isSecretValue tells whether a value under a secret-bearing key is really
 // secret: a base URL is not, a Redis or RPC URL is only when it carries
@@ -506,6 +595,7 @@ func (c *Config) validate() error {
 			bad(key+".clone_of", "only clones have clone_of")
 		}
 		validatePolicy(key, a.SessionPolicy, a.SessionPattern, bad)
+		c.validateTools(key, a.Tools, bad)
 	}
 	for i, a := range c.Agents {
 		if a.CloneOf == "" {
@@ -522,6 +612,41 @@ func (c *Config) validate() error {
 			bad(key+".llm_profile", "unknown profile %q", s.LLMProfile)
 		}
 		validatePolicy(key, s.SessionPolicy, s.SessionPattern, bad)
+		c.validateTools(key, s.Tools, bad)
+	}
+	if c.LLM.MaxToolRounds <= 0 {
+		bad("llm.max_tool_rounds", "must be > 0")
+	}
+	seenServer := map[string]bool{}
+	for i, s := range c.MCP.Servers {
+		key := fmt.Sprintf("mcp.servers[%d]", i)
+		switch {
+		case !tools.ServerNameRE.MatchString(s.Name):
+			bad(key+".name", "%q must be [a-z0-9_-]+", s.Name)
+		case seenServer[s.Name]:
+			bad(key+".name", "%q is used twice", s.Name)
+		}
+		seenServer[s.Name] = true
+		switch {
+		case (len(s.Command) > 0) == (s.URL != ""):
+			bad(key, "needs exactly one of command (stdio) and url (Streamable HTTP)")
+		case len(s.Command) > 0 && strings.TrimSpace(s.Command[0]) == "":
+			bad(key+".command", "the program is empty")
+		case s.URL != "" && !isHTTPURL(s.URL):
+			bad(key+".url", "is not an http(s) URL")
+		}
+		if s.URL != "" && len(s.Env) > 0 {
+			bad(key+".env", "is for stdio servers (command); an HTTP server takes headers")
+		}
+		if len(s.Command) > 0 && len(s.Headers) > 0 {
+			bad(key+".headers", "is for HTTP servers (url); a stdio server takes env")
+		}
+		switch {
+		case s.Timeout.Duration == 0:
+			c.MCP.Servers[i].Timeout = Duration{tools.DefaultTimeout}
+		case s.Timeout.Duration < 0:
+			bad(key+".timeout", "must be a positive duration")
+		}
 	}
 	seenChan := map[string]bool{}
 	for i, ch := range c.Channels {
@@ -597,6 +722,17 @@ func (c *Config) validate() error {
 		return fmt.Errorf("config: %s", strings.Join(errs, "; "))
 	}
 	return nil
+}
+
+// validateTools checks an agent's tools: each names a configured server,
+// or one tool of it ("server/tool").
+func (c *Config) validateTools(key string, list []string, bad func(string, string, ...any)) {
+	for i, entry := range list {
+		server, _, _ := strings.Cut(entry, "/")
+		if !slices.ContainsFunc(c.MCP.Servers, func(s MCPServerConfig) bool { return s.Name == server }) {
+			bad(fmt.Sprintf("%s.tools[%d]", key, i), "%q names no [[mcp.servers]] (write \"server\" or \"server/tool\")", entry)
+		}
+	}
 }
 
 func (c *Config) hasProfile(name string) bool {

@@ -251,6 +251,18 @@ func TestConfigValidationNamesKey(t *testing.T) {
 		{"profile temperature", "[llm.profiles.hot]\ntemperature = 3.0", "llm.profiles.hot.temperature"},
 		{"public url", "[http]\npublic_url = \"wallet.example.com\"", "http.public_url"},
 		{"log level", "[log]\nlevel = \"loud\"", "log.level"},
+		{"tool rounds", "[llm]\nmax_tool_rounds = 0", "llm.max_tool_rounds: must be > 0"},
+		{"server name", "[[mcp.servers]]\nname = \"CRM\"\nurl = \"http://x/mcp\"", `mcp.servers[0].name: "CRM" must be [a-z0-9_-]+`},
+		{"server twice", "[[mcp.servers]]\nname = \"crm\"\nurl = \"http://x/mcp\"\n[[mcp.servers]]\nname = \"crm\"\ncommand = [\"crm\"]", `mcp.servers[1].name: "crm" is used twice`},
+		{"server transport missing", "[[mcp.servers]]\nname = \"crm\"", "mcp.servers[0]: needs exactly one of command (stdio) and url (Streamable HTTP)"},
+		{"server both transports", "[[mcp.servers]]\nname = \"crm\"\nurl = \"http://x/mcp\"\ncommand = [\"crm\"]", "mcp.servers[0]: needs exactly one of command"},
+		{"server empty command", "[[mcp.servers]]\nname = \"crm\"\ncommand = [\" \"]", "mcp.servers[0].command: the program is empty"},
+		{"server url", "[[mcp.servers]]\nname = \"crm\"\nurl = \"crm.local/mcp\"", "mcp.servers[0].url: is not an http(s) URL"},
+		{"server env on http", "[[mcp.servers]]\nname = \"crm\"\nurl = \"http://x/mcp\"\nenv = { A = \"b\" }", "mcp.servers[0].env: is for stdio servers"},
+		{"server headers on stdio", "[[mcp.servers]]\nname = \"crm\"\ncommand = [\"crm\"]\nheaders = { A = \"b\" }", "mcp.servers[0].headers: is for HTTP servers"},
+		{"server timeout", "[[mcp.servers]]\nname = \"crm\"\ncommand = [\"crm\"]\ntimeout = \"-1s\"", "mcp.servers[0].timeout: must be a positive duration"},
+		{"agent tools", "[[mcp.servers]]\nname = \"crm\"\ncommand = [\"crm\"]\n[[agents]]\nens = \"a.b.1.protocol6022.eth\"\nrole = \"expert\"\ntools = [\"crm/lookup\", \"search\"]", `agents[0].tools[1]: "search" names no [[mcp.servers]]`},
+		{"agent settings tools", "[agent_settings.\"v.b.1.protocol6022.eth\"]\ntools = [\"crm\"]", `agent_settings."v.b.1.protocol6022.eth".tools[0]: "crm" names no [[mcp.servers]]`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -331,5 +343,54 @@ func TestErrorsNeverEchoSecrets(t *testing.T) {
 		if strings.Contains(err.Error(), "very-secret") {
 			t.Errorf("error echoes the secret: %v", err)
 		}
+	}
+}
+
+// "$NAME" values come from the environment; a stdio server gets its env
+// plus a few variables programs need, never conclave's secrets; a value
+// written in the file under a secret-looking name is warned about.
+func TestMCPServersFromEnvironment(t *testing.T) {
+	cfg := defaultConfig()
+	file := `
+[[mcp.servers]]
+name = "crm"
+command = ["crm-mcp"]
+env = { CRM_TOKEN = "$CRM_TOKEN", REGION = "eu", API_KEY = "literal-key" }
+[[mcp.servers]]
+name = "search"
+url = "https://search.example/mcp"
+headers = { Authorization = "$SEARCH_AUTH", Accept = "application/json" }
+`
+	if err := decodeConfig("c.toml", []byte(file), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"CRM_TOKEN": "crm-secret", "SEARCH_AUTH": "Bearer s", "PATH": "/bin", "HOME": "/home/c", "SLACK_BOT_TOKEN": "xoxb-env"}
+	getenv := func(k string) string { return env[k] }
+	inFile := cfg.applyEnv(getenv)
+	if err := cfg.validate(); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(inFile, []string{"mcp.servers[0].env.API_KEY"}) {
+		t.Errorf("secrets in the file = %v", inFile)
+	}
+	servers, err := mcpServers(cfg.MCP, getenv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantEnv := map[string]string{"CRM_TOKEN": "crm-secret", "REGION": "eu", "API_KEY": "literal-key", "PATH": "/bin", "HOME": "/home/c"}
+	if !reflect.DeepEqual(servers[0].Env, wantEnv) || servers[0].Timeout != 30*time.Second {
+		t.Errorf("stdio server = %+v", servers[0])
+	}
+	if want := map[string]string{"Authorization": "Bearer s", "Accept": "application/json"}; !reflect.DeepEqual(servers[1].Headers, want) || servers[1].Env != nil {
+		t.Errorf("http server = %+v", servers[1])
+	}
+	if cfg.MCP.Servers[0].Env["CRM_TOKEN"] != "$CRM_TOKEN" {
+		t.Error("the configuration itself must keep the reference, not the secret")
+	}
+
+	delete(env, "SEARCH_AUTH")
+	_, err = mcpServers(cfg.MCP, getenv)
+	if err == nil || err.Error() != "config: mcp.servers[1].headers.Authorization: environment variable SEARCH_AUTH is not set" {
+		t.Errorf("missing variable: %v", err)
 	}
 }

@@ -6,6 +6,7 @@
 //	conclave templates check    check a config repository of prompts
 //	conclave templates render   print exactly what the model would receive
 //	conclave memory hydrate     load history into an agent's memory session
+//	conclave tools list         list each agent's MCP tools
 //	conclave healthcheck        exit 0 when the local bot answers /healthz
 //	conclave version            print the version
 //
@@ -58,6 +59,7 @@ Commands:
   templates check     check a directory of prompt templates
   templates render    print the request the model would receive
   memory hydrate      append JSONL history to a memory session
+  tools list          list each agent's MCP tools
   healthcheck         check the local bot's /healthz
   version             print the version
 
@@ -77,6 +79,8 @@ func runMain(ctx context.Context, args []string, e env) int {
 		err = runTemplates(ctx, args, e)
 	case "memory":
 		err = runMemory(ctx, args, e)
+	case "tools":
+		err = runTools(ctx, args, e)
 	case "healthcheck":
 		err = runHealthcheck(ctx, args, e)
 	case "version":

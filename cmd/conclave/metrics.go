@@ -38,6 +38,8 @@ type runMetrics struct {
 	llmCalls       *prometheus.HistogramVec
 	llmAttempts    *prometheus.CounterVec
 	llmAttemptTime prometheus.Histogram
+
+	toolCalls *prometheus.CounterVec
 }
 
 func newRunMetrics(reg prometheus.Registerer) *runMetrics {
@@ -87,9 +89,18 @@ func newRunMetrics(reg prometheus.Registerer) *runMetrics {
 			Buckets: prometheus.ExponentialBuckets(0.05, 2, 13),
 		}),
 	}
+	m.toolCalls = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "conclave_tool_calls_total",
+		Help: "MCP tool calls a model asked for, by server, tool and outcome (ok, error, timeout, failed, unavailable, unknown, canceled).",
+	}, []string{"server", "tool", "outcome"})
 	reg.MustRegister(m.turns, m.turnSeconds, m.waitSeconds, m.tokens, m.turnFailures, m.templateErrors,
-		m.events, m.lockTries, m.lockSeconds, m.llmCalls, m.llmAttempts, m.llmAttemptTime)
+		m.events, m.lockTries, m.lockSeconds, m.llmCalls, m.llmAttempts, m.llmAttemptTime, m.toolCalls)
 	return m
+}
+
+// observeToolCall is the tool hub's OnCall hook.
+func (m *runMetrics) observeToolCall(server, tool, outcome string) {
+	m.toolCalls.WithLabelValues(server, tool, outcome).Inc()
 }
 
 // observeTurn is the engine's OnTurn hook.

@@ -22,6 +22,7 @@ import (
 
 	"github.com/conclavehq/conclave/agents"
 	"github.com/conclavehq/conclave/agents/llm"
+	"github.com/conclavehq/conclave/agents/tools"
 	"github.com/conclavehq/conclave/bot"
 	"github.com/conclavehq/conclave/ens"
 	"github.com/conclavehq/conclave/memory"
@@ -92,6 +93,20 @@ func runBot(ctx context.Context, args []string, e env) error {
 	}
 	model := metrics.observeModel(client)
 
+	servers, err := mcpServers(cfg.MCP, e.getenv)
+	if err != nil {
+		return err
+	}
+	var toolbox agents.Toolbox
+	var hub *tools.Hub
+	if len(servers) > 0 {
+		hub, err = tools.New(servers, tools.Options{Logger: log, OnCall: metrics.observeToolCall, HTTPClient: web})
+		if err != nil {
+			return err
+		}
+		toolbox = hub
+	}
+
 	checks := []readinessCheck{
 		{"memory", store.Ping},
 		{"templates", func(context.Context) error {
@@ -110,6 +125,21 @@ func runBot(ctx context.Context, args []string, e env) error {
 	parts.start(runCtx, cancelRun, log, "reload", func(ctx context.Context) error {
 		return reloadOnHUP(ctx, e.hup, lib, log)
 	})
+	if hub != nil {
+		// The servers outlive the engine's drain: turns finishing after
+		// SIGTERM may still call tools.
+		var toolsDone sync.WaitGroup
+		toolsCtx, stopTools := context.WithCancel(context.Background())
+		toolsDone.Go(func() { hub.Run(toolsCtx) })
+		defer toolsDone.Wait()
+		defer stopTools()
+		// Agents start with their tools: each server has been tried once
+		// (within its timeout) before events are taken.
+		select {
+		case <-hub.Started():
+		case <-ctx.Done():
+		}
+	}
 
 	// The engine gets its own context: when the process is told to stop,
 	// the Slack transport stops reading events at once (runCtx) while the
@@ -145,6 +175,7 @@ func runBot(ctx context.Context, args []string, e env) error {
 			Model:    model,
 			Prompts:  func() agents.Prompts { return lib.Current() },
 			Resolver: directory,
+			Tools:    toolbox,
 			Logger:   log,
 			OnTurn:   metrics.observeTurn,
 		})
@@ -241,6 +272,7 @@ func engineOptions(cfg Config, botUserID string) agents.Options {
 		MaxParallel:      cfg.Conversation.MaxParallel,
 		MaxMessageChars:  cfg.Conversation.MaxMessageChars,
 		MaxInputTokens:   *cfg.LLM.MaxInputTokens,
+		MaxToolRounds:    cfg.LLM.MaxToolRounds,
 		MatchThreshold:   cfg.Expert.MatchThreshold,
 		SessionScope:     cfg.Expert.SessionScope,
 		Notify:           cfg.Errors.Notify,
@@ -255,10 +287,10 @@ func engineOptions(cfg Config, botUserID string) agents.Options {
 		o.Channels = append(o.Channels, agents.ChannelConfig{ID: ch.ID, Agents: ch.Agents, Start: ch.Start})
 	}
 	for name, s := range cfg.AgentSetting {
-		o.Agents[strings.ToLower(name)] = agents.AgentSettings{LLMProfile: s.LLMProfile, SessionPolicy: s.SessionPolicy, SessionPattern: s.SessionPattern}
+		o.Agents[strings.ToLower(name)] = agents.AgentSettings{LLMProfile: s.LLMProfile, SessionPolicy: s.SessionPolicy, SessionPattern: s.SessionPattern, Tools: s.Tools}
 	}
 	for _, a := range cfg.Agents {
-		o.Agents[a.ENS] = agents.AgentSettings{LLMProfile: a.LLMProfile, SessionPolicy: a.SessionPolicy, SessionPattern: a.SessionPattern}
+		o.Agents[a.ENS] = agents.AgentSettings{LLMProfile: a.LLMProfile, SessionPolicy: a.SessionPolicy, SessionPattern: a.SessionPattern, Tools: a.Tools}
 	}
 	return o
 }

@@ -122,8 +122,10 @@ type Message struct {
 	Role       string
 	Content    string // text parts joined by "\n" when the content was an array
 	Name       string
-	ToolCallID string     // what a "tool" message answers
-	ToolCalls  []ToolCall // what an "assistant" message asked for
+	ToolCallID string // what a "tool" message answers
+	// ToolCalls are the calls an "assistant" message asked for, one per
+	// line: "<id> <name> <arguments>" (text, so a Message stays comparable).
+	ToolCalls string
 }
 
 // Tool is one function tool a request offered.
@@ -397,9 +399,11 @@ func decodeRequest(r *http.Request, body []byte) Request {
 	}
 	for _, m := range wire.Messages {
 		msg := Message{Role: m.Role, Content: contentText(m.Content), Name: m.Name, ToolCallID: m.ToolCallID}
+		var calls []string
 		for _, c := range m.ToolCalls {
-			msg.ToolCalls = append(msg.ToolCalls, ToolCall{ID: c.ID, Name: c.Function.Name, Arguments: c.Function.Arguments})
+			calls = append(calls, c.ID+" "+c.Function.Name+" "+c.Function.Arguments)
 		}
+		msg.ToolCalls = strings.Join(calls, "\n")
 		req.Messages = append(req.Messages, msg)
 	}
 	for _, t := range wire.Tools {
