@@ -172,8 +172,8 @@ type AgentConfig struct {
 // AgentSettingsConfig is [agent_settings."<ens>"]: settings for agents that
 // exist only on-chain.
 type AgentSettingsConfig struct {
-	LLMProfile     string `toml:"llm_profile"`
-	SessionPolicy  string `toml:"session_policy"`
+	LLMProfile     string   `toml:"llm_profile"`
+	SessionPolicy  string   `toml:"session_policy"`
 	SessionPattern string   `toml:"session_pattern"`
 	Tools          []string `toml:"tools"`
 }
