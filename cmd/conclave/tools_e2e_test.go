@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -422,4 +423,67 @@ func TestToolsListCommand(t *testing.T) {
 	if code, _, errOut := cli(t, nil, "tools"); code != 2 || !strings.Contains(errOut, "tools needs the sub-command list") {
 		t.Errorf("no sub-command: exit %d, %q", code, errOut)
 	}
+}
+
+// everythingServer finds @modelcontextprotocol/server-everything, the MCP
+// project's reference server on npm: $CONCLAVE_MCP_EVERYTHING (set by
+// .ci/run, which installs it; then it must work), else the cache dir
+// .ci/run installs it into. The test never downloads: without node and
+// npx, or without the package installed, it skips and says why.
+func everythingServer(t *testing.T) string {
+	t.Helper()
+	if bin := os.Getenv("CONCLAVE_MCP_EVERYTHING"); bin != "" {
+		return bin
+	}
+	for _, tool := range []string{"npx", "node"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s is not installed: the test with the real @modelcontextprotocol/server-everything needs Node.js", tool)
+		}
+	}
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		t.Skipf("no cache dir (%v) to find @modelcontextprotocol/server-everything in", err)
+	}
+	bin := filepath.Join(cache, "conclave-ci", "mcp-everything", "node_modules", ".bin", "mcp-server-everything")
+	if _, err := os.Stat(bin); err != nil {
+		t.Skipf("@modelcontextprotocol/server-everything is not installed at %s (.ci/run installs it; tests never download): %v", bin, err)
+	}
+	return bin
+}
+
+// A real third-party MCP server over stdio: an expert adds numbers and
+// reads the server's environment with its tools. The server gets PATH,
+// HOME and its own env, never conclave's secrets.
+func TestRealEverythingServer(t *testing.T) {
+	bin := everythingServer(t)
+	r := newRig(t, fakeslack.Options{EchoPosts: true})
+	model := newToolModel(map[string][]func(llmfake.Request) llmfake.Reply{
+		"Claudine/context-not-found": {
+			calls(llmfake.Call("everything__get-sum", `{"a": 2, "b": 3}`), llmfake.Call("everything__get-env", `{}`)),
+			text(`{"session": "C45653", "message": ""}`),
+		},
+		"Claudine/context-found": {text("📚 2 and 3 make 5.")},
+		"Elen/default":           {text("🧭 Thanks.")},
+	}, "Elen", "Claudine")
+	r.llm.Handle(model.reply)
+	section := fmt.Sprintf("\n[[mcp.servers]]\nname = \"everything\"\ncommand = [%q, \"stdio\"]\nenv = { EVERYTHING_TOKEN = \"$CRM_SECRET\" }\ntimeout = \"60s\"\n", bin)
+	path := r.config(t, section+agentSection(claudineENS, "Claudine", "expert")+"tools = [\"everything/get-sum\", \"everything/get-env\"]\n"+
+		channelSection(elenENS, claudineENS))
+	environ := map[string]string{"PATH": os.Getenv("PATH"), "HOME": os.Getenv("HOME"), "CRM_SECRET": "crm-secret-value", "OPENAI_API_KEY": "sk-conclave-own-key"}
+	p := start(t, path, environ)
+
+	r.slack.SendMessage(fakeslack.Message{Channel: testChannel, User: testPerson, Text: claudineENS + ", what is 2 + 3 for customer C45653?"})
+	r.waitPosts(t, p, 2)
+	checkPosts(t, r.slack, "Claudine: 📚 2 and 3 make 5.", "Elen: 🧭 Thanks.")
+	threading := model.mustRequests(t, "Claudine/context-not-found", 2)
+	checkStrings(t, "tools offered", toolNames(threading[0]), "everything__get-sum", "everything__get-env")
+	results := toolResults(threading[1])
+	if len(results) != 2 || results[0] != "call_1: The sum of 2 and 3 is 5." {
+		t.Fatalf("tool results: %q", results)
+	}
+	if !strings.Contains(results[1], `"EVERYTHING_TOKEN": "crm-secret-value"`) || strings.Contains(results[1], "sk-conclave-own-key") {
+		t.Errorf("the server's environment: %s", results[1])
+	}
+	checkToolCalls(t, p, map[string]float64{"everything/get-sum/ok": 1, "everything/get-env/ok": 1})
+	noSecretIn(t, p)
 }
