@@ -487,3 +487,30 @@ func TestRealEverythingServer(t *testing.T) {
 	checkToolCalls(t, p, map[string]float64{"everything/get-sum/ok": 1, "everything/get-env/ok": 1})
 	noSecretIn(t, p)
 }
+
+// A prompt's settings file sets tools for a role or a single prompt: it
+// replaces the agent's tools there, and an empty list offers none.
+func TestToolsFromPromptSettings(t *testing.T) {
+	r := newRig(t, fakeslack.Options{EchoPosts: true})
+	model := newToolModel(map[string][]func(llmfake.Request) llmfake.Reply{
+		"Claudine/context-not-found": {text(`{"session": "C45653", "message": ""}`)},
+		"Claudine/context-found":     {text("📚 Full cover.")},
+		"Elen/default":               {text("🧭 Good.")},
+	}, "Elen", "Claudine")
+	r.llm.Handle(model.reply)
+	path := r.config(t, httpSection(t, "crm", "10s")+agentSection(claudineENS, "Claudine", "expert")+"tools = [\"crm/lookup_customer\"]\n"+
+		channelSection(elenENS, claudineENS))
+	templateRepo(t, path, map[string]string{
+		"expert/context-found.toml": "tools = []",
+		"facilitator/default.toml":  `tools = ["crm/fail", "crm/hang"]`,
+	})
+	p := start(t, path, toolEnv)
+
+	r.slack.SendMessage(fakeslack.Message{Channel: testChannel, User: testPerson, Text: claudineENS + ", what cover does C45653 have?"})
+	r.waitPosts(t, p, 2)
+	checkStrings(t, "threading (the agent's tools)", toolNames(model.mustRequests(t, "Claudine/context-not-found", 1)[0]), "crm__lookup_customer")
+	if req := model.mustRequests(t, "Claudine/context-found", 1)[0]; req.Has("tools") {
+		t.Errorf("context-found offered %v; its settings say none", toolNames(req))
+	}
+	checkStrings(t, "facilitator (its settings' tools)", toolNames(model.mustRequests(t, "Elen/default", 1)[0]), "crm__fail", "crm__hang")
+}
