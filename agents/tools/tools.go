@@ -91,6 +91,7 @@ type server struct {
 	mu      sync.Mutex
 	session *mcp.ClientSession
 	tools   []*mcp.Tool // sorted by name
+	defs    []llm.Tool  // tools as the model sees them, same order; nil Name when unusable
 	err     error       // why it is not connected
 	changed chan struct{}
 }
@@ -293,10 +294,22 @@ func listTools(ctx context.Context, sess *mcp.ClientSession) ([]*mcp.Tool, error
 	return tools, nil
 }
 
+// set records s's session and tools, and what the model is shown of them
+// (built once per list, not per request).
 func (s *server) set(sess *mcp.ClientSession, tools []*mcp.Tool, err error) {
+	defs := make([]llm.Tool, len(tools))
+	for i, t := range tools {
+		defs[i] = llm.Tool{Name: s.cfg.Name + Separator + t.Name, Description: description(t), Parameters: schema(t)}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.session, s.tools, s.err = sess, tools, err
+	s.session, s.tools, s.defs, s.err = sess, tools, defs, err
+}
+
+func (s *server) definitions() []llm.Tool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.defs
 }
 
 func (s *server) list() []*mcp.Tool {
@@ -335,20 +348,19 @@ func (h *Hub) Tools(selection []string) []llm.Tool {
 			h.warnOnce("selection:"+entry, "mcp: tools names a server that is not configured", slog.String("entry", entry))
 			continue
 		}
-		for _, t := range s.list() {
-			if only != "" && t.Name != only {
+		for _, def := range s.definitions() {
+			if only != "" && def.Name != name+Separator+only {
 				continue
 			}
-			fn := name + Separator + t.Name
-			if !functionNameRE.MatchString(fn) {
-				h.warnOnce("name:"+fn, "mcp: tool skipped: its name is not a valid function name ([a-zA-Z0-9_-], at most 64)", slog.String("tool", fn))
+			if !functionNameRE.MatchString(def.Name) {
+				h.warnOnce("name:"+def.Name, "mcp: tool skipped: its name is not a valid function name ([a-zA-Z0-9_-], at most 64)", slog.String("tool", def.Name))
 				continue
 			}
-			if seen[fn] {
+			if seen[def.Name] {
 				continue
 			}
-			seen[fn] = true
-			out = append(out, llm.Tool{Name: fn, Description: description(t), Parameters: schema(t)})
+			seen[def.Name] = true
+			out = append(out, def)
 		}
 	}
 	return out

@@ -321,3 +321,66 @@ func TestProbe(t *testing.T) {
 		t.Errorf("lookup_customer = %+v", lookup)
 	}
 }
+
+// The cost conclave adds per tool call, the tool's own time excluded (the
+// tool answers at once): the SDK's JSON-RPC round trip over each transport
+// plus the hub's look-up and result handling, and listing an agent's
+// tools for a request.
+func BenchmarkCall(b *testing.B) {
+	for _, transport := range []string{"stdio", "http"} {
+		b.Run(transport, func(b *testing.B) {
+			srv := benchServer(b, transport)
+			h, err := tools.New([]tools.Server{srv}, tools.Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() { h.Run(ctx); close(done) }()
+			b.Cleanup(func() { cancel(); <-done })
+			<-h.Started()
+			if len(h.Tools([]string{"crm"})) == 0 {
+				b.Fatal("server not connected")
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				if got, err := h.Call(ctx, "crm__lookup_customer", `{"name":"Ada Lovelace"}`); err != nil || got != "C45653" {
+					b.Fatalf("call = %q, %v", got, err)
+				}
+			}
+		})
+	}
+}
+
+func BenchmarkTools(b *testing.B) {
+	h, err := tools.New([]tools.Server{benchServer(b, "http")}, tools.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { h.Run(ctx); close(done) }()
+	b.Cleanup(func() { cancel(); <-done })
+	<-h.Started()
+	b.ReportAllocs()
+	for b.Loop() {
+		if n := len(h.Tools([]string{"crm"})); n < 4 {
+			b.Fatalf("%d tools", n)
+		}
+	}
+}
+
+func benchServer(b *testing.B, transport string) tools.Server {
+	b.Helper()
+	if transport == "http" {
+		srv := httptest.NewServer(mcptest.Handler())
+		b.Cleanup(srv.Close)
+		return tools.Server{Name: "crm", URL: srv.URL, Timeout: 5 * time.Second}
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return tools.Server{Name: "crm", Command: []string{exe}, Env: mcptest.StdioEnvFor(filepath.Join(b.TempDir(), "starts")), Timeout: 5 * time.Second}
+}
