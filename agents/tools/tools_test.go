@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
+	"net"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -383,4 +385,37 @@ func benchServer(b *testing.B, transport string) tools.Server {
 		b.Fatal(err)
 	}
 	return tools.Server{Name: "crm", Command: []string{exe}, Env: mcptest.StdioEnvFor(filepath.Join(b.TempDir(), "starts")), Timeout: 5 * time.Second}
+}
+
+// An HTTP server that goes away and comes back (a new process on the same
+// address, which knows nothing of the old session) is connected again.
+func TestHTTPServerComesBack(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	first := &http.Server{Handler: mcptest.Handler()}
+	go first.Serve(ln)
+	h, logs, _ := run(t, tools.Server{Name: "crm", URL: "http://" + addr, Timeout: 2 * time.Second})
+	if got, err := h.Call(t.Context(), "crm__lookup_customer", `{"name":"Ada Lovelace"}`); err != nil || got != "C45653" {
+		t.Fatalf("before: %q, %v", got, err)
+	}
+	first.Close()
+
+	var ln2 net.Listener
+	eventually(t, "the address to be free again", func() bool {
+		ln2, err = net.Listen("tcp", addr)
+		return err == nil
+	})
+	second := &http.Server{Handler: mcptest.Handler()}
+	go second.Serve(ln2)
+	t.Cleanup(func() { second.Close() })
+	eventually(t, "a call to succeed against the new server", func() bool {
+		got, err := h.Call(t.Context(), "crm__lookup_customer", `{"name":"Ada Lovelace"}`)
+		return err == nil && got == "C45653"
+	})
+	if strings.Count(logs.String(), `"msg":"mcp: connected"`) < 2 {
+		t.Errorf("not connected again:\n%s", logs)
+	}
 }
