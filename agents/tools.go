@@ -61,16 +61,17 @@ func (c *convo) complete(ctx context.Context, t *turn, req llm.Request) (llm.Res
 		if err != nil || len(req.Tools) == 0 || len(resp.ToolCalls) == 0 {
 			return resp, err
 		}
-		for i := range resp.ToolCalls {
-			if resp.ToolCalls[i].ID == "" { // some compatible servers leave it out; results need one
-				resp.ToolCalls[i].ID = fmt.Sprintf("call_%d_%d", round+1, i+1)
+		calls := slices.Clone(resp.ToolCalls)
+		for i := range calls {
+			if calls[i].ID == "" { // some compatible servers leave it out; results need one
+				calls[i].ID = fmt.Sprintf("call_%d_%d", round+1, i+1)
 			}
 		}
-		results := c.runTools(ctx, t, resp.ToolCalls)
+		results := c.runTools(ctx, t, calls)
 		if err := ctx.Err(); err != nil {
 			return llm.Response{}, err
 		}
-		req.ToolRounds = append(slices.Clip(req.ToolRounds), llm.ToolRound{Content: resp.Content, Calls: resp.ToolCalls, Results: results})
+		req.ToolRounds = append(slices.Clip(req.ToolRounds), llm.ToolRound{Content: resp.Content, Calls: calls, Results: results})
 	}
 }
 

@@ -1,0 +1,112 @@
+package agents
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/conclavehq/conclave/agents/llm"
+)
+
+// fakeToolbox offers "crm__lookup" and "crm__fail" for the selection
+// "crm" and answers at once.
+type fakeToolbox struct {
+	mu    sync.Mutex
+	calls []string
+}
+
+func (f *fakeToolbox) Tools(selection []string) []llm.Tool {
+	for _, s := range selection {
+		if s == "crm" {
+			return []llm.Tool{{Name: "crm__lookup", Description: "Looks up."}, {Name: "crm__fail"}}
+		}
+	}
+	return nil
+}
+
+func (f *fakeToolbox) Call(_ context.Context, name, args string) (string, error) {
+	f.mu.Lock()
+	f.calls = append(f.calls, name+" "+args)
+	f.mu.Unlock()
+	if name == "crm__fail" {
+		return "", errors.New("the CRM is down\nsecond line")
+	}
+	return "C1", nil
+}
+
+func withTools(tb *fakeToolbox, rounds int) func(*rig) {
+	return func(r *rig) {
+		r.opts.Agents = map[string]AgentSettings{cora: {Tools: []string{"crm"}}}
+		r.opts.MaxToolRounds = rounds
+		r.e = r.engine(fakePrompts{}, func(d *Deps) { d.Tools = tb })
+	}
+}
+
+// The loop inside a turn's model call: calls of one round run and come
+// back as one round; call ids are filled in when the model leaves them
+// out; an error reads "error: <first line>"; after max_tool_rounds the
+// request offers no tools; each call leaves one history line.
+func TestToolLoop(t *testing.T) {
+	tb := &fakeToolbox{}
+	r := newRig(t, withTools(tb, 2))
+	calls := llm.Response{ToolCalls: []llm.ToolCall{{Name: "crm__lookup", Arguments: `{"q":"Ada"}`}, {ID: "x", Name: "crm__fail"}}, FinishReason: "tool_calls"}
+	r.model.on(cora, "context-not-found", calls, calls, threading("C1", ""))
+	r.model.on(cora, "context-found", "Covered.")
+	r.model.on(elen, "default", "Thanks.")
+	r.send("", "U1", "Alice", cora+" is C1 covered?")
+	r.settle()
+
+	reqs := r.model.calls(cora, "context-not-found")
+	if len(reqs) != 3 {
+		t.Fatalf("%d threading requests, want 3", len(reqs))
+	}
+	for i, req := range reqs {
+		if (req.Tools != nil) != (i < 2) || len(req.ToolRounds) != i {
+			t.Errorf("request %d: tools %v, %d rounds", i+1, req.Tools, len(req.ToolRounds))
+		}
+	}
+	want := llm.ToolRound{Calls: []llm.ToolCall{{ID: "call_1_1", Name: "crm__lookup", Arguments: `{"q":"Ada"}`}, {ID: "x", Name: "crm__fail"}},
+		Results: []string{"C1", "error: the CRM is down"}}
+	if got := reqs[1].ToolRounds[0]; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("round = %+v\nwant %+v", got, want)
+	}
+	if got := reqs[2].ToolRounds[1].Calls[0].ID; got != "call_2_1" {
+		t.Errorf("second round's first id = %q", got)
+	}
+	if found := r.model.calls(cora, "context-found"); len(found) != 1 || len(found[0].Tools) != 2 || found[0].ToolRounds != nil {
+		t.Errorf("context-found: %+v", found)
+	}
+	if elenReq := r.model.calls(elen, "default"); len(elenReq) != 1 || elenReq[0].Tools != nil {
+		t.Fatalf("facilitator requests: %+v", elenReq)
+	} else if h := strings.Join(messageTexts(elenReq[0]), "\n"); strings.Count(h, "(used crm__lookup)") != 2 || strings.Count(h, "(used crm__fail)") != 2 {
+		t.Errorf("facilitator history lacks the tool lines:\n%s", h)
+	}
+	if n := len(tb.calls); n != 4 {
+		t.Errorf("%d tool calls, want 4", n)
+	}
+}
+
+func messageTexts(r llm.Request) []string {
+	var out []string
+	for _, m := range r.Messages {
+		out = append(out, m.Content)
+	}
+	return out
+}
+
+// BenchmarkConversationWithTools is BenchmarkConversation with the expert
+// calling one tool while threading: the difference is the engine's cost
+// of a tool round (the tool and the model answer at once).
+func BenchmarkConversationWithTools(b *testing.B) {
+	r := newRig(b, withTools(&fakeToolbox{}, 8))
+	lookup := llm.Response{ToolCalls: []llm.ToolCall{{ID: "a", Name: "crm__lookup", Arguments: `{}`}}, FinishReason: "tool_calls"}
+	for b.Loop() {
+		r.model.on(elen, "default", cora+" please check claim C1.", "Done.")
+		r.model.on(cora, "context-not-found", lookup, threading("C1", ""))
+		r.send("", "U1", "Alice", "Is claim C1 covered?")
+		r.settle()
+	}
+}
