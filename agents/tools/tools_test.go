@@ -331,23 +331,10 @@ func TestProbe(t *testing.T) {
 func BenchmarkCall(b *testing.B) {
 	for _, transport := range []string{"stdio", "http"} {
 		b.Run(transport, func(b *testing.B) {
-			srv := benchServer(b, transport)
-			h, err := tools.New([]tools.Server{srv}, tools.Options{})
-			if err != nil {
-				b.Fatal(err)
-			}
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan struct{})
-			go func() { h.Run(ctx); close(done) }()
-			b.Cleanup(func() { cancel(); <-done })
-			<-h.Started()
-			if len(h.Tools([]string{"crm"})) == 0 {
-				b.Fatal("server not connected")
-			}
+			h := benchHub(b, transport)
 			b.ReportAllocs()
-			b.ResetTimer()
 			for b.Loop() {
-				if got, err := h.Call(ctx, "crm__lookup_customer", `{"name":"Ada Lovelace"}`); err != nil || got != "C45653" {
+				if got, err := h.Call(b.Context(), "crm__lookup_customer", `{"name":"Ada Lovelace"}`); err != nil || got != "C45653" {
 					b.Fatalf("call = %q, %v", got, err)
 				}
 			}
@@ -356,7 +343,20 @@ func BenchmarkCall(b *testing.B) {
 }
 
 func BenchmarkTools(b *testing.B) {
-	h, err := tools.New([]tools.Server{benchServer(b, "http")}, tools.Options{})
+	h := benchHub(b, "http")
+	b.ReportAllocs()
+	for b.Loop() {
+		if n := len(h.Tools([]string{"crm"})); n < 4 {
+			b.Fatalf("%d tools", n)
+		}
+	}
+}
+
+// benchHub runs a hub connected to mcptest over transport until the
+// benchmark ends.
+func benchHub(b *testing.B, transport string) *tools.Hub {
+	b.Helper()
+	h, err := tools.New([]tools.Server{benchServer(b, transport)}, tools.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -365,12 +365,10 @@ func BenchmarkTools(b *testing.B) {
 	go func() { h.Run(ctx); close(done) }()
 	b.Cleanup(func() { cancel(); <-done })
 	<-h.Started()
-	b.ReportAllocs()
-	for b.Loop() {
-		if n := len(h.Tools([]string{"crm"})); n < 4 {
-			b.Fatalf("%d tools", n)
-		}
+	if len(h.Tools([]string{"crm"})) == 0 {
+		b.Fatal("server not connected")
 	}
+	return h
 }
 
 func benchServer(b *testing.B, transport string) tools.Server {
