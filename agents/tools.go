@@ -67,7 +67,7 @@ func (c *convo) complete(ctx context.Context, t *turn, req llm.Request) (llm.Res
 				calls[i].ID = fmt.Sprintf("call_%d_%d", round+1, i+1)
 			}
 		}
-		results := c.runTools(ctx, t, calls)
+		results := c.runTools(ctx, t, req.Tools, calls)
 		if err := ctx.Err(); err != nil {
 			return llm.Response{}, err
 		}
@@ -76,11 +76,19 @@ func (c *convo) complete(ctx context.Context, t *turn, req llm.Request) (llm.Res
 }
 
 // runTools runs one round's calls in parallel and returns their results,
-// in the order of the calls.
-func (c *convo) runTools(ctx context.Context, t *turn, calls []llm.ToolCall) []string {
+// in the order of the calls. Only the tools offered run: a model naming
+// another tool of the same server gets an error, so an agent never uses
+// more than its selection.
+func (c *convo) runTools(ctx context.Context, t *turn, offered []llm.Tool, calls []llm.ToolCall) []string {
 	results := make([]string, len(calls))
+	ran := make([]bool, len(calls))
 	var wg sync.WaitGroup
 	for i, call := range calls {
+		if !slices.ContainsFunc(offered, func(o llm.Tool) bool { return o.Name == call.Name }) {
+			results[i] = fmt.Sprintf("error: no tool named %q is available", call.Name)
+			continue
+		}
+		ran[i] = true
 		wg.Go(func() {
 			text, err := c.e.deps.Tools.Call(ctx, call.Name, call.Arguments)
 			if err != nil {
@@ -95,10 +103,12 @@ func (c *convo) runTools(ctx context.Context, t *turn, calls []llm.ToolCall) []s
 		})
 	}
 	wg.Wait()
-	for _, call := range calls {
-		c.addToolNote(fmt.Sprintf("(used %s)", call.Name))
+	for i, call := range calls {
+		if ran[i] {
+			c.addToolNote(fmt.Sprintf("(used %s)", call.Name))
+			t.report.ToolCalls++
+		}
 	}
-	t.report.ToolCalls += len(calls)
 	return results
 }
 

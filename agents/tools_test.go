@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -47,12 +48,13 @@ func withTools(tb *fakeToolbox, rounds int) func(*rig) {
 
 // The loop inside a turn's model call: calls of one round run and come
 // back as one round; call ids are filled in when the model leaves them
-// out; an error reads "error: <first line>"; after max_tool_rounds the
+// out; an error reads "error: <first line>"; a tool not offered does not
+// run; after max_tool_rounds the
 // request offers no tools; each call leaves one history line.
 func TestToolLoop(t *testing.T) {
 	tb := &fakeToolbox{}
 	r := newRig(t, withTools(tb, 2))
-	calls := llm.Response{ToolCalls: []llm.ToolCall{{Name: "crm__lookup", Arguments: `{"q":"Ada"}`}, {ID: "x", Name: "crm__fail"}}, FinishReason: "tool_calls"}
+	calls := llm.Response{ToolCalls: []llm.ToolCall{{Name: "crm__lookup", Arguments: `{"q":"Ada"}`}, {ID: "x", Name: "crm__fail"}, {ID: "y", Name: "crm__delete"}}, FinishReason: "tool_calls"}
 	r.model.on(cora, "context-not-found", calls, calls, threading("C1", ""))
 	r.model.on(cora, "context-found", "Covered.")
 	r.model.on(elen, "default", "Thanks.")
@@ -68,8 +70,8 @@ func TestToolLoop(t *testing.T) {
 			t.Errorf("request %d: tools %v, %d rounds", i+1, req.Tools, len(req.ToolRounds))
 		}
 	}
-	want := llm.ToolRound{Calls: []llm.ToolCall{{ID: "call_1_1", Name: "crm__lookup", Arguments: `{"q":"Ada"}`}, {ID: "x", Name: "crm__fail"}},
-		Results: []string{"C1", "error: the CRM is down"}}
+	want := llm.ToolRound{Calls: []llm.ToolCall{{ID: "call_1_1", Name: "crm__lookup", Arguments: `{"q":"Ada"}`}, {ID: "x", Name: "crm__fail"}, {ID: "y", Name: "crm__delete"}},
+		Results: []string{"C1", "error: the CRM is down", `error: no tool named "crm__delete" is available`}}
 	if got := reqs[1].ToolRounds[0]; fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("round = %+v\nwant %+v", got, want)
 	}
@@ -81,11 +83,11 @@ func TestToolLoop(t *testing.T) {
 	}
 	if elenReq := r.model.calls(elen, "default"); len(elenReq) != 1 || elenReq[0].Tools != nil {
 		t.Fatalf("facilitator requests: %+v", elenReq)
-	} else if h := strings.Join(messageTexts(elenReq[0]), "\n"); strings.Count(h, "(used crm__lookup)") != 2 || strings.Count(h, "(used crm__fail)") != 2 {
+	} else if h := strings.Join(messageTexts(elenReq[0]), "\n"); strings.Count(h, "(used crm__lookup)") != 2 || strings.Count(h, "(used crm__fail)") != 2 || strings.Contains(h, "crm__delete") {
 		t.Errorf("facilitator history lacks the tool lines:\n%s", h)
 	}
-	if n := len(tb.calls); n != 4 {
-		t.Errorf("%d tool calls, want 4", n)
+	if n := len(tb.calls); n != 4 || slices.ContainsFunc(tb.calls, func(c string) bool { return strings.HasPrefix(c, "crm__delete") }) {
+		t.Errorf("tool calls %q: want 4, none of a tool not offered", tb.calls)
 	}
 }
 
