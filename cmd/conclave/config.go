@@ -728,7 +728,11 @@ func (c *Config) validate() error {
 // or one tool of it ("server/tool").
 func (c *Config) validateTools(key string, list []string, bad func(string, string, ...any)) {
 	for i, entry := range list {
-		server, _, _ := strings.Cut(entry, "/")
+		server, tool, one := strings.Cut(entry, "/")
+		if one && (tool == "" || strings.ContainsAny(tool, "/ \t")) {
+			bad(fmt.Sprintf("%s.tools[%d]", key, i), "%q is not \"server\" or \"server/tool\"", entry)
+			continue
+		}
 		if !slices.ContainsFunc(c.MCP.Servers, func(s MCPServerConfig) bool { return s.Name == server }) {
 			bad(fmt.Sprintf("%s.tools[%d]", key, i), "%q names no [[mcp.servers]] (write \"server\" or \"server/tool\")", entry)
 		}

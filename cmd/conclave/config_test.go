@@ -262,6 +262,7 @@ func TestConfigValidationNamesKey(t *testing.T) {
 		{"server headers on stdio", "[[mcp.servers]]\nname = \"crm\"\ncommand = [\"crm\"]\nheaders = { A = \"b\" }", "mcp.servers[0].headers: is for HTTP servers"},
 		{"server timeout", "[[mcp.servers]]\nname = \"crm\"\ncommand = [\"crm\"]\ntimeout = \"-1s\"", "mcp.servers[0].timeout: must be a positive duration"},
 		{"agent tools", "[[mcp.servers]]\nname = \"crm\"\ncommand = [\"crm\"]\n[[agents]]\nens = \"a.b.1.protocol6022.eth\"\nrole = \"expert\"\ntools = [\"crm/lookup\", \"search\"]", `agents[0].tools[1]: "search" names no [[mcp.servers]]`},
+		{"agent tool entry", "[[mcp.servers]]\nname = \"crm\"\ncommand = [\"crm\"]\n[[agents]]\nens = \"a.b.1.protocol6022.eth\"\nrole = \"expert\"\ntools = [\"crm/\"]", `agents[0].tools[0]: "crm/" is not "server" or "server/tool"`},
 		{"agent settings tools", "[agent_settings.\"v.b.1.protocol6022.eth\"]\ntools = [\"crm\"]", `agent_settings."v.b.1.protocol6022.eth".tools[0]: "crm" names no [[mcp.servers]]`},
 	}
 	for _, tt := range tests {
