@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/signal"
 	"strings"
@@ -100,7 +101,9 @@ func runBot(ctx context.Context, args []string, e env) error {
 	var toolbox agents.Toolbox
 	var hub *tools.Hub
 	if len(servers) > 0 {
-		hub, err = tools.New(servers, tools.Options{Logger: log, OnCall: metrics.observeToolCall, HTTPClient: web})
+		// The connection pool is shared, not the client: a Streamable HTTP
+		// session keeps a long-lived stream that a client timeout would cut.
+		hub, err = tools.New(servers, tools.Options{Logger: log, OnCall: metrics.observeToolCall, HTTPClient: &http.Client{Transport: web.Transport}})
 		if err != nil {
 			return err
 		}
