@@ -92,7 +92,7 @@ func (c *convo) runTools(ctx context.Context, t *turn, offered []llm.Tool, calls
 		wg.Go(func() {
 			text, err := c.e.deps.Tools.Call(ctx, call.Name, call.Arguments)
 			if err != nil {
-				text = "error: " + firstLine(err.Error())
+				text = "error: " + toolReason(err)
 				c.log.Info("tool call failed", slog.String(logAgent, t.agent.EnsDomain), slog.String(logTurn, t.id),
 					slog.String("tool", call.Name), slog.Any(logError, err))
 			}
@@ -115,4 +115,11 @@ func (c *convo) runTools(ctx context.Context, t *turn, offered []llm.Tool, calls
 // addToolNote adds a history line that is never posted and wakes nobody.
 func (c *convo) addToolNote(text string) {
 	c.st.Notes = append(c.st.Notes, note{ID: c.st.nextID("n"), Text: text, At: c.e.now()})
+}
+
+// toolReason is what the model reads of a failed call: the first line of
+// the reason, capped (the toolbox keeps servers' secrets out of it).
+func toolReason(err error) string {
+	s, _, _ := strings.Cut(strings.TrimSpace(err.Error()), "\n")
+	return capText(s, 300)
 }
