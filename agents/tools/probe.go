@@ -36,7 +36,7 @@ func (h *Hub) Probe(ctx context.Context) []Listing {
 				out[i].Err = errors.New(s.clean(err))
 				return
 			}
-			sess.Close()
+			_ = sess.Close()
 			out[i].Tools = infos(s.cfg.Name, tools)
 		}()
 	}

@@ -189,7 +189,7 @@ func (h *Hub) keep(ctx context.Context, s *server, tried func()) {
 		}
 		if ctx.Err() != nil {
 			if sess != nil {
-				sess.Close()
+				_ = sess.Close()
 			}
 			return
 		}
@@ -221,10 +221,10 @@ func (h *Hub) keep(ctx context.Context, s *server, tried func()) {
 // tools again whenever the server says they changed.
 func (h *Hub) serve(ctx context.Context, s *server, sess *mcp.ClientSession, log *slog.Logger) {
 	ended := make(chan struct{})
-	go func() { sess.Wait(); close(ended) }()
+	go func() { _ = sess.Wait(); close(ended) }()
 	defer func() {
 		s.set(nil, nil, errors.New("the session ended"))
-		sess.Close()
+		_ = sess.Close() // it may have ended already; there is nothing more to do
 		<-ended
 	}()
 	for {
@@ -276,7 +276,7 @@ func dial(ctx context.Context, s *server, hc *http.Client, log *slog.Logger) (*m
 	}
 	tools, err := listTools(cctx, sess)
 	if err != nil {
-		sess.Close()
+		_ = sess.Close()
 		return nil, nil, err
 	}
 	return sess, tools, nil

@@ -133,7 +133,7 @@ func runBot(ctx context.Context, args []string, e env) error {
 		// SIGTERM may still call tools.
 		var toolsDone sync.WaitGroup
 		toolsCtx, stopTools := context.WithCancel(context.Background())
-		toolsDone.Go(func() { hub.Run(toolsCtx) })
+		toolsDone.Go(func() { _ = hub.Run(toolsCtx) }) // Run ends only with its context, returning nil
 		defer toolsDone.Wait()
 		defer stopTools()
 		// Agents start with their tools: each server has been tried once

@@ -80,7 +80,9 @@ func runToolsList(ctx context.Context, args []string, e env) error {
 			fmt.Fprintln(w, "  (no tools)")
 		}
 	}
-	w.Flush()
+	if err := w.Flush(); err != nil {
+		return err
+	}
 	failed := false
 	for _, s := range servers {
 		l := listings[s.Name]
