@@ -101,10 +101,10 @@ func position(ix any, n int) (int, error) {
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
 		i = v.Int()
 	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
-		if v.Uint() > uint64(n) {
+		if v.Uint() > uint64(n) { // #nosec G115 -- n is a list's length, never negative
 			return 0, fmt.Errorf("index out of range: %d", v.Uint())
 		}
-		i = int64(v.Uint())
+		i = int64(v.Uint()) // #nosec G115 -- at most n, an int, as checked above
 	default:
 		return 0, fmt.Errorf("cannot index a list with %v", ix)
 	}
