@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"regexp"
@@ -186,6 +187,8 @@ type ErrorsConfig struct {
 type HTTPConfig struct {
 	Addr      string `toml:"addr"`
 	PublicURL string `toml:"public_url"`
+	OpsAddr   string `toml:"ops_addr"`
+	PProf     bool   `toml:"pprof"`
 }
 
 // LogConfig is [log].
@@ -582,6 +585,16 @@ func (c *Config) validate() error {
 	}
 	if c.HTTP.PublicURL != "" && !isHTTPURL(c.HTTP.PublicURL) {
 		bad("http.public_url", "%q is not an http(s) URL", c.HTTP.PublicURL)
+	}
+	if _, _, err := net.SplitHostPort(c.HTTP.Addr); err != nil {
+		bad("http.addr", "%q is not a listen address such as \":8080\"", c.HTTP.Addr)
+	}
+	if c.HTTP.OpsAddr != "" {
+		if _, _, err := net.SplitHostPort(c.HTTP.OpsAddr); err != nil {
+			bad("http.ops_addr", "%q is not a listen address such as \":9090\"", c.HTTP.OpsAddr)
+		} else if c.HTTP.OpsAddr == c.HTTP.Addr && !strings.HasSuffix(c.HTTP.Addr, ":0") {
+			bad("http.ops_addr", "must differ from http.addr (leave it empty to share the listener)")
+		}
 	}
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":

@@ -103,7 +103,8 @@ attributes = { mission = "Runs the claims desk" }
 
 // process is one `conclave run` started in-process with the real wiring.
 type process struct {
-	addr   string
+	addr    string
+	opsAddr string // with http.ops_addr
 	logs   *syncBuffer
 	cancel context.CancelFunc
 	exit   chan int
@@ -123,6 +124,7 @@ func start(t *testing.T, path string, extraEnv map[string]string) *process {
 		hup:    make(chan os.Signal),
 		ready:  func(addr string) { ready <- addr },
 	}
+	e.opsReady = func(addr string) { p.opsAddr = addr } // before ready
 	go func() { p.exit <- runMain(ctx, []string{"run", "--config", path}, e) }()
 	select {
 	case p.addr = <-ready:

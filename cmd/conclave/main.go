@@ -44,8 +44,10 @@ type env struct {
 	stdin  io.Reader
 	// hup delivers reload requests (SIGHUP); nil means the process's own.
 	hup <-chan os.Signal
-	// ready, when set, receives the HTTP listener's address once serving.
-	ready func(addr string)
+	// ready, when set, receives the HTTP listener's address once serving;
+	// opsReady the operations listener's (http.ops_addr), before ready.
+	ready    func(addr string)
+	opsReady func(addr string)
 }
 
 // errUsage marks errors that should print the usage text.

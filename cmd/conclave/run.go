@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/signal"
 	"strings"
@@ -93,13 +94,15 @@ func runBot(ctx context.Context, args []string, e env) error {
 	model := metrics.observeModel(client)
 
 	checks := []readinessCheck{
-		{"memory", store.Ping},
-		{"templates", func(context.Context) error {
+		{"templates", "not loaded", func(context.Context) error {
 			if lib.Current() == nil {
 				return errors.New("not loaded")
 			}
 			return lib.Err()
 		}},
+	}
+	if cfg.Memory.RedisURL != "" {
+		checks = append(checks, readinessCheck{"redis", "unreachable", store.Ping})
 	}
 
 	// Everything that runs until shutdown; each part's error ends the run.
@@ -121,7 +124,7 @@ func runBot(ctx context.Context, args []string, e env) error {
 	if cfg.Slack.AppToken == "" || cfg.Slack.BotToken == "" {
 		close(engineDone)
 		log.Error("Slack tokens are not set: not connecting to Slack; set SLACK_APP_TOKEN (xapp-…) and SLACK_BOT_TOKEN (xoxb-…), see README")
-		checks = append(checks, readinessCheck{"slack", func(context.Context) error { return errors.New("not configured") }})
+		checks = append(checks, readinessCheck{"slack", "not configured", func(context.Context) error { return errors.New("no tokens") }})
 	} else {
 		eng := &engineHandler{}
 		b := bot.New(bot.Options{
@@ -134,7 +137,7 @@ func runBot(ctx context.Context, args []string, e env) error {
 			HandleParallel:  16,
 			Registerer:      reg,
 		}, eng, log)
-		checks = append(checks, readinessCheck{"slack", func(context.Context) error { return b.Ready() }})
+		checks = append(checks, readinessCheck{"slack", "not connected", func(context.Context) error { return b.Ready() }})
 		id, err := identify(runCtx, b, log)
 		if err != nil {
 			return err
@@ -161,15 +164,15 @@ func runBot(ctx context.Context, args []string, e env) error {
 		parts.start(runCtx, cancelRun, log, "slack", b.Run)
 	}
 
-	mux := newOpsMux(checks)
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	if wallet != nil {
-		mux.Handle("/wallet/", wallet)
-	}
 	httpCtx, stopHTTP := context.WithCancel(context.Background())
 	defer stopHTTP()
 	httpDone := make(chan error, 1)
-	go func() { httpDone <- serveHTTP(httpCtx, cfg.HTTP.Addr, mux, e.ready) }()
+	var walletPage http.Handler // stays nil (no route) without Slack
+	if wallet != nil {
+		walletPage = wallet
+	}
+	listeners := httpListeners(cfg.HTTP, newOpsMux(checks, log), promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}), walletPage, e, log)
+	go func() { httpDone <- serveHTTP(httpCtx, listeners) }()
 
 	var httpErr error
 	select {
@@ -193,6 +196,36 @@ func runBot(ctx context.Context, args []string, e env) error {
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// httpListeners lays out what conclave serves: one listener (http.addr)
+// for everything, or, with http.ops_addr, the operations endpoints there
+// and only the wallet page on http.addr. pprof joins the operations
+// endpoints when asked for.
+func httpListeners(c HTTPConfig, ops *http.ServeMux, metrics http.Handler, wallet http.Handler, e env, log *slog.Logger) []listener {
+	ops.Handle("GET /metrics", metrics)
+	opsLimits := defaultLimits
+	if c.PProf {
+		mountPprof(ops)
+		opsLimits.WriteTimeout = pprofWriteTimeout
+	}
+	public := ops
+	if c.OpsAddr != "" {
+		public = http.NewServeMux()
+	}
+	if wallet != nil {
+		public.Handle("/wallet/", wallet)
+	}
+	if c.OpsAddr == "" {
+		if c.PProf {
+			log.Warn("http: pprof is served on the public listener; set http.ops_addr to keep it private", slog.String("addr", c.Addr))
+		}
+		return []listener{{name: "http", addr: c.Addr, handler: ops, limits: opsLimits, ready: e.ready}}
+	}
+	return []listener{
+		{name: "ops", addr: c.OpsAddr, handler: ops, limits: opsLimits, ready: e.opsReady},
+		{name: "http", addr: c.Addr, handler: public, limits: defaultLimits, ready: e.ready},
+	}
 }
 
 // engineHandler hands the transport's events to the engine, which is built
