@@ -29,8 +29,19 @@ func (d *Duration) UnmarshalText(b []byte) error {
 	return nil
 }
 
-// MarshalText writes the duration as a Go duration string.
-func (d Duration) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
+// MarshalText writes the duration in the largest unit that holds it
+// whole ("10m", "90s", "720h", "1500ms"), as operators write durations.
+func (d Duration) MarshalText() ([]byte, error) {
+	for _, u := range []struct {
+		unit time.Duration
+		name string
+	}{{time.Hour, "h"}, {time.Minute, "m"}, {time.Second, "s"}, {time.Millisecond, "ms"}, {time.Microsecond, "us"}} {
+		if d.Duration != 0 && d.Duration%u.unit == 0 {
+			return []byte(strconv.FormatInt(int64(d.Duration/u.unit), 10) + u.name), nil
+		}
+	}
+	return []byte(d.String()), nil
+}
 
 // Config is the whole TOML configuration. Field tags are the key names
 // operators write; config.example.toml documents each one.

@@ -172,13 +172,6 @@ func typePaths(prefix string, t reflect.Type, out map[string]bool) {
 	}
 }
 
-func join(prefix, k string) string {
-	if prefix == "" {
-		return k
-	}
-	return prefix + "." + k
-}
-
 func TestConfigFileLookup(t *testing.T) {
 	dir := t.TempDir()
 	missing := filepath.Join(dir, "config.toml")

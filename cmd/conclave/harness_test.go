@@ -105,9 +105,9 @@ attributes = { mission = "Runs the claims desk" }
 type process struct {
 	addr    string
 	opsAddr string // with http.ops_addr
-	logs   *syncBuffer
-	cancel context.CancelFunc
-	exit   chan int
+	logs    *syncBuffer
+	cancel  context.CancelFunc
+	exit    chan int
 }
 
 // start runs `conclave run --config path` until the test ends (or stop).

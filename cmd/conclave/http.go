@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"log/slog"
 	"net"
@@ -164,11 +163,10 @@ func serveHTTP(ctx context.Context, listeners []listener) error {
 // runHealthcheck asks the local bot's /healthz, for container health
 // checks (the image has no curl).
 func runHealthcheck(ctx context.Context, args []string, e env) error {
-	fs := flag.NewFlagSet("healthcheck", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
+	fs := newFlags("healthcheck", e)
 	load := configFlag(fs, e)
 	url := fs.String("url", "", "URL to check (default: /healthz on the configured http.ops_addr, else http.addr)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, e); err != nil {
 		return err
 	}
 	target := *url

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"io/fs"
@@ -39,14 +38,10 @@ const (
 // client, Slack transport and engine, and runs them until ctx ends
 // (SIGTERM), then drains in-flight turns within shutdown_grace.
 func runBot(ctx context.Context, args []string, e env) error {
-	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
+	fs := newFlags("run", e)
 	load := configFlag(fs, e)
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, e); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
 	}
 	cfg, secretsInFile, err := load()
 	if err != nil {
