@@ -113,6 +113,12 @@ type process struct {
 // start runs `conclave run --config path` until the test ends (or stop).
 func start(t *testing.T, path string, extraEnv map[string]string) *process {
 	t.Helper()
+	return startArgs(t, []string{"run", "--config", path}, extraEnv)
+}
+
+// startArgs runs conclave with args until the test ends (or stop).
+func startArgs(t *testing.T, args []string, extraEnv map[string]string) *process {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &process{logs: &syncBuffer{}, cancel: cancel, exit: make(chan int, 1)}
 	ready := make(chan string, 1)
@@ -125,7 +131,7 @@ func start(t *testing.T, path string, extraEnv map[string]string) *process {
 		ready:  func(addr string) { ready <- addr },
 	}
 	e.opsReady = func(addr string) { p.opsAddr = addr } // before ready
-	go func() { p.exit <- runMain(ctx, []string{"run", "--config", path}, e) }()
+	go func() { p.exit <- runMain(ctx, args, e) }()
 	select {
 	case p.addr = <-ready:
 	case code := <-p.exit:

@@ -48,10 +48,13 @@ func runBot(ctx context.Context, args []string, e env) error {
 		return err
 	}
 	log := newLogger(cfg.Log, e.stderr)
+	routeLibraryLogs(log)
 	log.Info("starting conclave", slog.String("version", versionString()))
 	for _, key := range secretsInFile {
 		log.Warn("a secret is written in the configuration file; prefer its environment variable", slog.String("key", key))
 	}
+	warnMissingModelKeys(cfg, log)
+	summary := startupSummary{store: storeKind(cfg.Memory), agents: len(cfg.Agents), channels: len(cfg.Channels), slackTeam: "not configured"}
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -64,10 +67,14 @@ func runBot(ctx context.Context, args []string, e env) error {
 	defer rawStore.Close()
 	store := metrics.observeStore(rawStore)
 
-	lib, err := openTemplates(cfg.Templates.Dir, templates.Options{Logger: log.With(slog.String(logComponent, "templates"))},
+	lib, templatesDir, err := openTemplates(cfg.Templates.Dir, templates.Options{Logger: log.With(slog.String(logComponent, "templates"))},
 		func(msg string) { log.Info(msg) })
 	if err != nil {
 		return err
+	}
+	summary.templates, summary.templateProblem = "built-in", len(lib.Current().Problems())
+	if templatesDir != "" {
+		summary.templates, summary.templateFiles = templatesDir, countTemplates(templatesDir)
 	}
 	metrics.watchTemplates(lib)
 
@@ -137,6 +144,7 @@ func runBot(ctx context.Context, args []string, e env) error {
 		if err != nil {
 			return err
 		}
+		summary.slackTeam = teamName(id.Team, id.TeamID)
 		eng.Engine = agents.New(engineOptions(cfg, id.UserID), agents.Deps{
 			Store:    store,
 			Chat:     b,
@@ -166,7 +174,22 @@ func runBot(ctx context.Context, args []string, e env) error {
 	if wallet != nil {
 		walletPage = wallet
 	}
-	listeners := httpListeners(cfg.HTTP, newOpsMux(checks, log), promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}), walletPage, e, log)
+	// The summary goes out once every listener is bound (ops first).
+	serving := e
+	serving.opsReady = func(addr string) {
+		summary.opsAddr = addr
+		if e.opsReady != nil {
+			e.opsReady(addr)
+		}
+	}
+	serving.ready = func(addr string) {
+		summary.addr = addr
+		summary.log(log)
+		if e.ready != nil {
+			e.ready(addr)
+		}
+	}
+	listeners := httpListeners(cfg.HTTP, newOpsMux(checks, log), promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}), walletPage, serving, log)
 	go func() { httpDone <- serveHTTP(httpCtx, listeners) }()
 
 	var httpErr error
@@ -316,14 +339,23 @@ func redisOptions(c MemoryConfig) memory.RedisOptions {
 }
 
 // openTemplates opens the config repository; a directory that does not
-// exist means the built-in prompts, which note is told.
-func openTemplates(dir string, opts templates.Options, note func(string)) (*templates.Library, error) {
+// exist, or that is the Go package of the built-in prompts, means the
+// built-in prompts, which note is told. It returns the directory in use
+// ("" for the built-in prompts).
+func openTemplates(dir string, opts templates.Options, note func(string)) (*templates.Library, string, error) {
+	if isGoSource(dir) {
+		// The default "templates" run from a checkout is the package of the
+		// built-in prompts, not a repository of overrides.
+		note(fmt.Sprintf("templates: %q holds Go source (the built-in prompts' package), not a config repository; using the built-in prompts", dir))
+		dir = ""
+	}
 	lib, err := templates.Open(dir, opts)
 	if errors.Is(err, fs.ErrNotExist) {
 		note(fmt.Sprintf("templates: no config repository at %q; using the built-in prompts", dir))
-		return templates.Open("", opts)
+		dir = ""
+		lib, err = templates.Open(dir, opts)
 	}
-	return lib, err
+	return lib, dir, err
 }
 
 // reloadOnHUP reloads the prompts on SIGHUP (or on hup, in tests).

@@ -97,7 +97,7 @@ func runTemplatesRender(ctx context.Context, args []string, e env) error {
 				Owner: human.Owner, Addresses: human.Addresses, Attributes: human.Attributes})
 		}
 	}
-	lib, err := openTemplates(*dir, templates.Options{Clock: templates.FixedClock},
+	lib, _, err := openTemplates(*dir, templates.Options{Clock: templates.FixedClock},
 		func(msg string) { fmt.Fprintln(e.stderr, msg) })
 	if err != nil {
 		return err
