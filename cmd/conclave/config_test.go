@@ -326,3 +326,16 @@ func TestErrorsNeverEchoSecrets(t *testing.T) {
 		}
 	}
 }
+
+// TestDeployConfigLoads: the configuration deploy/compose.yaml mounts is
+// valid as shipped.
+func TestDeployConfigLoads(t *testing.T) {
+	cfg, err := loadConfig("../../deploy/config/config.toml", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.applyEnv(noEnv)
+	if err := cfg.validate(); err != nil {
+		t.Fatal(err)
+	}
+}
