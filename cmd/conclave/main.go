@@ -52,8 +52,12 @@ type env struct {
 	opsReady func(addr string)
 }
 
-// errUsage marks errors that should print the usage text.
-var errUsage = errors.New("usage")
+// errUsage marks errors that should print the usage text; errUsageShown
+// usage errors already printed.
+var (
+	errUsage      = errors.New("usage")
+	errUsageShown = errors.New("usage shown")
+)
 
 // command is one sub-command: its words ("templates check"), one line
 // saying what it does, and what runs it with the arguments after its words.
@@ -149,6 +153,8 @@ func runMain(ctx context.Context, args []string, e env) int {
 		return 0
 	case errors.Is(err, flag.ErrHelp):
 		return 0
+	case errors.Is(err, errUsageShown):
+		return 2
 	case errors.Is(err, errUsage):
 		fmt.Fprintf(e.stderr, "conclave: %v\n", err)
 		return 2
@@ -198,7 +204,7 @@ func parseFlags(fs *flag.FlagSet, args []string, e env) error {
 		}
 	}
 	if err := fs.Parse(args); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return errUsageShown // the flag package printed it and the usage
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("%w: unexpected argument %q (see conclave %s --help)", errUsage, fs.Arg(0), fs.Name())
