@@ -223,7 +223,10 @@ func defaultConfig() Config {
 		LLM: LLMConfig{LLMProfileConfig: LLMProfileConfig{
 			BaseURL:          ptr("https://api.openai.com/v1"),
 			APIKey:           ptr(""),
+			APIKeyEnv:        ptr(""),
 			Model:            ptr("gpt-4o-mini"),
+			MaxTokens:        ptr(0),
+			Headers:          map[string]string{},
 			MaxInputTokens:   ptr(16000),
 			Timeout:          &Duration{60 * time.Second},
 			TotalTimeout:     &Duration{150 * time.Second},
