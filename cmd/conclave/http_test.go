@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -264,4 +265,32 @@ func TestOpsListener(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestHealthcheckAsksTheOpsListener: with http.ops_addr, /healthz is only
+// there, and `conclave healthcheck` asks it.
+func TestHealthcheckAsksTheOpsListener(t *testing.T) {
+	addrs := []string{freeAddr(t), freeAddr(t)}
+	r := newRig(t, fakeslack.Options{})
+	path := r.config(t, "")
+	rewrite(t, path, "addr = \"127.0.0.1:0\"\n", fmt.Sprintf("addr = %q\nops_addr = %q\n", addrs[0], addrs[1]))
+	p := start(t, path, nil)
+	if p.addr != addrs[0] || p.opsAddr != addrs[1] {
+		t.Fatalf("serving on %s and %s, want %v", p.addr, p.opsAddr, addrs)
+	}
+	if code, out, errOut := cli(t, nil, "healthcheck", "--config", path); code != 0 || strings.TrimSpace(out) != "ok" {
+		t.Errorf("healthcheck: exit %d, %q %q", code, out, errOut)
+	}
+}
+
+// freeAddr is a loopback address with a port free a moment ago, for a
+// configuration that must name its port.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
 }

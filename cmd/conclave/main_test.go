@@ -1,7 +1,6 @@
 package main
 
 import (
-	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -96,12 +95,7 @@ func TestHealthcheckCommand(t *testing.T) {
 	path := r.config(t, "")
 	// The check reads http.addr from the same configuration: give it a
 	// fixed free port.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := freeAddr(t)
 	rewrite(t, path, `addr = "127.0.0.1:0"`, `addr = "`+addr+`"`)
 	p := start(t, path, nil)
 	if p.addr != addr {
