@@ -4,7 +4,8 @@
 // decoded strictly into the Kubernetes API's own Go types (an unknown or
 // misspelt field, or a wrong type, is an error), then checked for what
 // conclave needs: several replicas, probes on /healthz and /readyz, the
-// Secret and ConfigMaps it references.
+// Secret and ConfigMaps it references; conclave itself checks the
+// configuration and templates those ConfigMaps carry.
 //
 // It is a module of its own so the Kubernetes and Compose libraries stay
 // out of conclave's go.mod. Run it from the repository root:
@@ -18,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -201,8 +203,54 @@ func (o *objects) checkDeployment(dir string, d appsv1.Deployment) []string {
 	if spec.SecurityContext == nil || spec.SecurityContext.RunAsNonRoot == nil || !*spec.SecurityContext.RunAsNonRoot {
 		bad("must run as non-root")
 	}
+	problems = append(problems, o.checkContents(dir, spec.Volumes)...)
 	if len(problems) == 0 && d.Spec.Template.Labels["app.kubernetes.io/name"] != d.Spec.Selector.MatchLabels["app.kubernetes.io/name"] {
 		problems = append(problems, errors.New("the selector does not match the pod labels").Error())
+	}
+	return problems
+}
+
+// checkContents writes the configuration and the templates that the
+// Deployment mounts from ConfigMaps into a directory laid out as in the
+// pod, and has conclave itself check them: `config print` loads and
+// validates the configuration, `templates check` the repository.
+func (o *objects) checkContents(dir string, volumes []corev1.Volume) []string {
+	tmp, err := os.MkdirTemp("", "conclave-deploy-")
+	if err != nil {
+		return []string{err.Error()}
+	}
+	defer os.RemoveAll(tmp)
+	var problems []string
+	for _, v := range volumes {
+		if v.ConfigMap == nil {
+			continue
+		}
+		cm := o.configMaps[v.ConfigMap.Name]
+		for _, item := range v.ConfigMap.Items {
+			path := filepath.Join(tmp, "templates", filepath.FromSlash(item.Path))
+			if err := os.MkdirAll(filepath.Dir(path), 0o755); err == nil {
+				err = os.WriteFile(path, []byte(cm.Data[item.Key]), 0o644)
+			}
+			if err != nil {
+				problems = append(problems, err.Error())
+			}
+		}
+		if config, ok := cm.Data["config.toml"]; ok {
+			if err := os.WriteFile(filepath.Join(tmp, "config.toml"), []byte(config), 0o644); err != nil {
+				problems = append(problems, err.Error())
+			}
+		}
+	}
+	root := filepath.Join(dir, "..", "..")
+	for _, args := range [][]string{
+		{"config", "print", "--config", filepath.Join(tmp, "config.toml")},
+		{"templates", "check", "--dir", filepath.Join(tmp, "templates")},
+	} {
+		cmd := exec.Command("go", append([]string{"run", "./cmd/conclave"}, args...)...)
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			problems = append(problems, fmt.Sprintf("%s: conclave %s: %v\n%s", dir, strings.Join(args[:2], " "), err, out))
+		}
 	}
 	return problems
 }
