@@ -123,7 +123,7 @@ func serveHTTP(ctx context.Context, listeners []listener) error {
 		ln, err := net.Listen("tcp", l.addr)
 		if err != nil {
 			for _, b := range all {
-				b.ln.Close()
+				_ = b.ln.Close() // unused; the listen error is the one to report
 			}
 			return fmt.Errorf("http: listen on %s (%s): %w", l.addr, l.name, err)
 		}
