@@ -1,9 +1,7 @@
 package bot
 
 import (
-	"bufio"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -13,18 +11,20 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/page"
+	cdpruntime "github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
 	"github.com/ethereum/go-ethereum/common/hexutil"
-	"github.com/gorilla/websocket"
 )
 
 var updateScreenshot = flag.Bool("update-screenshot", false, "write ../docs/wallet-page.png from the browser test")
 
 // TestWalletPageInChromium loads the wallet page in a real headless
-// Chromium, with an injected EIP-1193 wallet whose personal_sign is
+// Chromium (driven by chromedp), with an injected EIP-1193 wallet whose personal_sign is
 // answered by this test with a go-ethereum key: the page must connect,
 // sign the server's message, submit it, and show the success, under its
 // Content-Security-Policy.
@@ -157,9 +157,9 @@ document.addEventListener("securitypolicyviolation", () => { window.__cspViolati
 })();`, address)
 }
 
-// chromium is a headless Chromium driven over the DevTools protocol.
+// chromium is a headless Chromium driven by chromedp.
 type chromium struct {
-	cdp *cdpConn
+	ctx context.Context // the browser's first tab; new tabs derive from it
 }
 
 // startChromium starts a headless Chromium for the test, or skips the test
@@ -173,65 +173,21 @@ func startChromium(t *testing.T) *chromium {
 		}
 		t.Skip("chromium is not installed (apt-get install -y chromium); set CONCLAVE_REQUIRE_CHROMIUM=1 to make this a failure")
 	}
-	dir := t.TempDir()
-	cmd := exec.Command(path, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-		"--disable-background-networking", "--disable-component-update", "--disable-sync", "--disable-extensions",
-		"--remote-debugging-port=0", "--user-data-dir="+dir, "about:blank")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	var stderr syncBuffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		close(exited)
-	}()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(path), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.UserDataDir(t.TempDir()),
+		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-component-update", true))
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancel := chromedp.NewContext(allocCtx)
 	t.Cleanup(func() {
-		// The browser's helpers share its process group.
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		<-exited
+		cancel() // closes the browser and waits for it
+		cancelAlloc()
 	})
-
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	wsURL, err := devToolsURL(ctx, filepath.Join(dir, "DevToolsActivePort"), exited)
-	if err != nil {
-		t.Fatalf("chromium: %v\n%s", err, &stderr)
-	}
-	conn, err := dialCDP(ctx, wsURL)
-	if err != nil {
+	// The first run starts the browser, which lives as long as ctx: it
+	// takes no timeout of its own.
+	if err := chromedp.Do(ctx); err != nil {
 		t.Fatalf("chromium: %v", err)
 	}
-	t.Cleanup(conn.close)
-	return &chromium{cdp: conn}
-}
-
-// devToolsURL waits for Chromium to write the port it listens on.
-func devToolsURL(ctx context.Context, file string, exited <-chan struct{}) (string, error) {
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		if f, err := os.Open(file); err == nil {
-			sc := bufio.NewScanner(f)
-			var lines []string
-			for sc.Scan() {
-				lines = append(lines, strings.TrimSpace(sc.Text()))
-			}
-			f.Close()
-			if len(lines) >= 2 && lines[0] != "" && lines[1] != "" {
-				return "ws://127.0.0.1:" + lines[0] + lines[1], nil
-			}
-		}
-		select {
-		case <-exited:
-			return "", errors.New("exited before listening")
-		case <-ctx.Done():
-			return "", fmt.Errorf("no DevToolsActivePort: %w", ctx.Err())
-		case <-tick.C:
-		}
-	}
+	return &chromium{ctx: ctx}
 }
 
 // signRequest is what the injected wallet's personal_sign passes on.
@@ -241,125 +197,116 @@ type signRequest struct {
 	Address string `json:"address"`
 }
 
-// tab is one page target, attached with its own session.
+// tab is one page of the browser.
 type tab struct {
-	browser *chromium
-	session string
-	onSign  func(signRequest) (string, error)
+	ctx    context.Context
+	onSign func(signRequest) (string, error)
+}
+
+// call sends one DevTools command to the tab's target.
+func call[P, R any](c cdp.Command[P, R], params P) chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+		_, err := cdp.Call(ctx, t, c, params)
+		return err
+	})
 }
 
 // newTab opens a blank page whose every document first runs script, and
 // binds conclaveTestSign to the tab's onSign.
 func (b *chromium) newTab(t *testing.T, script string) *tab {
 	t.Helper()
-	ctx := testContext(t)
-	var target struct {
-		TargetID string `json:"targetId"`
-	}
-	b.cdp.mustCall(t, ctx, "", "Target.createTarget", map[string]any{"url": "about:blank"}, &target)
-	var attached struct {
-		SessionID string `json:"sessionId"`
-	}
-	b.cdp.mustCall(t, ctx, "", "Target.attachToTarget", map[string]any{"targetId": target.TargetID, "flatten": true}, &attached)
-	tb := &tab{browser: b, session: attached.SessionID}
+	ctx, cancel := chromedp.NewContext(b.ctx)
+	tb := &tab{ctx: ctx}
+	var answers sync.WaitGroup
 	t.Cleanup(func() {
-		_ = b.cdp.call(context.Background(), "", "Target.closeTarget", map[string]any{"targetId": target.TargetID}, nil)
+		cancel() // ends the events below
+		answers.Wait()
 	})
-	b.cdp.subscribe(tb.session, "Runtime.bindingCalled", func(params json.RawMessage) {
-		var ev struct {
-			Name      string `json:"name"`
-			Payload   string `json:"payload"`
-			ContextID int    `json:"executionContextId"`
-		}
-		var req signRequest
-		if json.Unmarshal(params, &ev) != nil || ev.Name != "conclaveTestSign" || json.Unmarshal([]byte(ev.Payload), &req) != nil {
-			return
-		}
-		sig, errText := "", ""
-		if tb.onSign == nil {
-			errText = "no signer"
-		} else if s, err := tb.onSign(req); err != nil {
-			errText = err.Error()
-		} else {
-			sig = s
-		}
-		expr := fmt.Sprintf("window.__conclaveSigned(%d, %q, %q)", req.ID, sig, errText)
-		_ = b.cdp.call(context.Background(), tb.session, "Runtime.evaluate", map[string]any{"expression": expr, "contextId": ev.ContextID}, nil)
-	})
-	for _, c := range []struct {
-		method string
-		params map[string]any
-	}{
-		{"Page.enable", nil},
-		{"Runtime.enable", nil},
-		{"Runtime.addBinding", map[string]any{"name": "conclaveTestSign"}},
-		{"Page.addScriptToEvaluateOnNewDocument", map[string]any{"source": script}},
-		{"Emulation.setDeviceMetricsOverride", map[string]any{"width": 760, "height": 860, "deviceScaleFactor": 1, "mobile": false}},
-	} {
-		b.cdp.mustCall(t, ctx, tb.session, c.method, c.params, nil)
+	// The first run opens the tab, which lives as long as the context of
+	// that run: it takes no timeout of its own.
+	if err := chromedp.Do(ctx); err != nil {
+		t.Fatalf("new tab: %v", err)
 	}
+	tb.run(t,
+		call(cdpruntime.Enable, cdp.Empty{}),
+		call(cdpruntime.AddBinding, cdpruntime.AddBindingParams{Name: "conclaveTestSign"}),
+		call(page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: script}),
+		chromedp.EmulateViewport(760, 860),
+	)
+	calls := chromedp.Events(ctx, cdpruntime.BindingCalled)
+	answers.Go(func() {
+		for ev, err := range calls {
+			if err != nil {
+				return
+			}
+			if ev.Name == "conclaveTestSign" {
+				tb.answer(ev)
+			}
+		}
+	})
 	return tb
 }
 
-// open navigates to url and waits for the load event.
+// answer gives the page the signer's answer to one personal_sign.
+func (tb *tab) answer(e cdpruntime.EventBindingCalled) {
+	var req signRequest
+	if json.Unmarshal([]byte(e.Payload), &req) != nil {
+		return
+	}
+	sig, errText := "", ""
+	if tb.onSign == nil {
+		errText = "no signer"
+	} else if s, err := tb.onSign(req); err != nil {
+		errText = err.Error()
+	} else {
+		sig = s
+	}
+	expr := fmt.Sprintf("window.__conclaveSigned(%d, %q, %q)", req.ID, sig, errText)
+	_ = chromedp.Do(tb.ctx, call(cdpruntime.Evaluate, cdpruntime.EvaluateParams{Expression: expr, ContextID: e.ExecutionContextID}))
+}
+
+// run runs actions on the tab, bounded in time; an error fails the test.
+func (tb *tab) run(t *testing.T, actions ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(tb.ctx, 20*time.Second)
+	defer cancel()
+	if err := chromedp.Do(ctx, actions...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// open navigates to url and waits for the page to load.
 func (tb *tab) open(t *testing.T, url string) {
 	t.Helper()
-	loaded := make(chan struct{}, 1)
-	tb.browser.cdp.subscribe(tb.session, "Page.loadEventFired", func(json.RawMessage) {
-		select {
-		case loaded <- struct{}{}:
-		default:
-		}
-	})
-	var nav struct {
-		ErrorText string `json:"errorText"`
-	}
-	ctx := testContext(t)
-	tb.browser.cdp.mustCall(t, ctx, tb.session, "Page.navigate", map[string]any{"url": url}, &nav)
-	if nav.ErrorText != "" {
-		t.Fatalf("navigate to %s: %s", url, nav.ErrorText)
-	}
-	select {
-	case <-loaded:
-	case <-ctx.Done():
-		t.Fatalf("%s did not load", url)
-	}
+	tb.run(t, chromedp.Navigate(url))
 }
 
 // eval evaluates a JavaScript expression and returns its value as text.
 func (tb *tab) eval(t *testing.T, expr string) string {
 	t.Helper()
-	return tb.evaluate(t, expr, false)
+	return tb.evaluate(t, expr)
 }
 
 // await evaluates an expression giving a promise and returns what it
 // resolves to, as text.
 func (tb *tab) await(t *testing.T, expr string) string {
 	t.Helper()
-	return tb.evaluate(t, expr, true)
+	return tb.evaluate(t, expr, chromedp.EvalAwaitPromise)
 }
 
-func (tb *tab) evaluate(t *testing.T, expr string, await bool) string {
+func (tb *tab) evaluate(t *testing.T, expr string, opts ...chromedp.EvaluateOption) string {
 	t.Helper()
-	var res struct {
-		Result struct {
-			Type  string          `json:"type"`
-			Value json.RawMessage `json:"value"`
-		} `json:"result"`
-		Exception *struct {
-			Text string `json:"text"`
-		} `json:"exceptionDetails"`
-	}
-	tb.browser.cdp.mustCall(t, testContext(t), tb.session, "Runtime.evaluate",
-		map[string]any{"expression": expr, "awaitPromise": await, "returnByValue": true}, &res)
-	if res.Exception != nil {
-		t.Fatalf("%s: %s", expr, res.Exception.Text)
+	ctx, cancel := context.WithTimeout(tb.ctx, 20*time.Second)
+	defer cancel()
+	res, err := chromedp.Run(ctx, chromedp.Evaluate[*cdpruntime.RemoteObject](expr, append(opts, chromedp.EvalAsValue)...))
+	if err != nil {
+		t.Fatalf("%s: %v", expr, err)
 	}
 	var s string
-	if json.Unmarshal(res.Result.Value, &s) == nil {
+	if json.Unmarshal(res.Value, &s) == nil {
 		return s
 	}
-	return string(res.Result.Value)
+	return string(res.Value)
 }
 
 // settled waits until the page has linked the wallet or failed, and
@@ -377,153 +324,11 @@ func (tb *tab) settled(t *testing.T) string {
 
 func (tb *tab) screenshot(t *testing.T) []byte {
 	t.Helper()
-	var shot struct {
-		Data string `json:"data"`
-	}
-	tb.browser.cdp.mustCall(t, testContext(t), tb.session, "Page.captureScreenshot", map[string]any{"format": "png"}, &shot)
-	png, err := base64.StdEncoding.DecodeString(shot.Data)
+	ctx, cancel := context.WithTimeout(tb.ctx, 20*time.Second)
+	defer cancel()
+	png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
 	if err != nil {
 		t.Fatal(err)
 	}
 	return png
-}
-
-// cdpConn is a Chrome DevTools Protocol connection to the browser target,
-// carrying the flattened sessions of its pages.
-type cdpConn struct {
-	ws *websocket.Conn
-
-	writeMu sync.Mutex
-	mu      sync.Mutex
-	nextID  int64
-	pending map[int64]chan cdpMessage
-	subs    map[string]func(json.RawMessage) // session + " " + method
-	events  chan cdpMessage
-	wg      sync.WaitGroup
-	closed  chan struct{}
-}
-
-type cdpMessage struct {
-	ID        int64           `json:"id,omitempty"`
-	SessionID string          `json:"sessionId,omitempty"`
-	Method    string          `json:"method,omitempty"`
-	Params    json.RawMessage `json:"params,omitempty"`
-	Result    json.RawMessage `json:"result,omitempty"`
-	Error     *struct {
-		Code    int    `json:"code"`
-		Message string `json:"message"`
-	} `json:"error,omitempty"`
-}
-
-func dialCDP(ctx context.Context, url string) (*cdpConn, error) {
-	ws, _, err := websocket.DefaultDialer.DialContext(ctx, url, nil)
-	if err != nil {
-		return nil, fmt.Errorf("devtools: %w", err)
-	}
-	c := &cdpConn{
-		ws: ws, pending: map[int64]chan cdpMessage{}, subs: map[string]func(json.RawMessage){},
-		events: make(chan cdpMessage, 256), closed: make(chan struct{}),
-	}
-	c.wg.Go(c.readLoop)
-	// Events are handled apart from the reads, so a handler may call.
-	c.wg.Go(c.eventLoop)
-	return c, nil
-}
-
-func (c *cdpConn) readLoop() {
-	defer close(c.events)
-	for {
-		var m cdpMessage
-		if err := c.ws.ReadJSON(&m); err != nil {
-			c.mu.Lock()
-			for id, ch := range c.pending {
-				close(ch)
-				delete(c.pending, id)
-			}
-			c.mu.Unlock()
-			return
-		}
-		if m.ID != 0 {
-			c.mu.Lock()
-			ch := c.pending[m.ID]
-			delete(c.pending, m.ID)
-			c.mu.Unlock()
-			if ch != nil {
-				ch <- m
-			}
-			continue
-		}
-		select {
-		case c.events <- m:
-		case <-c.closed:
-			return
-		}
-	}
-}
-
-func (c *cdpConn) eventLoop() {
-	for m := range c.events {
-		c.mu.Lock()
-		fn := c.subs[m.SessionID+" "+m.Method]
-		c.mu.Unlock()
-		if fn != nil {
-			fn(m.Params)
-		}
-	}
-}
-
-func (c *cdpConn) subscribe(session, method string, fn func(json.RawMessage)) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.subs[session+" "+method] = fn
-}
-
-// call sends one command and decodes its result into out (when not nil).
-func (c *cdpConn) call(ctx context.Context, session, method string, params, out any) error {
-	ch := make(chan cdpMessage, 1)
-	c.mu.Lock()
-	c.nextID++
-	id := c.nextID
-	c.pending[id] = ch
-	c.mu.Unlock()
-	if params == nil {
-		params = map[string]any{}
-	}
-	raw, err := json.Marshal(params)
-	if err != nil {
-		return err
-	}
-	c.writeMu.Lock()
-	err = c.ws.WriteJSON(cdpMessage{ID: id, SessionID: session, Method: method, Params: raw})
-	c.writeMu.Unlock()
-	if err != nil {
-		return fmt.Errorf("%s: %w", method, err)
-	}
-	select {
-	case m, ok := <-ch:
-		switch {
-		case !ok:
-			return fmt.Errorf("%s: connection closed", method)
-		case m.Error != nil:
-			return fmt.Errorf("%s: %s (%d)", method, m.Error.Message, m.Error.Code)
-		case out != nil:
-			return json.Unmarshal(m.Result, out)
-		}
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("%s: %w", method, ctx.Err())
-	}
-}
-
-func (c *cdpConn) mustCall(t *testing.T, ctx context.Context, session, method string, params, out any) {
-	t.Helper()
-	if err := c.call(ctx, session, method, params, out); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func (c *cdpConn) close() {
-	close(c.closed)
-	c.ws.Close()
-	c.wg.Wait()
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net"
 	"net/url"
 	"os"
 	"regexp"
@@ -32,8 +33,19 @@ func (d *Duration) UnmarshalText(b []byte) error {
 	return nil
 }
 
-// MarshalText writes the duration as a Go duration string.
-func (d Duration) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
+// MarshalText writes the duration in the largest unit that holds it
+// whole ("10m", "90s", "720h", "1500ms"), as operators write durations.
+func (d Duration) MarshalText() ([]byte, error) {
+	for _, u := range []struct {
+		unit time.Duration
+		name string
+	}{{time.Hour, "h"}, {time.Minute, "m"}, {time.Second, "s"}, {time.Millisecond, "ms"}, {time.Microsecond, "us"}} {
+		if d.Duration != 0 && d.Duration%u.unit == 0 {
+			return []byte(strconv.FormatInt(int64(d.Duration/u.unit), 10) + u.name), nil
+		}
+	}
+	return []byte(d.String()), nil
+}
 
 // Config is the whole TOML configuration. Field tags are the key names
 // operators write; config.example.toml documents each one.
@@ -210,6 +222,8 @@ type ErrorsConfig struct {
 type HTTPConfig struct {
 	Addr      string `toml:"addr"`
 	PublicURL string `toml:"public_url"`
+	OpsAddr   string `toml:"ops_addr"`
+	PProf     bool   `toml:"pprof"`
 }
 
 // LogConfig is [log].
@@ -233,7 +247,10 @@ func defaultConfig() Config {
 		LLM: LLMConfig{LLMProfileConfig: LLMProfileConfig{
 			BaseURL:          ptr("https://api.openai.com/v1"),
 			APIKey:           ptr(""),
+			APIKeyEnv:        ptr(""),
 			Model:            ptr("gpt-4o-mini"),
+			MaxTokens:        ptr(0),
+			Headers:          map[string]string{},
 			MaxInputTokens:   ptr(16000),
 			Timeout:          &Duration{60 * time.Second},
 			TotalTimeout:     &Duration{150 * time.Second},
@@ -707,6 +724,16 @@ func (c *Config) validate() error {
 	}
 	if c.HTTP.PublicURL != "" && !isHTTPURL(c.HTTP.PublicURL) {
 		bad("http.public_url", "%q is not an http(s) URL", c.HTTP.PublicURL)
+	}
+	if _, _, err := net.SplitHostPort(c.HTTP.Addr); err != nil {
+		bad("http.addr", "%q is not a listen address such as \":8080\"", c.HTTP.Addr)
+	}
+	if c.HTTP.OpsAddr != "" {
+		if _, _, err := net.SplitHostPort(c.HTTP.OpsAddr); err != nil {
+			bad("http.ops_addr", "%q is not a listen address such as \":9090\"", c.HTTP.OpsAddr)
+		} else if c.HTTP.OpsAddr == c.HTTP.Addr && !strings.HasSuffix(c.HTTP.Addr, ":0") {
+			bad("http.ops_addr", "must differ from http.addr (leave it empty to share the listener)")
+		}
 	}
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":

@@ -172,13 +172,6 @@ func typePaths(prefix string, t reflect.Type, out map[string]bool) {
 	}
 }
 
-func join(prefix, k string) string {
-	if prefix == "" {
-		return k
-	}
-	return prefix + "." + k
-}
-
 func TestConfigFileLookup(t *testing.T) {
 	dir := t.TempDir()
 	missing := filepath.Join(dir, "config.toml")
@@ -393,5 +386,18 @@ headers = { Authorization = "$SEARCH_AUTH", Accept = "application/json" }
 	_, err = mcpServers(cfg.MCP, getenv)
 	if err == nil || err.Error() != "config: mcp.servers[1].headers.Authorization: environment variable SEARCH_AUTH is not set" {
 		t.Errorf("missing variable: %v", err)
+	}
+}
+
+// TestDeployConfigLoads: the configuration deploy/compose.yaml mounts is
+// valid as shipped.
+func TestDeployConfigLoads(t *testing.T) {
+	cfg, err := loadConfig("../../deploy/config/config.toml", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.applyEnv(noEnv)
+	if err := cfg.validate(); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -103,14 +103,21 @@ attributes = { mission = "Runs the claims desk" }
 
 // process is one `conclave run` started in-process with the real wiring.
 type process struct {
-	addr   string
-	logs   *syncBuffer
-	cancel context.CancelFunc
-	exit   chan int
+	addr    string
+	opsAddr string // with http.ops_addr
+	logs    *syncBuffer
+	cancel  context.CancelFunc
+	exit    chan int
 }
 
 // start runs `conclave run --config path` until the test ends (or stop).
 func start(t *testing.T, path string, extraEnv map[string]string) *process {
+	t.Helper()
+	return startArgs(t, []string{"run", "--config", path}, extraEnv)
+}
+
+// startArgs runs conclave with args until the test ends (or stop).
+func startArgs(t *testing.T, args []string, extraEnv map[string]string) *process {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &process{logs: &syncBuffer{}, cancel: cancel, exit: make(chan int, 1)}
@@ -123,7 +130,8 @@ func start(t *testing.T, path string, extraEnv map[string]string) *process {
 		hup:    make(chan os.Signal),
 		ready:  func(addr string) { ready <- addr },
 	}
-	go func() { p.exit <- runMain(ctx, []string{"run", "--config", path}, e) }()
+	e.opsReady = func(addr string) { p.opsAddr = addr } // before ready
+	go func() { p.exit <- runMain(ctx, args, e) }()
 	select {
 	case p.addr = <-ready:
 	case code := <-p.exit:

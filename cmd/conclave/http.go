@@ -1,27 +1,32 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"strings"
 	"time"
 )
 
-// readinessCheck is one dependency /readyz looks at.
+// readinessCheck is one dependency /readyz looks at. check's error is
+// logged; /readyz shows only its reason class (unreachable, not connected),
+// never an address or an upstream's text.
 type readinessCheck struct {
-	name  string
-	check func(context.Context) error
+	name   string
+	reason string
+	check  func(context.Context) error
 }
 
-// newOpsMux serves /healthz (the process is alive), /readyz (every check
-// passes) and whatever else is mounted by the caller (metrics, the wallet
-// page).
-func newOpsMux(checks []readinessCheck) *http.ServeMux {
+// newOpsMux serves /healthz (the process is alive) and /readyz (every check
+// passes); the caller mounts /metrics and, on a shared listener, the
+// wallet page.
+func newOpsMux(checks []readinessCheck, log *slog.Logger) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -35,7 +40,8 @@ func newOpsMux(checks []readinessCheck) *http.ServeMux {
 		for _, c := range checks {
 			if err := c.check(ctx); err != nil {
 				status = http.StatusServiceUnavailable
-				report[c.name] = err.Error()
+				report[c.name] = c.reason
+				log.Debug("readyz: a check fails", slog.String("check", c.name), slog.Any(logErr, err))
 				continue
 			}
 			report[c.name] = "ok"
@@ -47,43 +53,120 @@ func newOpsMux(checks []readinessCheck) *http.ServeMux {
 	return mux
 }
 
-// serveHTTP listens on addr and serves h until ctx ends, then shuts down
-// gracefully. ready, when set, gets the bound address.
-func serveHTTP(ctx context.Context, addr string, h http.Handler, ready func(string)) error {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("http: listen on %s: %w", addr, err)
+// mountPprof adds the runtime profiles under /debug/pprof/.
+func mountPprof(mux *http.ServeMux) {
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+}
+
+// serverLimits bound what one client may hold of the HTTP server: slow
+// headers (slowloris), a stalled body, a stuck reader, idle connections,
+// large headers and bodies.
+type serverLimits struct {
+	ReadHeaderTimeout time.Duration
+	ReadTimeout       time.Duration
+	WriteTimeout      time.Duration
+	IdleTimeout       time.Duration
+	MaxHeaderBytes    int
+	MaxBodyBytes      int64
+}
+
+// defaultLimits are every listener's limits (SPEC §12.2).
+var defaultLimits = serverLimits{
+	ReadHeaderTimeout: 5 * time.Second,
+	ReadTimeout:       15 * time.Second,
+	WriteTimeout:      30 * time.Second,
+	IdleTimeout:       60 * time.Second,
+	MaxHeaderBytes:    64 << 10,
+	MaxBodyBytes:      64 << 10,
+}
+
+// pprofWriteTimeout replaces WriteTimeout on an ops listener serving
+// pprof, so the default 30 s CPU profile fits.
+const pprofWriteTimeout = 2 * time.Minute
+
+// newServer builds an http.Server with the limits; bodies over
+// MaxBodyBytes fail to read (the handler answers 413 or an error).
+func newServer(h http.Handler, l serverLimits) *http.Server {
+	return &http.Server{
+		Handler:           http.MaxBytesHandler(h, l.MaxBodyBytes),
+		ReadHeaderTimeout: l.ReadHeaderTimeout,
+		ReadTimeout:       l.ReadTimeout,
+		WriteTimeout:      l.WriteTimeout,
+		IdleTimeout:       l.IdleTimeout,
+		MaxHeaderBytes:    l.MaxHeaderBytes,
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
-	if ready != nil {
-		ready(ln.Addr().String())
+}
+
+// listener is one address conclave serves and what it serves there.
+type listener struct {
+	name    string // "http" or "ops", for errors and logs
+	addr    string
+	handler http.Handler
+	limits  serverLimits
+	ready   func(addr string) // when set, gets the bound address
+}
+
+// serveHTTP binds every listener, then serves them until ctx ends and shuts
+// them down gracefully. A listener that fails ends them all.
+func serveHTTP(ctx context.Context, listeners []listener) error {
+	type bound struct {
+		listener
+		ln  net.Listener
+		srv *http.Server
 	}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	var all []bound
+	for _, l := range listeners {
+		ln, err := net.Listen("tcp", l.addr)
+		if err != nil {
+			for _, b := range all {
+				_ = b.ln.Close() // unused; the listen error is the one to report
+			}
+			return fmt.Errorf("http: listen on %s (%s): %w", l.addr, l.name, err)
+		}
+		all = append(all, bound{l, ln, newServer(l.handler, l.limits)})
+	}
+	errc := make(chan error, len(all))
+	for _, b := range all {
+		go func() { errc <- b.srv.Serve(b.ln) }()
+	}
+	for _, b := range all {
+		if b.ready != nil {
+			b.ready(b.ln.Addr().String())
+		}
+	}
+	var first error
+	pending := len(all)
 	select {
 	case err := <-errc:
-		return fmt.Errorf("http: %w", err)
+		first, pending = fmt.Errorf("http: %w", err), pending-1
 	case <-ctx.Done():
 	}
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := srv.Shutdown(shutdownCtx); err != nil {
-		return fmt.Errorf("http: shutdown: %w", err)
+	for _, b := range all {
+		if err := b.srv.Shutdown(shutdownCtx); err != nil && first == nil {
+			first = fmt.Errorf("http: shutdown %s: %w", b.name, err)
+		}
 	}
-	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("http: %w", err)
+	for range pending {
+		if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) && first == nil {
+			first = fmt.Errorf("http: %w", err)
+		}
 	}
-	return nil
+	return first
 }
 
 // runHealthcheck asks the local bot's /healthz, for container health
 // checks (the image has no curl).
 func runHealthcheck(ctx context.Context, args []string, e env) error {
-	fs := flag.NewFlagSet("healthcheck", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
+	fs := newFlags("healthcheck", e)
 	load := configFlag(fs, e)
-	url := fs.String("url", "", "URL to check (default: /healthz on the configured http.addr)")
-	if err := fs.Parse(args); err != nil {
+	url := fs.String("url", "", "URL to check (default: /healthz on the configured http.ops_addr, else http.addr)")
+	if err := parseFlags(fs, args, e); err != nil {
 		return err
 	}
 	target := *url
@@ -92,7 +175,7 @@ func runHealthcheck(ctx context.Context, args []string, e env) error {
 		if err != nil {
 			return err
 		}
-		target = "http://" + localAddr(cfg.HTTP.Addr) + "/healthz"
+		target = "http://" + localAddr(cmp.Or(cfg.HTTP.OpsAddr, cfg.HTTP.Addr)) + "/healthz"
 	}
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()

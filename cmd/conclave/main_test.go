@@ -1,9 +1,10 @@
 package main
 
 import (
-	"net"
 	"os"
 	"path/filepath"
+	"regexp"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -25,17 +26,76 @@ func TestVersionAndUsage(t *testing.T) {
 	}
 }
 
+// TestCLIHelp: the top-level help in its three spellings lists every
+// sub-command with one line; each sub-command prints its own flags; a
+// group word alone lists its sub-commands; unknown words are usage errors.
+func TestCLIHelp(t *testing.T) {
+	for _, arg := range []string{"help", "-h", "--help"} {
+		code, out, _ := cli(t, nil, arg)
+		if code != 0 {
+			t.Errorf("%s: exit %d", arg, code)
+		}
+		for _, c := range commands() {
+			if !strings.Contains(out, "\n  "+c.name+" ") || !strings.Contains(out, c.summary+"\n") {
+				t.Errorf("%s does not list %q with its line:\n%s", arg, c.name, out)
+			}
+		}
+	}
+	flags := map[string][]string{
+		"run":              {"-config"},
+		"templates check":  {"-dir", "-fixture"},
+		"templates render": {"-agent", "-prompt", "-fixture", "-dir", "-config"},
+		"memory hydrate":   {"-agent", "-session", "-group", "-file", "-config"},
+		"config print":     {"-config"},
+		"healthcheck":      {"-url", "-config"},
+		"version":          nil,
+	}
+	for name, want := range flags {
+		for _, h := range []string{"--help", "-h"} {
+			args := append(strings.Fields(name), h)
+			code, out, errOut := cli(t, nil, args...)
+			if code != 0 || !strings.HasPrefix(out, "Usage: conclave "+name+" [flags]") {
+				t.Errorf("%v: exit %d, stdout %q, stderr %q", args, code, out, errOut)
+			}
+			for _, f := range want {
+				if !strings.Contains(out, "  "+f+" ") && !strings.Contains(out, "  "+f+"\n") {
+					t.Errorf("%v does not show %s:\n%s", args, f, out)
+				}
+			}
+		}
+	}
+	for _, args := range [][]string{{"templates"}, {"templates", "--help"}, {"templates", "help"}, {"memory", "-h"}, {"config"}} {
+		code, out, _ := cli(t, nil, args...)
+		if code != 0 || !strings.HasPrefix(out, "Usage: conclave "+args[0]+" <command>") || !strings.Contains(out, "  "+args[0]+" ") {
+			t.Errorf("%v: exit %d, %q", args, code, out)
+		}
+	}
+	if code, _, errOut := cli(t, nil, "templates", "lint"); code != 2 || !strings.Contains(errOut, `unknown templates command "lint"`) || !strings.Contains(errOut, "templates render") {
+		t.Errorf("unknown templates command: exit %d, %q", code, errOut)
+	}
+	if code, _, errOut := cli(t, nil, "config", "print", "--nope"); code != 2 || !strings.Contains(errOut, "-nope") {
+		t.Errorf("unknown flag: exit %d, %q", code, errOut)
+	}
+}
+
+func TestCLIVersion(t *testing.T) {
+	for _, arg := range []string{"version", "--version", "-version"} {
+		code, out, _ := cli(t, nil, arg)
+		if code != 0 || !regexp.MustCompile(`^conclave \S+ \(commit \S+, go1\.\d+`).MatchString(out) {
+			t.Errorf("%s: exit %d, %q", arg, code, out)
+		}
+		if !strings.Contains(out, runtime.Version()) {
+			t.Errorf("%s: %q does not name the Go version %s", arg, out, runtime.Version())
+		}
+	}
+}
+
 func TestHealthcheckCommand(t *testing.T) {
 	r := newRig(t, fakeslack.Options{})
 	path := r.config(t, "")
 	// The check reads http.addr from the same configuration: give it a
 	// fixed free port.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := freeAddr(t)
 	rewrite(t, path, `addr = "127.0.0.1:0"`, `addr = "`+addr+`"`)
 	p := start(t, path, nil)
 	if p.addr != addr {

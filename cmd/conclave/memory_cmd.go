@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"strings"
@@ -14,33 +13,21 @@ import (
 	"github.com/conclavehq/conclave/memory"
 )
 
-const memoryUsage = `Usage:
-  conclave memory hydrate --agent ENS (--session KEY | --group ENS,ENS,...) --file F.jsonl [--channel C] [--config FILE]
-`
-
-func runMemory(ctx context.Context, args []string, e env) error {
-	if len(args) == 0 || args[0] != "hydrate" {
-		return fmt.Errorf("%w: memory needs the sub-command hydrate\n%s", errUsage, memoryUsage)
-	}
-	return runHydrate(ctx, args[1:], e)
-}
-
 // runHydrate appends a JSONL file of {"role","content"} lines to one memory
 // session, all or nothing, after validating the whole file.
 func runHydrate(ctx context.Context, args []string, e env) error {
-	fs := flag.NewFlagSet("memory hydrate", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
+	fs := newFlags("memory hydrate", e)
 	load := configFlag(fs, e)
 	agentName := fs.String("agent", "", "the agent whose memory is hydrated (required)")
 	session := fs.String("session", "", "the session key (an expert's business key)")
 	group := fs.String("group", "", "comma-separated ENS names: hydrate the clone/human session of this group")
 	channel := fs.String("channel", "", "the channel, when expert.session_scope = \"channel\"")
 	file := fs.String("file", "", "the JSONL file (required; - for stdin)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, e); err != nil {
 		return err
 	}
-	if *agentName == "" || *file == "" || (*session == "") == (*group == "") || fs.NArg() > 0 {
-		return fmt.Errorf("%w: hydrate needs --agent, --file and one of --session or --group\n%s", errUsage, memoryUsage)
+	if *agentName == "" || *file == "" || (*session == "") == (*group == "") {
+		return fmt.Errorf("%w: hydrate needs --agent, --file and one of --session or --group (see conclave memory hydrate --help)", errUsage)
 	}
 	cfg, _, err := load()
 	if err != nil {

@@ -280,24 +280,28 @@ func (p *process) waitReady(t *testing.T, ctx context.Context, want int) map[str
 
 // TestReadinessChecksFail makes each of /readyz's checks fail in turn:
 // Slack never connected, Redis stopped, the template repository gone; the
-// others stay "ok", and the failing one says why.
+// others stay "ok", and the failing one gives its reason class only (no
+// address, no error text).
 func TestReadinessChecksFail(t *testing.T) {
 	tests := []struct {
-		name  string
-		check string
-		setup func(t *testing.T, r *rig, path string) (breakIt, fixIt func())
+		name   string
+		check  string
+		reason string
+		setup  func(t *testing.T, r *rig, path string) (breakIt, fixIt func())
 	}{
 		{
-			name:  "slack not connected",
-			check: "slack",
+			name:   "slack not connected",
+			check:  "slack",
+			reason: "not connected",
 			setup: func(t *testing.T, r *rig, path string) (func(), func()) {
 				r.slack.FailNext("apps.connections.open", fakeslack.Failure{Times: 1000, Error: "internal_error"})
 				return func() {}, nil
 			},
 		},
 		{
-			name:  "redis stopped",
-			check: "memory",
+			name:   "redis stopped",
+			check:  "redis",
+			reason: "unreachable",
 			setup: func(t *testing.T, r *rig, path string) (func(), func()) {
 				srv := redistest.Start(t)
 				db := redistest.WithPrefix(t, srv.URL())
@@ -306,8 +310,9 @@ func TestReadinessChecksFail(t *testing.T) {
 			},
 		},
 		{
-			name:  "template repository gone",
-			check: "templates",
+			name:   "template repository gone",
+			check:  "templates",
+			reason: "not loaded",
 			setup: func(t *testing.T, r *rig, path string) (func(), func()) {
 				dir := templateRepo(t, path, map[string]string{"facilitator/default.tmpl": "Answer the person."})
 				moved := dir + ".away"
@@ -335,7 +340,14 @@ func TestReadinessChecksFail(t *testing.T) {
 			}
 			breakIt()
 			report := p.waitReady(t, ctx, http.StatusServiceUnavailable)
-			for _, name := range []string{"slack", "memory", "templates"} {
+			if got, want := report[tt.check], tt.reason; got != want {
+				t.Errorf("%s = %q, want only its reason class %q", tt.check, got, want)
+			}
+			names := []string{"slack", "templates"}
+			if tt.check == "redis" {
+				names = append(names, "redis")
+			}
+			for _, name := range names {
 				switch {
 				case name == tt.check && report[name] == "ok":
 					t.Errorf("%s reported ok while broken: %v", name, report)

@@ -3,9 +3,11 @@ package main
 import (
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/conclavehq/conclave/bot"
 	"github.com/conclavehq/conclave/templates"
 )
 
@@ -64,5 +66,59 @@ func TestREADMETemplateExample(t *testing.T) {
 	report := templates.Check(dir, templates.CheckOptions{})
 	for _, p := range append(report.Errors, report.Warnings...) {
 		t.Errorf("README template: %s", p)
+	}
+}
+
+// TestSlackAppManifest: deploy/slack-app-manifest.yaml, which the README
+// links, asks for exactly the scopes conclave uses and lists every slash
+// command the README documents, over Socket Mode; the README names the
+// same scopes.
+func TestSlackAppManifest(t *testing.T) {
+	const path = "deploy/slack-app-manifest.yaml"
+	manifest := readFile(t, "../../"+path)
+	readme := readFile(t, "../../README.md")
+	if !strings.Contains(readme, "]("+path+")") {
+		t.Errorf("the README does not link %s", path)
+	}
+	// The bot scopes: the list under "bot:", one "- scope" per line.
+	_, rest, ok := strings.Cut(manifest, "\n    bot:\n")
+	if !ok {
+		t.Fatal("the manifest has no oauth_config.scopes.bot list")
+	}
+	var scopes []string
+	for _, line := range strings.Split(rest, "\n") {
+		item, ok := strings.CutPrefix(line, "      - ")
+		if !ok {
+			break
+		}
+		scopes = append(scopes, item)
+	}
+	if !slices.Equal(scopes, bot.RequiredScopes) {
+		t.Errorf("manifest scopes %v, want bot.RequiredScopes %v", scopes, bot.RequiredScopes)
+	}
+	for _, s := range bot.RequiredScopes {
+		if !strings.Contains(readme, "`"+s+"`") {
+			t.Errorf("the README does not name the scope %s", s)
+		}
+	}
+	commands := regexp.MustCompile(`(?m)^    - command: (/\S+)$`).FindAllStringSubmatch(manifest, -1)
+	documented := regexp.MustCompile("(?m)^### `(/[a-z-]+)").FindAllStringSubmatch(readFile(t, "../../docs/commands.md"), -1)
+	var got, want []string
+	for _, c := range commands {
+		got = append(got, c[1])
+	}
+	for _, c := range documented {
+		want = append(want, c[1])
+	}
+	slices.Sort(got)
+	slices.Sort(want)
+	want = slices.Compact(want)
+	if len(want) < 5 || !slices.Equal(got, want) {
+		t.Errorf("manifest commands %v, documented in docs/commands.md %v", got, want)
+	}
+	for _, setting := range []string{"socket_mode_enabled: true", "- message.channels", "- message.groups"} {
+		if !strings.Contains(manifest, setting) {
+			t.Errorf("the manifest lacks %q", setting)
+		}
 	}
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"io/fs"
@@ -40,24 +39,23 @@ const (
 // client, Slack transport and engine, and runs them until ctx ends
 // (SIGTERM), then drains in-flight turns within shutdown_grace.
 func runBot(ctx context.Context, args []string, e env) error {
-	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
+	fs := newFlags("run", e)
 	load := configFlag(fs, e)
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, e); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
 	}
 	cfg, secretsInFile, err := load()
 	if err != nil {
 		return err
 	}
 	log := newLogger(cfg.Log, e.stderr)
+	routeLibraryLogs(log)
 	log.Info("starting conclave", slog.String("version", versionString()))
 	for _, key := range secretsInFile {
 		log.Warn("a secret is written in the configuration file; prefer its environment variable", slog.String("key", key))
 	}
+	warnMissingModelKeys(cfg, log)
+	summary := startupSummary{store: storeKind(cfg.Memory), agents: len(cfg.Agents), channels: len(cfg.Channels), slackTeam: "not configured"}
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -70,10 +68,14 @@ func runBot(ctx context.Context, args []string, e env) error {
 	defer rawStore.Close()
 	store := metrics.observeStore(rawStore)
 
-	lib, err := openTemplates(cfg.Templates.Dir, templates.Options{Logger: log.With(slog.String(logComponent, "templates"))},
+	lib, templatesDir, err := openTemplates(cfg.Templates.Dir, templates.Options{Logger: log.With(slog.String(logComponent, "templates"))},
 		func(msg string) { log.Info(msg) })
 	if err != nil {
 		return err
+	}
+	summary.templates, summary.templateProblem = "built-in", len(lib.Current().Problems())
+	if templatesDir != "" {
+		summary.templates, summary.templateFiles = templatesDir, countTemplates(templatesDir)
 	}
 	metrics.watchTemplates(lib)
 
@@ -111,13 +113,15 @@ func runBot(ctx context.Context, args []string, e env) error {
 	}
 
 	checks := []readinessCheck{
-		{"memory", store.Ping},
-		{"templates", func(context.Context) error {
+		{"templates", "not loaded", func(context.Context) error {
 			if lib.Current() == nil {
 				return errors.New("not loaded")
 			}
 			return lib.Err()
 		}},
+	}
+	if cfg.Memory.RedisURL != "" {
+		checks = append(checks, readinessCheck{"redis", "unreachable", store.Ping})
 	}
 
 	// Everything that runs until shutdown; each part's error ends the run.
@@ -154,7 +158,7 @@ func runBot(ctx context.Context, args []string, e env) error {
 	if cfg.Slack.AppToken == "" || cfg.Slack.BotToken == "" {
 		close(engineDone)
 		log.Error("Slack tokens are not set: not connecting to Slack; set SLACK_APP_TOKEN (xapp-…) and SLACK_BOT_TOKEN (xoxb-…), see README")
-		checks = append(checks, readinessCheck{"slack", func(context.Context) error { return errors.New("not configured") }})
+		checks = append(checks, readinessCheck{"slack", "not configured", func(context.Context) error { return errors.New("no tokens") }})
 	} else {
 		eng := &engineHandler{}
 		b := bot.New(bot.Options{
@@ -167,11 +171,12 @@ func runBot(ctx context.Context, args []string, e env) error {
 			HandleParallel:  16,
 			Registerer:      reg,
 		}, eng, log)
-		checks = append(checks, readinessCheck{"slack", func(context.Context) error { return b.Ready() }})
+		checks = append(checks, readinessCheck{"slack", "not connected", func(context.Context) error { return b.Ready() }})
 		id, err := identify(runCtx, b, log)
 		if err != nil {
 			return err
 		}
+		summary.slackTeam = teamName(id.Team, id.TeamID)
 		eng.Engine = agents.New(engineOptions(cfg, id.UserID), agents.Deps{
 			Store:    store,
 			Chat:     b,
@@ -195,15 +200,30 @@ func runBot(ctx context.Context, args []string, e env) error {
 		parts.start(runCtx, cancelRun, log, "slack", b.Run)
 	}
 
-	mux := newOpsMux(checks)
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	if wallet != nil {
-		mux.Handle("/wallet/", wallet)
-	}
 	httpCtx, stopHTTP := context.WithCancel(context.Background())
 	defer stopHTTP()
 	httpDone := make(chan error, 1)
-	go func() { httpDone <- serveHTTP(httpCtx, cfg.HTTP.Addr, mux, e.ready) }()
+	var walletPage http.Handler // stays nil (no route) without Slack
+	if wallet != nil {
+		walletPage = wallet
+	}
+	// The summary goes out once every listener is bound (ops first).
+	serving := e
+	serving.opsReady = func(addr string) {
+		summary.opsAddr = addr
+		if e.opsReady != nil {
+			e.opsReady(addr)
+		}
+	}
+	serving.ready = func(addr string) {
+		summary.addr = addr
+		summary.log(log)
+		if e.ready != nil {
+			e.ready(addr)
+		}
+	}
+	listeners := httpListeners(cfg.HTTP, newOpsMux(checks, log), promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}), walletPage, serving, log)
+	go func() { httpDone <- serveHTTP(httpCtx, listeners) }()
 
 	var httpErr error
 	select {
@@ -227,6 +247,36 @@ func runBot(ctx context.Context, args []string, e env) error {
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// httpListeners lays out what conclave serves: one listener (http.addr)
+// for everything, or, with http.ops_addr, the operations endpoints there
+// and only the wallet page on http.addr. pprof joins the operations
+// endpoints when asked for.
+func httpListeners(c HTTPConfig, ops *http.ServeMux, metrics http.Handler, wallet http.Handler, e env, log *slog.Logger) []listener {
+	ops.Handle("GET /metrics", metrics)
+	opsLimits := defaultLimits
+	if c.PProf {
+		mountPprof(ops)
+		opsLimits.WriteTimeout = pprofWriteTimeout
+	}
+	public := ops
+	if c.OpsAddr != "" {
+		public = http.NewServeMux()
+	}
+	if wallet != nil {
+		public.Handle("/wallet/", wallet)
+	}
+	if c.OpsAddr == "" {
+		if c.PProf {
+			log.Warn("http: pprof is served on the public listener; set http.ops_addr to keep it private", slog.String("addr", c.Addr))
+		}
+		return []listener{{name: "http", addr: c.Addr, handler: ops, limits: opsLimits, ready: e.ready}}
+	}
+	return []listener{
+		{name: "ops", addr: c.OpsAddr, handler: ops, limits: opsLimits, ready: e.opsReady},
+		{name: "http", addr: c.Addr, handler: public, limits: defaultLimits, ready: e.ready},
+	}
 }
 
 // engineHandler hands the transport's events to the engine, which is built
@@ -323,14 +373,23 @@ func redisOptions(c MemoryConfig) memory.RedisOptions {
 }
 
 // openTemplates opens the config repository; a directory that does not
-// exist means the built-in prompts, which note is told.
-func openTemplates(dir string, opts templates.Options, note func(string)) (*templates.Library, error) {
+// exist, or that is the Go package of the built-in prompts, means the
+// built-in prompts, which note is told. It returns the directory in use
+// ("" for the built-in prompts).
+func openTemplates(dir string, opts templates.Options, note func(string)) (*templates.Library, string, error) {
+	if isGoSource(dir) {
+		// The default "templates" run from a checkout is the package of the
+		// built-in prompts, not a repository of overrides.
+		note(fmt.Sprintf("templates: %q holds Go source (the built-in prompts' package), not a config repository; using the built-in prompts", dir))
+		dir = ""
+	}
 	lib, err := templates.Open(dir, opts)
 	if errors.Is(err, fs.ErrNotExist) {
 		note(fmt.Sprintf("templates: no config repository at %q; using the built-in prompts", dir))
-		return templates.Open("", opts)
+		dir = ""
+		lib, err = templates.Open(dir, opts)
 	}
-	return lib, err
+	return lib, dir, err
 }
 
 // reloadOnHUP reloads the prompts on SIGHUP (or on hup, in tests).

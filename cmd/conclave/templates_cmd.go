@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"strings"
 
@@ -14,25 +13,6 @@ import (
 	"github.com/conclavehq/conclave/templates"
 )
 
-const templatesUsage = `Usage:
-  conclave templates check [--dir D] [--fixture F.json]...
-  conclave templates render --agent ENS --prompt P [--fixture F.json] [--dir D] [--config FILE]
-`
-
-func runTemplates(ctx context.Context, args []string, e env) error {
-	if len(args) == 0 {
-		return fmt.Errorf("%w: templates needs a sub-command\n%s", errUsage, templatesUsage)
-	}
-	switch args[0] {
-	case "check":
-		return runTemplatesCheck(args[1:], e)
-	case "render":
-		return runTemplatesRender(ctx, args[1:], e)
-	default:
-		return fmt.Errorf("%w: unknown templates sub-command %q\n%s", errUsage, args[0], templatesUsage)
-	}
-}
-
 // fixtureList collects repeated --fixture flags.
 type fixtureList []string
 
@@ -41,17 +21,13 @@ func (f *fixtureList) Set(v string) error { *f = append(*f, v); return nil }
 
 // runTemplatesCheck checks a config repository: errors as file:line:
 // message on stdout and a non-zero exit; warnings do not fail.
-func runTemplatesCheck(args []string, e env) error {
-	fs := flag.NewFlagSet("templates check", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
+func runTemplatesCheck(_ context.Context, args []string, e env) error {
+	fs := newFlags("templates check", e)
 	dir := fs.String("dir", "templates", "the config repository of prompts")
 	var fixtures fixtureList
 	fs.Var(&fixtures, "fixture", "a JSON fixture to render with (repeatable; default: the built-in one)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, e); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
 	}
 	opts := templates.CheckOptions{}
 	for _, path := range fixtures {
@@ -79,18 +55,17 @@ func runTemplatesCheck(args []string, e env) error {
 // runTemplatesRender prints the request body conclave would send for one
 // prompt of one agent, rendered against a fixture.
 func runTemplatesRender(ctx context.Context, args []string, e env) error {
-	fs := flag.NewFlagSet("templates render", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
+	fs := newFlags("templates render", e)
 	load := configFlag(fs, e)
 	dir := fs.String("dir", "", "the config repository of prompts (default: templates.dir of the config)")
 	agentName := fs.String("agent", "", "the agent's ENS name (required)")
 	prompt := fs.String("prompt", "", "the phase prompt: default, conclude, context-not-found or context-found (required)")
 	fixturePath := fs.String("fixture", "", "a JSON fixture (default: the built-in one)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, e); err != nil {
 		return err
 	}
-	if *agentName == "" || *prompt == "" || fs.NArg() > 0 {
-		return fmt.Errorf("%w: templates render needs --agent and --prompt\n%s", errUsage, templatesUsage)
+	if *agentName == "" || *prompt == "" {
+		return fmt.Errorf("%w: templates render needs --agent and --prompt (see conclave templates render --help)", errUsage)
 	}
 	if *prompt == templates.PromptSystem {
 		return fmt.Errorf("%w: the system prompt is part of every request; name the phase prompt (default, conclude, context-not-found, context-found)", errUsage)
@@ -122,7 +97,7 @@ func runTemplatesRender(ctx context.Context, args []string, e env) error {
 				Owner: human.Owner, Addresses: human.Addresses, Attributes: human.Attributes})
 		}
 	}
-	lib, err := openTemplates(*dir, templates.Options{Clock: templates.FixedClock},
+	lib, _, err := openTemplates(*dir, templates.Options{Clock: templates.FixedClock},
 		func(msg string) { fmt.Fprintln(e.stderr, msg) })
 	if err != nil {
 		return err

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"maps"
 	"slices"
@@ -12,30 +11,15 @@ import (
 	"github.com/conclavehq/conclave/agents/tools"
 )
 
-const toolsUsage = `Usage:
-  conclave tools list [--agent ENS] [--config FILE]
-`
-
-func runTools(ctx context.Context, args []string, e env) error {
-	if len(args) == 0 || args[0] != "list" {
-		return fmt.Errorf("%w: tools needs the sub-command list\n%s", errUsage, toolsUsage)
-	}
-	return runToolsList(ctx, args[1:], e)
-}
-
 // runToolsList connects to every MCP server once and prints each agent's
 // tools: name, server and the first line of the description. An
 // unreachable server is named with its error, and the command then exits 1.
 func runToolsList(ctx context.Context, args []string, e env) error {
-	fs := flag.NewFlagSet("tools list", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
+	fs := newFlags("tools list", e)
 	load := configFlag(fs, e)
 	agent := fs.String("agent", "", "only this agent (its ENS name)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, e); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("%w: unexpected argument %q\n%s", errUsage, fs.Arg(0), toolsUsage)
 	}
 	cfg, _, err := load()
 	if err != nil {
