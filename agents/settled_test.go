@@ -78,3 +78,24 @@ func TestSettled(t *testing.T) {
 		}
 	})
 }
+
+// An engine that shares its store with another conclave (conclave chat)
+// sweeps only the conversations it owns.
+func TestSweepOnlyWhatItOwns(t *testing.T) {
+	for _, owns := range []bool{false, true} {
+		r := newRig(t, func(r *rig) { r.opts.Owns = func(string) bool { return owns } })
+		root := r.send("", "U1", "Alice", "hello")
+		work := make(chan task, 10)
+		r.e.sweep(context.Background(), work)
+		want := 0
+		if owns {
+			want = 1
+		}
+		if len(work) != want {
+			t.Errorf("owns=%v: swept %d conversations, want %d", owns, len(work), want)
+		}
+		if owns && (<-work).id != ConversationID(team, chanA, root.TS) {
+			t.Error("swept another conversation")
+		}
+	}
+}

@@ -3,6 +3,7 @@
 // Sub-commands:
 //
 //	conclave [run]              run the bot (the default)
+//	conclave chat               talk with a channel's agents from the terminal
 //	conclave templates check    check a config repository of prompts
 //	conclave templates render   print exactly what the model would receive
 //	conclave memory hydrate     load history into an agent's memory session
@@ -56,6 +57,7 @@ const usage = `Usage: conclave [command] [flags]
 
 Commands:
   run                 run the bot (default)
+  chat                talk with a channel's agents from the terminal, without Slack
   templates check     check a directory of prompt templates
   templates render    print the request the model would receive
   memory hydrate      append JSONL history to a memory session
@@ -75,6 +77,8 @@ func runMain(ctx context.Context, args []string, e env) int {
 	switch cmd {
 	case "run":
 		err = runBot(ctx, args, e)
+	case "chat":
+		err = runChat(ctx, args, e)
 	case "templates":
 		err = runTemplates(ctx, args, e)
 	case "memory":

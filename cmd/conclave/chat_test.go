@@ -1,0 +1,132 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/conclavehq/conclave/bot/fakeslack"
+)
+
+// runChatScript runs `conclave chat` in-process with stdin the script and
+// returns its exit code, stdout and stderr.
+func runChatScript(t *testing.T, script string, args ...string) (int, string, string) {
+	t.Helper()
+	var stdout, stderr syncBuffer
+	e := env{
+		getenv: func(k string) string {
+			if k == "USER" {
+				return "ada"
+			}
+			return ""
+		},
+		stdout: &stdout,
+		stderr: &stderr,
+		stdin:  strings.NewReader(script),
+	}
+	code := runMain(waitCtx(t), append([]string{"chat"}, args...), e)
+	return code, stdout.String(), stderr.String()
+}
+
+// TestChatScripted runs a scripted conversation through `conclave chat`:
+// the facilitator answers, calls an expert, who picks a memory key and
+// answers, the facilitator answers again; /end concludes. Each line waits
+// for the agents to settle, so the model calls come in this order and
+// stdout is the transcript.
+func TestChatScripted(t *testing.T) {
+	r := newRig(t, fakeslack.Options{})
+	model := newCast(map[string][]string{
+		"Elen/default": {
+			"Let me ask " + claudineENS + ": what cover does customer C45653 have?",
+			"C45653 has gold cover, so claim CLM-1 is covered.",
+		},
+		"Claudine/context-not-found": {`{"session": "C45653", "message": ""}`},
+		"Claudine/context-found":     {"C45653 holds the gold cover since 2021."},
+		"Elen/conclude":              {"Conclusion: CLM-1 is covered under gold."},
+	}, "Elen", "Claudine")
+	r.llm.Handle(model.reply)
+	path := r.config(t, claimsDesk)
+
+	code, stdout, stderr := runChatScript(t, "Is claim CLM-1 of customer C45653 covered?\n\n/end\n", "--config", path, "--as", "Ada")
+	if code != 0 {
+		t.Fatalf("exit code %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	checkCalls(t, model,
+		"Elen/default", "Claudine/context-not-found", "Claudine/context-found", "Elen/default", "Elen/conclude")
+	want := strings.Join([]string{
+		"Elen: Let me ask " + claudineENS + ": what cover does customer C45653 have?",
+		"Claudine: C45653 holds the gold cover since 2021.",
+		"Elen: C45653 has gold cover, so claim CLM-1 is covered.",
+		"Elen: Conclusion: CLM-1 is covered under gold.",
+	}, "\n") + "\n"
+	if stdout != want {
+		t.Errorf("stdout:\n%s\nwant:\n%s\nstderr:\n%s", stdout, want, stderr)
+	}
+	for _, s := range []string{"… Elen is thinking", "… Claudine is thinking", "✅"} {
+		if !strings.Contains(stderr, s) {
+			t.Errorf("stderr lacks %q:\n%s", s, stderr)
+		}
+	}
+	reqs := r.llm.Requests()
+	if len(reqs) == 0 || !strings.Contains(reqs[0].Messages[len(reqs[0].Messages)-1].Content, "Is claim CLM-1 of customer C45653 covered?") {
+		t.Errorf("the first request does not carry the person's line")
+	}
+	for _, req := range reqs {
+		for _, m := range req.Messages {
+			if strings.Contains(m.Content, "Ada: ") || strings.Contains(m.Content, "Ada (") {
+				return // the person is named as --as says
+			}
+		}
+	}
+	t.Errorf("no request names the person as Ada")
+}
+
+func TestChatBadInput(t *testing.T) {
+	r := newRig(t, fakeslack.Options{})
+	r.llm.Handle(newCast(map[string][]string{"Elen/default": {"Hello."}}, "Elen").reply)
+	path := r.config(t, claimsDesk)
+	noChannels := r.config(t, "[[channels]]\nid = \"C0009\"\nagents = []\n")
+	tests := []struct {
+		name     string
+		script   string
+		args     []string
+		code     int
+		inStderr string
+	}{
+		{"unknown command in a script", "hello\n/frobnicate now\n", []string{"--config", path}, 1,
+			"line 2: unknown command /frobnicate (commands: /end, /new, /help, /quit)"},
+		{"a channel without agents", "hello\n", []string{"--config", path, "--channel", "C0404"}, 2,
+			`channel "C0404" has no agents`},
+		{"a channel declared empty", "hello\n", []string{"--config", noChannels}, 2, `channel "C0009" has no agents`},
+		{"an argument", "", []string{"--config", path, "extra"}, 2, `unexpected argument "extra"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, stdout, stderr := runChatScript(t, tt.script, tt.args...)
+			if code != tt.code || !strings.Contains(stderr, tt.inStderr) {
+				t.Errorf("exit %d, stderr:\n%s\nwant exit %d and %q (stdout %q)", code, stderr, tt.code, tt.inStderr, stdout)
+			}
+		})
+	}
+}
+
+// TestChatNewThread: /new starts another conversation, which the
+// facilitator opens afresh.
+func TestChatNewThread(t *testing.T) {
+	r := newRig(t, fakeslack.Options{})
+	model := newCast(map[string][]string{"Elen/default": {"First answer.", "Second answer."}}, "Elen")
+	r.llm.Handle(model.reply)
+	path := r.config(t, claimsDesk)
+	code, stdout, stderr := runChatScript(t, "first question\n/new\nsecond question\n", "--config", path)
+	if code != 0 || stdout != "Elen: First answer.\nElen: Second answer.\n" {
+		t.Fatalf("exit %d, stdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	reqs := r.llm.Requests()
+	if len(reqs) != 2 {
+		t.Fatalf("%d model calls, want 2", len(reqs))
+	}
+	for _, m := range reqs[1].Messages {
+		if strings.Contains(m.Content, "first question") || strings.Contains(m.Content, "First answer") {
+			t.Errorf("the second thread's request holds the first thread: %q", m.Content)
+		}
+	}
+}
