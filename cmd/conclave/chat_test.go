@@ -1,10 +1,15 @@
 package main
 
 import (
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/conclavehq/conclave/agents"
 	"github.com/conclavehq/conclave/bot/fakeslack"
+	"github.com/conclavehq/conclave/memory"
+	"github.com/conclavehq/conclave/memory/redistest"
 )
 
 // runChatScript runs `conclave chat` in-process with stdin the script and
@@ -128,5 +133,44 @@ func TestChatNewThread(t *testing.T) {
 		if strings.Contains(m.Content, "first question") || strings.Contains(m.Content, "First answer") {
 			t.Errorf("the second thread's request holds the first thread: %q", m.Content)
 		}
+	}
+}
+
+// TestChatLeavesSlackConversationsAlone: `conclave chat` on the Redis of a
+// running conclave works on its own thread only; a Slack conversation
+// waiting in the store stays due for the bot.
+func TestChatLeavesSlackConversationsAlone(t *testing.T) {
+	db := redistest.New(t)
+	store := db.Store(t, memory.Options{})
+	ctx := waitCtx(t)
+	slackThread := "1700000000.000100"
+	slackConv := agents.ConversationID(testTeam, testChannel, slackThread)
+	if _, err := store.RecordMessage(ctx, memory.Conversation{ID: slackConv, Team: testTeam, Channel: testChannel, ThreadTS: slackThread},
+		memory.Message{TS: slackThread, UserID: testPerson, Kind: "person", Text: "a question asked in Slack", At: time.Now()}, "Ev1"); err != nil {
+		t.Fatal(err)
+	}
+	r := newRig(t, fakeslack.Options{})
+	model := newCast(map[string][]string{"Elen/default": {"Hello from the terminal."}}, "Elen")
+	r.llm.Handle(model.reply)
+	path := r.config(t, redisSection(db.URL, db.Prefix)+claimsDesk)
+
+	code, stdout, stderr := runChatScript(t, "a question from the terminal\n", "--config", path)
+	if code != 0 || stdout != "Elen: Hello from the terminal.\n" {
+		t.Fatalf("exit %d, stdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	checkCalls(t, model, "Elen/default")
+	for _, req := range r.llm.Requests() {
+		for _, m := range req.Messages {
+			if strings.Contains(m.Content, "asked in Slack") {
+				t.Errorf("the terminal's engine worked on the Slack conversation: %q", m.Content)
+			}
+		}
+	}
+	due, err := store.Due(ctx, time.Now(), 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(due, slackConv) {
+		t.Errorf("due = %v, want the Slack conversation still waiting for the bot", due)
 	}
 }
