@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -90,6 +92,10 @@ func TestChatBadInput(t *testing.T) {
 	r.llm.Handle(newCast(map[string][]string{"Elen/default": {"Hello."}}, "Elen").reply)
 	path := r.config(t, claimsDesk)
 	noChannels := r.config(t, "[[channels]]\nid = \"C0009\"\nagents = []\n")
+	bare := filepath.Join(t.TempDir(), "bare.toml")
+	if err := os.WriteFile(bare, []byte("[llm]\nbase_url = \""+r.llm.URL()+"\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name     string
 		script   string
@@ -103,6 +109,7 @@ func TestChatBadInput(t *testing.T) {
 			`channel "C0404" has no agents`},
 		{"a channel declared empty", "hello\n", []string{"--config", noChannels}, 2, `channel "C0009" has no agents`},
 		{"an argument", "", []string{"--config", path, "extra"}, 2, `unexpected argument "extra"`},
+		{"no channel at all", "hello\n", []string{"--config", bare}, 2, "no channel: pass --channel or declare one in [[channels]]"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
