@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -9,6 +11,7 @@ import (
 	"time"
 
 	"github.com/conclavehq/conclave/agents"
+	"github.com/conclavehq/conclave/agents/llm/llmfake"
 	"github.com/conclavehq/conclave/bot/fakeslack"
 	"github.com/conclavehq/conclave/memory"
 	"github.com/conclavehq/conclave/memory/redistest"
@@ -179,5 +182,68 @@ func TestChatLeavesSlackConversationsAlone(t *testing.T) {
 	}
 	if !slices.Contains(due, slackConv) {
 		t.Errorf("due = %v, want the Slack conversation still waiting for the bot", due)
+	}
+}
+
+// TestChatReloadsTemplates: a template saved while `conclave chat` runs is
+// used by the next turns.
+func TestChatReloadsTemplates(t *testing.T) {
+	r := newRig(t, fakeslack.Options{})
+	r.llm.Handle(func(llmfake.Request) llmfake.Reply { return llmfake.Text("ok") })
+	path := r.config(t, "")
+	system := filepath.Join(filepath.Dir(path), "no-templates", "facilitator", "system.tmpl")
+	write := func(body string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(system), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(system, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("You are Elen, first version.")
+
+	in, script := io.Pipe()
+	var stdout, stderr syncBuffer
+	exit := make(chan int, 1)
+	go func() {
+		exit <- runMain(waitCtx(t), []string{"chat", "--config", path}, env{getenv: func(string) string { return "" },
+			stdout: &stdout, stderr: &stderr, stdin: in})
+	}()
+	// However the test ends, the input ends first, so that the session
+	// exits before the fakes close.
+	t.Cleanup(func() {
+		script.Close()
+		if code := <-exit; code != 0 {
+			t.Errorf("exit %d:\n%s", code, stderr.String())
+		}
+	})
+	ctx := waitCtx(t)
+	// say sends a line and waits for the facilitator's answer to it.
+	say := func(n int) string {
+		t.Helper()
+		if _, err := fmt.Fprintf(script, "message %d\n", n); err != nil {
+			t.Fatal(err)
+		}
+		for strings.Count(stdout.String(), "Elen: ok\n") < n {
+			select {
+			case <-ctx.Done():
+				t.Fatalf("no answer to line %d:\n%s\n%s", n, stdout.String(), stderr.String())
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+		reqs := r.llm.Requests()
+		return reqs[len(reqs)-1].Messages[0].Content
+	}
+	if got := say(1); got != "You are Elen, first version." {
+		t.Fatalf("system prompt = %q, want the first version", got)
+	}
+	write("You are Elen, second version.")
+	got := ""
+	for n := 2; got != "You are Elen, second version."; n++ {
+		got = say(n)
+		if got != "You are Elen, first version." && got != "You are Elen, second version." {
+			t.Fatalf("system prompt = %q", got)
+		}
 	}
 }
