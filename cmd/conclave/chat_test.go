@@ -238,12 +238,18 @@ func TestChatReloadsTemplates(t *testing.T) {
 	if got := say(1); got != "You are Elen, first version." {
 		t.Fatalf("system prompt = %q, want the first version", got)
 	}
+	// The configuration logs at debug level: the library says when it
+	// loaded the repository, once at the start and once per change.
+	loads := strings.Count(stderr.String(), "templates: loaded")
 	write("You are Elen, second version.")
-	got := ""
-	for n := 2; got != "You are Elen, second version."; n++ {
-		got = say(n)
-		if got != "You are Elen, first version." && got != "You are Elen, second version." {
-			t.Fatalf("system prompt = %q", got)
+	for strings.Count(stderr.String(), "templates: loaded") == loads {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the edited template was not reloaded:\n%s", stderr.String())
+		case <-time.After(10 * time.Millisecond):
 		}
+	}
+	if got := say(2); got != "You are Elen, second version." {
+		t.Errorf("system prompt = %q after the edit, want the second version", got)
 	}
 }
