@@ -13,6 +13,7 @@ import (
 
 	"github.com/conclavehq/conclave/agents"
 	"github.com/conclavehq/conclave/agents/llm"
+	"github.com/conclavehq/conclave/agents/tools"
 	"github.com/conclavehq/conclave/ens"
 	"github.com/conclavehq/conclave/templates"
 	"github.com/conclavehq/conclave/terminal"
@@ -79,6 +80,21 @@ func runChat(ctx context.Context, args []string, e env) error {
 		return err
 	}
 
+	// The agents' MCP servers run as under `conclave run`.
+	servers, err := mcpServers(cfg.MCP, e.getenv)
+	if err != nil {
+		return err
+	}
+	var toolbox agents.Toolbox
+	if len(servers) > 0 {
+		hub, err := tools.New(servers, tools.Options{Logger: log, HTTPClient: webClient(cfg.Conversation.MaxParallel)})
+		if err != nil {
+			return err
+		}
+		defer startHub(ctx, hub)()
+		toolbox = hub
+	}
+
 	term := terminal.New(terminal.Options{
 		Channel: *channel,
 		Person:  person,
@@ -103,6 +119,7 @@ func runChat(ctx context.Context, args []string, e env) error {
 		Prompts:  func() agents.Prompts { return lib.Current() },
 		Resolver: directory,
 		Logger:   log,
+		Tools:    toolbox,
 	})
 	list, err := eng.ChannelAgents(ctx, *channel)
 	if err != nil {
