@@ -92,6 +92,11 @@ type Options struct {
 	// (Slack must have its acknowledgement before any model call).
 	// Without it a recorded message goes to a worker at once.
 	DispatchOnAck bool
+
+	// Owns, when set, limits the conversations the sweeper hands to
+	// workers to those it accepts: `conclave chat` may share the store of
+	// a running conclave and must leave its conversations alone.
+	Owns func(conversationID string) bool
 }
 
 // Deps are the engine's collaborators.

@@ -248,6 +248,9 @@ func (e *Engine) sweep(ctx context.Context, work chan<- task) {
 		return
 	}
 	for _, id := range ids {
+		if e.opts.Owns != nil && !e.opts.Owns(id) {
+			continue
+		}
 		if !e.dispatch(ctx, work, task{id: id}) {
 			return
 		}

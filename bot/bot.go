@@ -51,7 +51,7 @@ type CommandHandler interface {
 var RequiredScopes = []string{
 	"chat:write", "chat:write.customize", "reactions:write",
 	"channels:history", "groups:history", "channels:read", "groups:read",
-	"users:read", "commands",
+	"users:read", "commands", "im:history",
 }
 
 // Time limits fixed by Slack's 3 s acknowledgement window and by the

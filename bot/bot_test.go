@@ -530,13 +530,16 @@ func TestPostReplyNamesUsers(t *testing.T) {
 	if _, err := r.bot.PostReply(testContext(t), agents.Reply{Channel: "C1", ThreadTS: "1690000000.000001", Text: text}); err != nil {
 		t.Fatal(err)
 	}
-	want := "Thanks @ada.l, @Bob Stone and @conclave; @ghost, @W9 and @&lt;!channel&gt; safe (http://evil.example).\n```\n&lt;@U1&gt; is code\n```"
+	// In code the mention stays as written but cannot form: a zero-width
+	// space follows its '<'.
+	prose := "Thanks @ada.l, @Bob Stone and @conclave; @ghost, @W9 and @&lt;!channel&gt; safe (http://evil.example).\n```\n"
+	want := prose + "<\u200b@U1> is code\n```"
 	p := r.fake.Posts()[0]
 	if md := p.MarkdownTexts(); len(md) != 1 || md[0] != want {
 		t.Errorf("markdown = %q\nwant       %q", md, want)
 	}
-	if p.Text != want {
-		t.Errorf("fallback = %q", p.Text)
+	if fallback := prose + "&lt;\u200b@U1&gt; is code\n```"; p.Text != fallback {
+		t.Errorf("fallback = %q\nwant       %q", p.Text, fallback)
 	}
 }
 
@@ -585,13 +588,16 @@ func TestPostReplySplitsLongText(t *testing.T) {
 		if strings.Count(md[0], "```")%2 != 0 {
 			t.Errorf("post %d cuts the code block", i)
 		}
+		if strings.Contains(md[0], "&amp;&amp;") || strings.Contains(p.Text, "&&") {
+			t.Errorf("post %d: code escaped in the markdown block, or raw in the fallback", i)
+		}
 		if p.ThreadTS != "1690000000.000001" || p.Metadata == nil || p.Metadata.EventPayload["turn_id"] != "t-long" ||
 			p.Metadata.EventPayload["part"] != float64(i+1) || p.Metadata.EventPayload["parts"] != float64(len(posts)) {
 			t.Errorf("post %d: thread %s, metadata %+v", i, p.ThreadTS, p.Metadata)
 		}
 		joined = append(joined, md[0])
 	}
-	if got, want := contentOf(strings.Join(joined, "\n")), contentOf(escapeSlack(strings.TrimSpace(text))); got != want {
+	if got, want := contentOf(strings.Join(joined, "\n")), contentOf(escapeMarkdown(strings.TrimSpace(text))); got != want {
 		t.Error("the posts do not hold the whole reply")
 	}
 }

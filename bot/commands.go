@@ -404,15 +404,7 @@ func (c *Commands) listAgents(ctx context.Context, cmd slack.SlashCommand, args 
 	if len(list) == 0 {
 		return "No agents in this channel."
 	}
-	lines := make([]string, 0, len(list))
-	for _, ca := range list {
-		if ca.Err != nil {
-			lines = append(lines, escapeSlack(ca.Agent.Name)+" — unknown role — "+code(ca.Agent.EnsDomain)+" (could not be resolved)")
-			continue
-		}
-		lines = append(lines, describe(ca.Agent))
-	}
-	return strings.Join(lines, "\n")
+	return agentLines(list)
 }
 
 func (c *Commands) verifyWallet(ctx context.Context, cmd slack.SlashCommand, args []string) string {

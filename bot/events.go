@@ -80,6 +80,13 @@ func (b *Bot) handleEnvelope(ctx context.Context, req socketmode.Request) {
 		log.Warn("dropped an event that does not decode", slog.Any(logError, err))
 		b.ack(ctx, req, nil)
 		return
+	case skip == skipDirect || skip == skipNotMessage:
+		if d, ok := decodeDirect(req.Payload, b.identity()); ok {
+			b.ack(ctx, req, nil)
+			b.handleDirect(ctx, d)
+			return
+		}
+		fallthrough
 	case skip != "":
 		b.metrics.skipped.WithLabelValues(string(skip)).Inc()
 		if skip == skipRateLimited {
@@ -155,8 +162,13 @@ func (b *Bot) handleCommand(ctx context.Context, ev socketmode.Event) {
 		return
 	}
 	b.ack(ctx, *ev.Request, nil)
-	// The wait for a free slot happens beside the loop: message envelopes
-	// must not queue behind slow commands, or their acks would be late.
+	b.beside(ctx, func() { h.HandleCommand(ctx, cmd) })
+}
+
+// beside runs fn in one of the command slots, beside the envelope loop.
+// The wait for a free slot happens beside the loop too: message envelopes
+// must not queue behind slow commands, or their acks would be late.
+func (b *Bot) beside(ctx context.Context, fn func()) {
 	b.commandWG.Go(func() {
 		select {
 		case b.commandSlots <- struct{}{}:
@@ -164,7 +176,7 @@ func (b *Bot) handleCommand(ctx context.Context, ev socketmode.Event) {
 			return
 		}
 		defer func() { <-b.commandSlots }()
-		h.HandleCommand(ctx, cmd)
+		fn()
 	})
 }
 

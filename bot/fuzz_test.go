@@ -97,6 +97,11 @@ func FuzzNormalizeText(f *testing.F) {
 		if safe := escapeSlack(named); strings.Contains(safe, "<") {
 			t.Errorf("outbound text %q holds '<'", safe)
 		}
+		md := escapeMarkdown(named)
+		checkNoSlackToken(t, md)
+		if fallback := escapeLeftovers(md); strings.Contains(fallback, "<") {
+			t.Errorf("fallback %q holds '<'", fallback)
+		}
 	})
 }
 

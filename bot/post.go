@@ -53,7 +53,7 @@ func (b *Bot) PostReply(ctx context.Context, r agents.Reply) (string, error) {
 			b.log.Warn("not a Slack user id; not mentioned", slog.String("user", u))
 		}
 	}
-	parts := splitText(b.inert(ctx, strings.TrimSpace(r.Text)), blockLimit)
+	parts := splitText(b.inertMarkdown(ctx, strings.TrimSpace(r.Text)), blockLimit)
 	if len(parts) == 0 && len(mentions) == 0 {
 		return "", ErrEmptyReply
 	}
@@ -78,7 +78,7 @@ func (b *Bot) PostReply(ctx context.Context, r agents.Reply) (string, error) {
 	var first string
 	for i, part := range parts {
 		var blocks []slack.Block
-		fallback := fallbackText(part)
+		fallback := fallbackText(escapeLeftovers(part))
 		if i == 0 && len(mentions) > 0 {
 			who := strings.Join(mentions, " ")
 			blocks = append(blocks, slack.NewSectionBlock(slack.NewTextBlockObject(slack.MarkdownType, who, false, true), nil, nil))
@@ -153,6 +153,14 @@ func (b *Bot) inert(ctx context.Context, text string) string {
 	ctx, cancel := context.WithTimeout(ctx, lookupTimeout)
 	defer cancel()
 	return escapeSlack(spellOutLinks(nameUsers(text, b.lookup(ctx))))
+}
+
+// inertMarkdown is inert for a markdown block: code keeps its characters
+// (escapeMarkdown).
+func (b *Bot) inertMarkdown(ctx context.Context, text string) string {
+	ctx, cancel := context.WithTimeout(ctx, lookupTimeout)
+	defer cancel()
+	return escapeMarkdown(spellOutLinks(nameUsers(text, b.lookup(ctx))))
 }
 
 // PostEphemeral shows text to one user in a channel. The text is made

@@ -199,6 +199,103 @@ func escapeSlack(s string) string {
 	return b.String()
 }
 
+// escapeMarkdown makes model text inert for a markdown block. Outside code
+// it escapes like escapeSlack. Inside code — the lines every reading of
+// Markdown puts in a fenced block (see proseLines), and inline code spans —
+// &, < and > stay as written: a markdown block is standard Markdown, where
+// code shows its characters verbatim and no entity is decoded, so an
+// escaped "<" would show as "&lt;". Only a '<' in code that would open a
+// Slack control sequence (breakTokens) gets a zero-width space after it, so
+// that no ping or disguised link can form there either.
+func escapeMarkdown(s string) string {
+	if !strings.ContainsAny(s, "&<>") {
+		return s
+	}
+	lines := strings.Split(s, "\n")
+	for i, prose := range proseLines(lines) {
+		line := lines[i]
+		if _, _, delimiter := fenceLine(line, true); !prose && !delimiter {
+			lines[i] = breakTokens(line)
+			continue
+		}
+		q := quotePrefix(line)
+		var b strings.Builder
+		b.Grow(len(line) + len(line)/8)
+		b.WriteString(line[:q])
+		forEachOutsideCode(line[q:], func(text string, code bool) {
+			if code {
+				b.WriteString(breakTokens(text))
+			} else {
+				b.WriteString(slackEscaper.Replace(text))
+			}
+		})
+		lines[i] = b.String()
+	}
+	return strings.Join(lines, "\n")
+}
+
+// slackToken matches what Slack would read as a control sequence: a '<'
+// followed by a target without white space that is a mention, a channel,
+// a command (@, #, !) or a link (it holds ':'), up to '|' or '>'.
+var slackToken = regexp.MustCompile(`<(?:[@#!][^\s<>|]*|[^\s<>|]*:[^\s<>|]*)[|>]`)
+
+// zeroWidthSpace keeps a '<' in code from opening a Slack control sequence
+// without changing what a reader sees.
+const zeroWidthSpace = "\u200b"
+
+// breakTokens puts a zero-width space after each '<' of code that would
+// open a Slack control sequence (<!here>, <@U…>, <http://…|label>).
+func breakTokens(code string) string {
+	if !strings.Contains(code, "<") {
+		return code
+	}
+	return slackToken.ReplaceAllStringFunc(code, func(m string) string {
+		return "<" + zeroWidthSpace + m[1:]
+	})
+}
+
+// escapeLeftovers escapes what escapeMarkdown left as written, for a
+// message's plain-text fallback (mrkdwn, where &, < and > are control
+// characters in code too): every raw '<' and '>' except the block-quote
+// markers opening a line, and every '&' that does not start one of the
+// three entities.
+func escapeLeftovers(s string) string {
+	if !strings.ContainsAny(s, "&<>") {
+		return s
+	}
+	lines := strings.Split(s, "\n")
+	for i, line := range lines {
+		q := quotePrefix(line)
+		var b strings.Builder
+		b.Grow(len(line) + len(line)/8)
+		b.WriteString(line[:q])
+		rest := line[q:]
+		for j := 0; j < len(rest); j++ {
+			switch c := rest[j]; {
+			case c == '<':
+				b.WriteString("&lt;")
+			case c == '>':
+				b.WriteString("&gt;")
+			case c == '&' && !hasEntityAt(rest, j):
+				b.WriteString("&amp;")
+			default:
+				b.WriteByte(c)
+			}
+		}
+		lines[i] = b.String()
+	}
+	return strings.Join(lines, "\n")
+}
+
+func hasEntityAt(s string, i int) bool {
+	for _, e := range []string{"&amp;", "&lt;", "&gt;"} {
+		if strings.HasPrefix(s[i:], e) {
+			return true
+		}
+	}
+	return false
+}
+
 // quotePrefix is the length of the block-quote markers opening line: up to
 // three spaces, then '>' characters, each optionally followed by spaces.
 func quotePrefix(line string) int {

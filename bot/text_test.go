@@ -305,6 +305,63 @@ func BenchmarkPrepareReply(b *testing.B) {
 	text := sb.String()
 	b.SetBytes(int64(len(text)))
 	for b.Loop() {
-		splitText(escapeSlack(spellOutLinks(text)), blockLimit)
+		splitText(escapeMarkdown(spellOutLinks(text)), blockLimit)
+	}
+}
+
+// Code in a markdown block shows its characters as written (Markdown
+// decodes no entity in code); everything outside code is escaped, and in
+// code only what would open a Slack control sequence is broken, invisibly.
+func TestEscapeMarkdownKeepsCode(t *testing.T) {
+	const zw = "\u200b"
+	tests := []struct {
+		name, in, want string
+	}{
+		{"fenced code as written", "```go\nif a < b && c > d {}\n```", "```go\nif a < b && c > d {}\n```"},
+		{"html in a fence", "```\n<!DOCTYPE html>\n<p class=\"x\">a &amp; b</p>\n```", "```\n<!DOCTYPE html>\n<p class=\"x\">a &amp; b</p>\n```"},
+		{"inline code as written", "use `a < b && c > d` here", "use `a < b && c > d` here"},
+		{"generics inline", "a `map<string, int>` & more", "a `map<string, int>` &amp; more"},
+		{"prose around code escaped", "x < y `<b>` z > w", "x &lt; y `<b>` z &gt; w"},
+		{"double backticks", "``a ` <b>`` <c>", "``a ` <b>`` &lt;c&gt;"},
+		{"ping in a fence broken", "```\n<!channel> <!here|h> <!subteam^S1>\n```", "```\n<" + zw + "!channel> <" + zw + "!here|h> <" + zw + "!subteam^S1>\n```"},
+		{"mention in inline code broken", "see `<@U1>` and `<#C1|x>`", "see `<" + zw + "@U1>` and `<" + zw + "#C1|x>`"},
+		{"disguised link in code broken", "`<http://evil|safe>` `<mailto:a@b>`", "`<" + zw + "http://evil|safe>` `<" + zw + "mailto:a@b>`"},
+		{"nested token broken", "`<<@U1>>`", "`<<" + zw + "@U1>>`"},
+		{"tilde fence is not surely code", "~~~\n<x> & y\n~~~", "~~~\n&lt;x&gt; &amp; y\n~~~"},
+		{"fence in a list item is not surely code", "- ```\n  <x>\n  ```", "- ```\n  &lt;x&gt;\n  ```"},
+		{"unclosed inline code is prose", "a `b <c>", "a `b &lt;c&gt;"},
+		{"info string escaped", "```<x>\ncode <y>\n```", "```&lt;x&gt;\ncode <y>\n```"},
+		{"quote kept outside code", "> quoted `<x>` <y>", "> quoted `<x>` &lt;y&gt;"},
+		{"prose pings escaped", "hey <!channel> <@U1>", "hey &lt;!channel&gt; &lt;@U1&gt;"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := escapeMarkdown(tt.in)
+			if got != tt.want {
+				t.Errorf("escapeMarkdown(%q)\n = %q\nwant %q", tt.in, got, tt.want)
+			}
+			checkNoSlackToken(t, got)
+			fallback := escapeLeftovers(got)
+			if strings.Contains(fallback, "<") {
+				t.Errorf("fallback %q holds '<'", fallback)
+			}
+			// The fallback reads as the text did (an entity the model wrote
+			// in code reads as its character there).
+			back := strings.ReplaceAll(normalizeText(fallback, testNames), zw, "")
+			if back != unescapeEntities.Replace(tt.in) {
+				t.Errorf("the fallback %q reads %q, want the original %q", fallback, back, tt.in)
+			}
+		})
+	}
+}
+
+// checkNoSlackToken fails when a Slack control sequence could form in s:
+// every '<' that would open one must be followed by a zero-width space.
+func checkNoSlackToken(t testing.TB, s string) {
+	t.Helper()
+	for _, loc := range slackToken.FindAllStringIndex(s, -1) {
+		if !strings.HasPrefix(s[loc[0]+1:], "\u200b") {
+			t.Errorf("a Slack control sequence %q can form in %q", s[loc[0]:loc[1]], s)
+		}
 	}
 }

@@ -37,7 +37,7 @@ const (
 var DefaultScopes = []string{
 	"chat:write", "chat:write.customize", "reactions:write",
 	"channels:history", "groups:history", "channels:read", "groups:read",
-	"users:read", "commands",
+	"users:read", "commands", "im:history",
 }
 
 // Route chooses the connection an envelope goes to when the sender does not.
@@ -94,6 +94,8 @@ type Channel struct {
 	Topic     string
 	IsPrivate bool
 	IsMember  *bool // nil means true
+	// Members are the users in the channel (users.conversations).
+	Members []string
 }
 
 // Server is a running fake Slack.
@@ -126,6 +128,7 @@ type Server struct {
 	posts      []Post
 	ephemerals []Ephemeral
 	responses  []CommandResponse
+	views      []View
 	reactions  map[string][]string // channel/ts → names
 	failures   map[string][]Failure
 	users      map[string]User

@@ -44,6 +44,8 @@ var methods = map[string]method{
 	"conversations.replies": (*Server).conversationsReplies,
 	"conversations.info":    (*Server).conversationsInfo,
 	"users.info":            (*Server).usersInfo,
+	"users.conversations":   (*Server).usersConversations,
+	"views.publish":         (*Server).viewsPublish,
 }
 
 func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {

@@ -3,6 +3,7 @@
 // Sub-commands:
 //
 //	conclave [run]              run the bot (the default)
+//	conclave chat               talk with a channel's agents from the terminal
 //	conclave templates check    check a config repository of prompts
 //	conclave templates render   print exactly what the model would receive
 //	conclave memory hydrate     load history into an agent's memory session
@@ -73,6 +74,7 @@ type command struct {
 func commands() []command {
 	return []command{
 		{"run", "run the bot (the default)", runBot},
+		{"chat", "talk with a channel's agents from the terminal, without Slack", runChat},
 		{"templates check", "check a directory of prompt templates", runTemplatesCheck},
 		{"templates render", "print the request the model would receive", runTemplatesRender},
 		{"memory hydrate", "append JSONL history to a memory session", runHydrate},

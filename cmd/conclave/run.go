@@ -135,17 +135,7 @@ func runBot(ctx context.Context, args []string, e env) error {
 	if hub != nil {
 		// The servers outlive the engine's drain: turns finishing after
 		// SIGTERM may still call tools.
-		var toolsDone sync.WaitGroup
-		toolsCtx, stopTools := context.WithCancel(context.Background())
-		toolsDone.Go(func() { _ = hub.Run(toolsCtx) }) // Run ends only with its context, returning nil
-		defer toolsDone.Wait()
-		defer stopTools()
-		// Agents start with their tools: each server has been tried once
-		// (within its timeout) before events are taken.
-		select {
-		case <-hub.Started():
-		case <-ctx.Done():
-		}
+		defer startHub(ctx, hub)()
 	}
 
 	// The engine gets its own context: when the process is told to stop,
@@ -456,4 +446,22 @@ func (g *partGroup) err() error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.first
+}
+
+// startHub runs the MCP servers until the returned stop is called (not
+// with ctx: turns draining after SIGTERM may still call tools), and returns
+// once each server has been tried once (within its timeout), so that
+// agents start with their tools.
+func startHub(ctx context.Context, hub *tools.Hub) (stop func()) {
+	var done sync.WaitGroup
+	toolsCtx, stopTools := context.WithCancel(context.Background())
+	done.Go(func() { _ = hub.Run(toolsCtx) }) // Run ends only with its context, returning nil
+	select {
+	case <-hub.Started():
+	case <-ctx.Done():
+	}
+	return func() {
+		stopTools()
+		done.Wait()
+	}
 }
