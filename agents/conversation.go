@@ -35,6 +35,7 @@ type convo struct {
 	sessions []memory.SessionAppend
 	appended map[string]bool // namespace|key|ts appended while loaded
 	notices  []notice        // ephemeral notices to send once committed
+	fresh    map[string]bool // posts of the outbox recorded by this step and not tried yet
 }
 
 // notice is an ephemeral notice for the author of a message.
@@ -48,11 +49,12 @@ type notice struct{ user, agent, text string }
 // whoever redoes the work of a holder that stopped before committing, and
 // a post is committed as pending before it is made.
 func (c *convo) step(ctx context.Context) (bool, error) {
-	if c.st.Pending != nil {
-		if err := c.resolvePending(ctx); err != nil {
+	if len(c.st.Outbox) > 0 {
+		// Posts wait to be made: nothing else happens before they are.
+		if err := c.flush(ctx); err != nil {
 			return false, err
 		}
-		return true, nil
+		return len(c.st.Outbox) == 0, nil
 	}
 	c.route(ctx)
 	act := c.next(ctx)
@@ -67,7 +69,7 @@ func (c *convo) step(ctx context.Context) (bool, error) {
 	if err := act(ctx); err != nil {
 		return false, err
 	}
-	return c.workDue(), nil
+	return len(c.st.Outbox) == 0 && c.workDue(), nil
 }
 
 // workDue reports whether something waits to be done now: what next

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"regexp"
 	"slices"
 	"sort"
@@ -76,6 +77,9 @@ type Options struct {
 	SessionScope   string  // expert.session_scope: ScopeAgent (default) or ScopeChannel
 
 	Notify          string // errors.notify: NotifyThread (default) or NotifyLog
+	// PostRetryWindow is how long a failed post is retried, from its
+	// first attempt (slack.post_retry_window, 30m).
+	PostRetryWindow time.Duration
 	WorkingReaction string // slack.working_reaction (hourglass_flowing_sand)
 
 	Channels    []ChannelConfig
@@ -110,6 +114,12 @@ type Deps struct {
 	Logger   *slog.Logger       // nil: discard
 	Now      func() time.Time   // nil: time.Now
 	OnTurn   func(r TurnReport) // optional: metrics, called after each turn
+	// OnPostAbandoned, optional (metrics), is called for each post given
+	// up (a permanent error, or its retry window over).
+	OnPostAbandoned func()
+	// Jitter, optional, draws the jitter of post retries, in [0, 1]
+	// (default: math/rand).
+	Jitter func() float64
 }
 
 // Resolver turns an agent name into an identity (an ens resolver chain).
@@ -210,11 +220,17 @@ func New(opts Options, deps Deps) *Engine {
 	if opts.SweepInterval <= 0 {
 		opts.SweepInterval = time.Second
 	}
+	if opts.PostRetryWindow <= 0 {
+		opts.PostRetryWindow = 30 * time.Minute
+	}
 	if deps.Logger == nil {
 		deps.Logger = slog.New(slog.DiscardHandler)
 	}
 	if deps.Now == nil {
 		deps.Now = time.Now
+	}
+	if deps.Jitter == nil {
+		deps.Jitter = rand.Float64
 	}
 	e := &Engine{
 		deps:     deps,
@@ -271,6 +287,7 @@ const (
 	logPhase        = "phase"
 	logOutcome      = "outcome"
 	logTurn         = "turn"
+	logPost         = "post"
 	logError        = "error"
 )
 
