@@ -81,6 +81,9 @@ type Options struct {
 	// PingTimeout: with no WebSocket ping from Slack for this long the
 	// socket is considered dead and reopened; default 30s.
 	PingTimeout time.Duration
+	// Timeout bounds every Web API request (slack.timeout); default 10s.
+	// A request without an answer by then fails and takes the retry path.
+	Timeout time.Duration
 	// HandleParallel is how many threads' events may be recorded at once;
 	// the events of one thread are always recorded one at a time, in
 	// arrival order. Default 1: every event in arrival order. More lets a
@@ -110,6 +113,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.HandleParallel <= 0 {
 		o.HandleParallel = 1
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = 10 * time.Second
 	}
 }
 
