@@ -171,6 +171,7 @@ func (c *convo) commit(ctx context.Context, mode commitMode) (bool, error) {
 		Sessions:     c.sessions,
 		Deadline:     deadline,
 		Release:      mode == commitRelease,
+		PendingPosts: len(c.st.Outbox),
 	})
 	if err != nil {
 		return false, fmt.Errorf("agents: commit conversation %s: %w", c.conv.ID, err)

@@ -76,7 +76,7 @@ type Options struct {
 	MatchThreshold float64 // expert.match_threshold (0.75)
 	SessionScope   string  // expert.session_scope: ScopeAgent (default) or ScopeChannel
 
-	Notify          string // errors.notify: NotifyThread (default) or NotifyLog
+	Notify string // errors.notify: NotifyThread (default) or NotifyLog
 	// PostRetryWindow is how long a failed post is retried, from its
 	// first attempt (slack.post_retry_window, 30m).
 	PostRetryWindow time.Duration

@@ -67,6 +67,7 @@ func runBot(ctx context.Context, args []string, e env) error {
 	}
 	defer rawStore.Close()
 	store := metrics.observeStore(rawStore)
+	metrics.watchPosts(rawStore, log)
 
 	lib, templatesDir, err := openTemplates(cfg.Templates.Dir, templates.Options{Logger: log.With(slog.String(logComponent, "templates"))},
 		func(msg string) { log.Info(msg) })
@@ -158,6 +159,7 @@ func runBot(ctx context.Context, args []string, e env) error {
 			WorkingReaction: cfg.Slack.WorkingReaction,
 			IPFSGateway:     cfg.Slack.IPFSGateway,
 			HTTPClient:      web,
+			Timeout:         cfg.Slack.Timeout.Duration,
 			HandleParallel:  16,
 			Registerer:      reg,
 		}, eng, log)
@@ -176,6 +178,8 @@ func runBot(ctx context.Context, args []string, e env) error {
 			Tools:    toolbox,
 			Logger:   log,
 			OnTurn:   metrics.observeTurn,
+
+			OnPostAbandoned: metrics.observePostAbandoned,
 		})
 		if wallet, err = wireCommands(cfg, b, eng.Engine, store, directory, log); err != nil {
 			return err
@@ -324,6 +328,7 @@ func engineOptions(cfg Config, botUserID string) agents.Options {
 		BaseDomains:      cfg.ENS.BaseDomains,
 		ShutdownGrace:    cfg.ShutdownGrace.Duration,
 		DispatchOnAck:    true,
+		PostRetryWindow:  cfg.Slack.PostRetryWindow.Duration,
 		Agents:           map[string]agents.AgentSettings{},
 	}
 	for _, ch := range cfg.Channels {

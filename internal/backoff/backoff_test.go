@@ -19,7 +19,7 @@ func TestWait(t *testing.T) {
 		{n: 6, jitter: 1, want: 32 * time.Second},
 		{n: 7, jitter: 1, want: time.Minute}, // 64 s is past the cap
 		{n: 7, jitter: 0, want: 30 * time.Second},
-		{n: 1000, jitter: 1, want: time.Minute}, // no overflow
+		{n: 1000, jitter: 1, want: time.Minute},  // no overflow
 		{n: 3, jitter: 7, want: 4 * time.Second}, // jitter clamped to [0, 1]
 		{n: 3, jitter: -1, want: 2 * time.Second},
 		{n: 1, jitter: 1, retryAfter: 90 * time.Second, want: 90 * time.Second},
