@@ -3,6 +3,7 @@ package agents_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -69,12 +70,14 @@ type deliveryRig struct {
 	logs      *syncBuffer
 	abandoned atomic.Int64
 	window    time.Duration // slack.post_retry_window
+	lockTTL   time.Duration // 0: the default
 }
 
 func newDeliveryRig(t *testing.T) *deliveryRig {
 	r := &deliveryRig{
-		t:      t,
-		slack:  fakeslack.New(t, fakeslack.Options{EchoPosts: true}),
+		t: t,
+		slack: fakeslack.New(t, fakeslack.Options{EchoPosts: true,
+			Channels: []fakeslack.Channel{{ID: deliveryChannel, Name: "desk", Purpose: "The desk"}}}),
 		llm:    llmfake.New(t),
 		db:     redistest.New(t),
 		clock:  storetest.NewClock(time.Now().UTC()),
@@ -143,6 +146,7 @@ func (r *deliveryRig) replica(parent context.Context, change ...func(*replica)) 
 		SweepInterval:   5 * time.Millisecond,
 		PostRetryWindow: r.window,
 		ShutdownGrace:   time.Second,
+		LockTTL:         r.lockTTL,
 	}, agents.Deps{
 		Store:           rep.store,
 		Chat:            rep.chat,
@@ -268,8 +272,8 @@ func (r *deliveryRig) settled(ctx context.Context, thread string, n int) []fakes
 	if n := r.abandoned.Load(); n != 0 {
 		r.t.Errorf("%d posts abandoned", n)
 	}
-	if strings.Contains(r.logs.String(), "level=ERROR") {
-		r.t.Errorf("errors logged:\n%s", r.logs)
+	if strings.Contains(r.logs.String(), "post abandoned") {
+		r.t.Errorf("a post was abandoned:\n%s", r.logs)
 	}
 	return r.waitPosts(ctx, thread, n)
 }
@@ -280,6 +284,18 @@ func holds(t *testing.T, posts []fakeslack.Post, want ...string) {
 	t.Helper()
 	if got := textsOf(posts); strings.Join(got, "|") != strings.Join(want, "|") {
 		t.Errorf("thread holds %q, want %q (nothing lost, nothing doubled, in order)", got, want)
+	}
+}
+
+// waitFailed waits until n chat.postMessage calls failed.
+func (r *deliveryRig) waitFailed(ctx context.Context, n int) {
+	r.t.Helper()
+	for r.failedCalls() < n {
+		select {
+		case <-ctx.Done():
+			r.t.Fatalf("%d posts failed, want %d\n%s", r.failedCalls(), n, r.logs)
+		case <-time.After(5 * time.Millisecond):
+		}
 	}
 }
 
@@ -310,15 +326,13 @@ func TestSlackOutagesLoseNoReply(t *testing.T) {
 			r.replica(run)
 			r.outage(tt.outage, nil)
 			root := r.ask("", "q1")
+			r.waitFailed(ctx, 1)
 			stop := r.pump(tt.step)
 			r.waitPosts(ctx, root.TS, 1)
 			stop()
 			r.ask(root.TS, "q2")
 			holds(t, r.settled(ctx, root.TS, 2), "answer to q1", "answer to q2")
 			t.Logf("%d failed attempts before the post", r.failedCalls())
-			if n := r.failedCalls(); n < 1 {
-				t.Errorf("%d failed posts: the outage was not met", n)
-			}
 			for _, m := range retryIn.FindAllStringSubmatch(r.logs.String(), -1) {
 				if d, err := time.ParseDuration(m[1]); err != nil || d > time.Minute || d <= 0 {
 					t.Errorf("a retry waits %s, want at most the 60 s cap", m[1])
@@ -356,8 +370,9 @@ func TestPartTwoOfThreeFailing(t *testing.T) {
 	ctx := waitCtx(t)
 	run, _ := runCtx(t)
 	r.replica(run)
-	r.outage(20*time.Second, fakeslack.MatchPart(2))
+	r.slack.FailNext("chat.postMessage", fakeslack.Failure{Times: 3, Status: http.StatusServiceUnavailable, Match: fakeslack.MatchPart(2)})
 	root := r.ask("", "q1")
+	r.waitFailed(ctx, 1)
 	stop := r.pump(time.Second)
 	r.waitPosts(ctx, root.TS, 3)
 	stop()
@@ -373,7 +388,257 @@ func TestPartTwoOfThreeFailing(t *testing.T) {
 			t.Errorf("post %d: %.40q, metadata %+v; want part %d of 3", i, md, p.Metadata, i+1)
 		}
 	}
-	if r.failedCalls() < 2 {
-		t.Errorf("part 2 failed %d times, want it retried", r.failedCalls())
+	if n := r.failedCalls(); n != 3 {
+		t.Errorf("part 2 failed %d times, want 3", n)
 	}
+	if n := len(r.slack.CallsTo("chat.postMessage")); n != 3+3+1 {
+		t.Errorf("chat.postMessage called %d times, want 7: parts 1 and 3 once, part 2 four times, the next answer once", n)
+	}
+}
+
+func TestHungPostHoldsOnlyItsThread(t *testing.T) {
+	r := newDeliveryRig(t)
+	ctx := waitCtx(t)
+	run, _ := runCtx(t)
+	r.replica(run)
+	first := r.ask("", "q1")
+	var otherAnswered atomic.Bool
+	// Every post in the first thread hangs until the second thread has
+	// its answer: each attempt ends at slack.timeout and is retried.
+	r.slack.FailNext("chat.postMessage", fakeslack.Failure{
+		Hang:  true,
+		While: func() bool { return !otherAnswered.Load() },
+		Match: func(form url.Values) bool { return form.Get("thread_ts") == first.TS },
+	})
+	stop := r.pump(time.Second)
+	defer stop()
+	second := r.ask("", "q2")
+	holds(t, r.waitPosts(ctx, second.TS, 1), "answer to q2")
+	otherAnswered.Store(true)
+	holds(t, r.settled(ctx, first.TS, 1), "answer to q1")
+	holds(t, r.settled(ctx, second.TS, 1), "answer to q2")
+	hung := 0
+	for _, c := range r.slack.CallsTo("chat.postMessage") {
+		if c.Error == "hung" {
+			hung++
+		}
+	}
+	if hung == 0 {
+		t.Error("no post hung: the fault was not met")
+	}
+	if !strings.Contains(r.logs.String(), "no answer in time (slack.timeout)") {
+		t.Errorf("the hung post did not end at slack.timeout:\n%s", r.logs)
+	}
+}
+
+func TestPermanentErrorGivenUpAtOnce(t *testing.T) {
+	r := newDeliveryRig(t)
+	ctx := waitCtx(t)
+	run, _ := runCtx(t)
+	r.replica(run)
+	r.slack.FailNext("chat.postMessage", fakeslack.Failure{Error: "channel_not_found"})
+	root := r.ask("", "q1")
+	for r.abandoned.Load() == 0 {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the post was not abandoned\n%s", r.logs)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	if n := len(r.slack.CallsTo("chat.postMessage")); n != 1 {
+		t.Errorf("chat.postMessage called %d times, want 1: a permanent error is not retried", n)
+	}
+	abandon := regexp.MustCompile(`level=ERROR msg="post abandoned: permanent error".* conversation=\S+ .*turn=(\S+) post=(\S+) .*channel_not_found`)
+	m := abandon.FindStringSubmatch(r.logs.String())
+	if m == nil || m[1] != m[2] {
+		t.Errorf("no ERROR naming the conversation, turn and post:\n%s", r.logs)
+	}
+	// The conversation goes on.
+	r.ask(root.TS, "q2")
+	holds(t, r.waitPosts(ctx, root.TS, 1), "answer to q2")
+	if n := r.abandoned.Load(); n != 1 {
+		t.Errorf("%d posts abandoned, want 1", n)
+	}
+}
+
+func TestTwoReplicasRetryOnePendingPost(t *testing.T) {
+	r := newDeliveryRig(t)
+	ctx := waitCtx(t)
+	run, _ := runCtx(t)
+	r.replica(run)
+	r.replica(run)
+	r.outage(30*time.Second, nil)
+	root := r.ask("", "q1")
+	r.waitFailed(ctx, 1)
+	stop := r.pump(time.Second)
+	r.waitPosts(ctx, root.TS, 1)
+	stop()
+	r.ask(root.TS, "q2")
+	holds(t, r.settled(ctx, root.TS, 2), "answer to q1", "answer to q2")
+	if n := len(r.llm.Requests()); n != 2 {
+		t.Errorf("model called %d times, want 2", n)
+	}
+}
+
+// dyingStore is a store that stops answering once die is called: the
+// process holding it is gone.
+type dyingStore struct {
+	memory.Store
+	dead atomic.Bool
+}
+
+var errDead = errors.New("process killed")
+
+func (s *dyingStore) check() error {
+	if s.dead.Load() {
+		return errDead
+	}
+	return nil
+}
+
+func (s *dyingStore) Commit(ctx context.Context, l memory.Lock, c memory.Commit) (bool, error) {
+	if err := s.check(); err != nil {
+		return false, err
+	}
+	return s.Store.Commit(ctx, l, c)
+}
+
+func (s *dyingStore) RenewLock(ctx context.Context, l memory.Lock, ttl time.Duration) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	return s.Store.RenewLock(ctx, l, ttl)
+}
+
+func (s *dyingStore) CheckLock(ctx context.Context, l memory.Lock) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	return s.Store.CheckLock(ctx, l)
+}
+
+func (s *dyingStore) ReleaseLock(ctx context.Context, l memory.Lock) (bool, error) {
+	if err := s.check(); err != nil {
+		return false, err
+	}
+	return s.Store.ReleaseLock(ctx, l)
+}
+
+func (s *dyingStore) MarkPending(ctx context.Context, id string) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	return s.Store.MarkPending(ctx, id)
+}
+
+func (s *dyingStore) Due(ctx context.Context, now time.Time, limit int) ([]string, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	return s.Store.Due(ctx, now, limit)
+}
+
+func (s *dyingStore) AcquireAndLoad(ctx context.Context, id string, ttl time.Duration, q memory.Lookup) (memory.Lock, memory.Snapshot, memory.Found, error) {
+	if err := s.check(); err != nil {
+		return memory.Lock{}, memory.Snapshot{}, memory.Found{}, err
+	}
+	return s.Store.AcquireAndLoad(ctx, id, ttl, q)
+}
+
+// crashingChat kills its process around a post.
+type crashingChat struct {
+	agents.Chat
+	store     *dyingStore
+	afterPost bool // die once the post is made (else before making it)
+	once      sync.Once
+}
+
+func (c *crashingChat) PostReply(ctx context.Context, r agents.Reply) ([]string, error) {
+	died := false
+	c.once.Do(func() { died = true })
+	if !died {
+		return c.Chat.PostReply(ctx, r)
+	}
+	if !c.afterPost {
+		c.store.dead.Store(true)
+		return nil, errDead
+	}
+	posted, err := c.Chat.PostReply(ctx, r)
+	c.store.dead.Store(true)
+	if err != nil {
+		return posted, err
+	}
+	return nil, errDead
+}
+
+func TestCrashWithAPendingPost(t *testing.T) {
+	for _, tt := range []struct {
+		name      string
+		afterPost bool
+	}{
+		{"killed before posting", false},
+		{"killed after posting, before recording it", true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newDeliveryRig(t)
+			r.lockTTL = time.Second // a dead process's lock lapses quickly
+			ctx := waitCtx(t)
+			first, kill := runCtx(t)
+			var dying *dyingStore
+			r.replica(first, func(rep *replica) {
+				dying = &dyingStore{Store: rep.store}
+				rep.store = dying
+				rep.chat = &crashingChat{Chat: rep.chat, store: dying, afterPost: tt.afterPost}
+			})
+			root := r.ask("", "q1")
+			for !dying.dead.Load() {
+				select {
+				case <-ctx.Done():
+					t.Fatalf("the process did not reach its crash\n%s", r.logs)
+				case <-time.After(5 * time.Millisecond):
+				}
+			}
+			kill()
+			second, _ := runCtx(t)
+			r.replica(second)
+			stop := r.pump(time.Second)
+			defer stop()
+			holds(t, r.settled(ctx, root.TS, 1), "answer to q1")
+			if n := len(r.llm.Requests()); n != 1 {
+				t.Errorf("model called %d times, want 1: the pending post is made, the turn not run again", n)
+			}
+		})
+	}
+}
+
+func TestRetryWindowOverAbandons(t *testing.T) {
+	r := newDeliveryRig(t)
+	r.window = time.Minute
+	ctx := waitCtx(t)
+	run, _ := runCtx(t)
+	r.replica(run)
+	r.outage(5*time.Minute, nil)
+	root := r.ask("", "q1")
+	r.waitFailed(ctx, 1)
+	stop := r.pump(5 * time.Second)
+	for r.abandoned.Load() == 0 {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the post was not abandoned\n%s", r.logs)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	stop()
+	if !regexp.MustCompile(`level=ERROR msg="post abandoned: retry window over".* turn=\S+ post=\S+`).MatchString(r.logs.String()) {
+		t.Errorf("no ERROR naming the abandoned post:\n%s", r.logs)
+	}
+	if n := len(r.slack.Posts()); n != 0 {
+		t.Errorf("%d posts made during the outage", n)
+	}
+	if n := r.failedCalls(); n < 2 {
+		t.Errorf("%d attempts, want the post retried within its window", n)
+	}
+	r.clock.Advance(5 * time.Minute) // the outage is over
+	r.ask(root.TS, "q2")
+	holds(t, r.waitPosts(ctx, root.TS, 1), "answer to q2")
 }
