@@ -381,3 +381,78 @@ func TestNoticeOnceWhenAReplicaDies(t *testing.T) {
 		t.Errorf("notices %q, want one", r.chat.ephemeral)
 	}
 }
+
+// flakyRenewals is a store whose lock renewals fail, without the lock
+// being lost, while failing is set.
+type flakyRenewals struct {
+	memory.Store
+	failing  atomic.Bool
+	failures atomic.Int64
+}
+
+func (s *flakyRenewals) RenewLock(ctx context.Context, l memory.Lock, ttl time.Duration) error {
+	if s.failing.Load() {
+		s.failures.Add(1)
+		return errors.New("dial tcp: connection refused")
+	}
+	return s.Store.RenewLock(ctx, l, ttl)
+}
+
+// TestLockRenewalSurvivesTransientErrors: renewals failing for a moment
+// (the store unreachable) do not stop a turn while its lease runs; a
+// lease that runs out does, and the turn is run again once, posting once.
+func TestLockRenewalSurvivesTransientErrors(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		recovers bool
+	}{
+		{"the store comes back within the lease", true},
+		{"the lease runs out", false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newRig(t)
+			// The in-process lock lives on the fake clock: it never
+			// expires by itself here; the holder measures its lease on
+			// the real clock.
+			r.opts.LockTTL = 150 * time.Millisecond
+			flaky := &flakyRenewals{Store: r.store}
+			replica := r.engine(fakePrompts{}, onStore(flaky))
+			root := r.send("", "U1", "Alice", "hello")
+			id := ConversationID(team, chanA, root.TS)
+			r.model.hook = func(llm.Request) {
+				flaky.failing.Store(true)
+				for flaky.failures.Load() < 3 {
+					time.Sleep(time.Millisecond)
+				}
+				if tt.recovers {
+					flaky.failing.Store(false)
+					time.Sleep(2 * r.opts.LockTTL) // renewed meanwhile
+					return
+				}
+				time.Sleep(2 * r.opts.LockTTL) // past the lease
+			}
+			reports := make(chan TurnReport, 4)
+			replica.deps.OnTurn = func(tr TurnReport) { reports <- tr }
+			replica.process(context.Background(), context.Background(), task{id: id, channel: chanA})
+			r.model.hook = nil
+			first := <-reports
+			if tt.recovers {
+				if first.Outcome != "ok" {
+					t.Errorf("turn outcome %q, want ok: transient renewal errors stopped it", first.Outcome)
+				}
+			} else {
+				if first.Outcome != "cancelled" {
+					t.Errorf("turn outcome %q, want cancelled once the lease ran out", first.Outcome)
+				}
+				if n := len(r.chat.texts()); n != 0 {
+					t.Errorf("the holder whose lease ran out posted %d times", n)
+				}
+				r.clock.Advance(time.Minute) // its lock has lapsed too
+				r.settle()
+			}
+			if got := r.chat.texts(); !slices.Equal(got, []string{"Elen: elen ok"}) {
+				t.Errorf("posts %q, want exactly one", got)
+			}
+		})
+	}
+}

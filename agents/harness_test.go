@@ -253,7 +253,7 @@ func (m *fakeModel) Profile(name string) (llm.Profile, error) {
 	return llm.Profile{}, fmt.Errorf("%w %q", llm.ErrUnknownProfile, name)
 }
 
-func (m *fakeModel) Complete(_ context.Context, r llm.Request) (llm.Response, error) {
+func (m *fakeModel) Complete(ctx context.Context, r llm.Request) (llm.Response, error) {
 	m.mu.Lock()
 	m.requests = append(m.requests, r)
 	key := r.Agent + "|" + r.Prompt
@@ -265,6 +265,9 @@ func (m *fakeModel) Complete(_ context.Context, r llm.Request) (llm.Response, er
 	m.mu.Unlock()
 	if hook != nil {
 		hook(r)
+		if err := ctx.Err(); err != nil {
+			return llm.Response{}, err // the turn was stopped meanwhile, as a real call would be
+		}
 	}
 	switch a := answer.(type) {
 	case string:
