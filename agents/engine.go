@@ -80,6 +80,14 @@ type Options struct {
 	// PostRetryWindow is how long a failed post is retried, from its
 	// first attempt (slack.post_retry_window, 30m).
 	PostRetryWindow time.Duration
+	// TurnTimeout bounds the model calls of one turn together (10m;
+	// `conclave run`: three times the longest llm total_timeout, for a
+	// threading turn's calls); PostTimeout bounds one attempt of a post,
+	// all its parts and the look-up before it (1m; `conclave run`: six
+	// times slack.timeout). Past them the turn fails with a ⚠️ notice, the
+	// post is retried.
+	TurnTimeout time.Duration
+	PostTimeout time.Duration
 	WorkingReaction string // slack.working_reaction (hourglass_flowing_sand)
 
 	Channels    []ChannelConfig
@@ -222,6 +230,12 @@ func New(opts Options, deps Deps) *Engine {
 	}
 	if opts.PostRetryWindow <= 0 {
 		opts.PostRetryWindow = 30 * time.Minute
+	}
+	if opts.TurnTimeout <= 0 {
+		opts.TurnTimeout = 10 * time.Minute
+	}
+	if opts.PostTimeout <= 0 {
+		opts.PostTimeout = time.Minute
 	}
 	if deps.Logger == nil {
 		deps.Logger = slog.New(slog.DiscardHandler)

@@ -456,3 +456,21 @@ func TestLockRenewalSurvivesTransientErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestTurnDeadline: a model call that outlasts the turn's deadline ends
+// the turn as failed, with a ⚠️ notice; the conversation goes on.
+func TestTurnDeadline(t *testing.T) {
+	r := newRig(t)
+	r.opts.TurnTimeout = 50 * time.Millisecond
+	r.e = r.engine(fakePrompts{})
+	r.model.fallback = func(req llm.Request) (llm.Response, error) {
+		return llm.Response{Content: "elen ok"}, nil
+	}
+	r.model.hook = func(llm.Request) { time.Sleep(200 * time.Millisecond) }
+	r.send("", "U1", "Alice", "hello")
+	r.settle()
+	got := r.chat.texts()
+	if len(got) != 1 || !strings.Contains(got[0], "⚠️ Elen could not answer: the turn's deadline (50ms) passed") {
+		t.Errorf("posts %q, want one ⚠️ notice naming the deadline", got)
+	}
+}

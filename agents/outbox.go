@@ -102,10 +102,13 @@ func (c *convo) flush(ctx context.Context) error {
 	return nil
 }
 
-// attempt tries to make p once. A post not fresh from this step may have
-// been made by an earlier attempt whose outcome is unknown: its parts
-// are looked up in the thread first, and only the missing ones posted.
+// attempt tries to make p once, within Options.PostTimeout. A post not
+// fresh from this step may have been made by an earlier attempt whose
+// outcome is unknown: its parts are looked up in the thread first, and
+// only the missing ones posted.
 func (c *convo) attempt(ctx context.Context, p *pendingPost) error {
+	ctx, cancel := context.WithTimeout(ctx, c.e.opts.PostTimeout)
+	defer cancel()
 	fresh := c.fresh[p.PostID]
 	delete(c.fresh, p.PostID)
 	if !fresh {

@@ -22,14 +22,17 @@ type turn struct {
 	prompts Prompts // one prompt set for the whole turn
 	report  TurnReport
 	started time.Time
+	// deadline ends its model calls (real time: contexts run on it).
+	deadline time.Time
 }
 
 func (c *convo) newTurn(id string, a ens.Agent, phase string) *turn {
 	return &turn{
-		id:      id,
-		agent:   a,
-		prompts: c.e.deps.Prompts(),
-		started: c.e.now(),
+		id:       id,
+		agent:    a,
+		prompts:  c.e.deps.Prompts(),
+		started:  c.e.now(),
+		deadline: time.Now().Add(c.e.opts.TurnTimeout),
 		report: TurnReport{
 			Conversation: c.conv.ID,
 			TurnID:       id,
@@ -234,10 +237,16 @@ func (c *convo) build(t *turn, prompt string, data templates.Data, history, tail
 	return req, err
 }
 
-// ask calls the model, and the tools it calls. A reply cut by the token
-// limit is marked with " …".
+// ask calls the model, and the tools it calls, within what is left of the
+// turn's deadline (Options.TurnTimeout from its start). A reply cut by the
+// token limit is marked with " …".
 func (c *convo) ask(ctx context.Context, t *turn, req llm.Request) (string, error) {
-	resp, err := c.complete(ctx, t, req)
+	mctx, cancel := context.WithDeadline(ctx, t.deadline)
+	defer cancel()
+	resp, err := c.complete(mctx, t, req)
+	if err != nil && ctx.Err() == nil && mctx.Err() != nil {
+		err = fmt.Errorf("the turn's deadline (%s) passed: %w", c.e.opts.TurnTimeout, err)
+	}
 	if err != nil {
 		return "", err
 	}

@@ -329,6 +329,8 @@ func engineOptions(cfg Config, botUserID string) agents.Options {
 		ShutdownGrace:    cfg.ShutdownGrace.Duration,
 		DispatchOnAck:    true,
 		PostRetryWindow:  cfg.Slack.PostRetryWindow.Duration,
+		TurnTimeout:      3 * longestTotalTimeout(cfg.LLM),
+		PostTimeout:      6 * cfg.Slack.Timeout.Duration,
 		Agents:           map[string]agents.AgentSettings{},
 	}
 	for _, ch := range cfg.Channels {
@@ -341,6 +343,22 @@ func engineOptions(cfg Config, botUserID string) agents.Options {
 		o.Agents[a.ENS] = agents.AgentSettings{LLMProfile: a.LLMProfile, SessionPolicy: a.SessionPolicy, SessionPattern: a.SessionPattern, Tools: a.Tools}
 	}
 	return o
+}
+
+// longestTotalTimeout is the longest llm total_timeout of any profile: a
+// turn's deadline is three of them (a threading turn may call the model
+// three times).
+func longestTotalTimeout(c LLMConfig) time.Duration {
+	var d time.Duration
+	if c.TotalTimeout != nil {
+		d = c.TotalTimeout.Duration
+	}
+	for _, p := range c.Profiles {
+		if p.TotalTimeout != nil {
+			d = max(d, p.TotalTimeout.Duration)
+		}
+	}
+	return d
 }
 
 // openStore opens Redis when memory.redis_url is set, else the in-process
