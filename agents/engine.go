@@ -86,8 +86,8 @@ type Options struct {
 	// all its parts and the look-up before it (1m; `conclave run`: six
 	// times slack.timeout). Past them the turn fails with a ⚠️ notice, the
 	// post is retried.
-	TurnTimeout time.Duration
-	PostTimeout time.Duration
+	TurnTimeout     time.Duration
+	PostTimeout     time.Duration
 	WorkingReaction string // slack.working_reaction (hourglass_flowing_sand)
 
 	Channels    []ChannelConfig
