@@ -36,6 +36,9 @@ type convo struct {
 	appended map[string]bool // namespace|key|ts appended while loaded
 	notices  []notice        // ephemeral notices to send once committed
 	fresh    map[string]bool // posts of the outbox recorded by this step and not tried yet
+	// overloaded is the agent a turn was refused for, the queue being
+	// full (conversation.max_queued): its ⚠️ goes after routing.
+	overloaded string
 }
 
 // notice is an ephemeral notice for the author of a message.
@@ -57,6 +60,12 @@ func (c *convo) step(ctx context.Context) (bool, error) {
 		return len(c.st.Outbox) == 0, nil
 	}
 	c.route(ctx)
+	if c.overloaded != "" {
+		c.noticeOverload(ctx)
+		if len(c.st.Outbox) > 0 {
+			return false, nil // the notice waits to be posted
+		}
+	}
 	act := c.next(ctx)
 	if act == nil {
 		return false, nil // the caller's commit sends the notices
@@ -469,6 +478,14 @@ func (c *convo) enqueue(ctx context.Context, name, ts string) {
 			return
 		}
 	}
+	if len(c.st.Queue) >= c.e.opts.MaxQueued {
+		c.log.Warn("conversation overloaded; a turn is not queued", slog.String(logAgent, name),
+			slog.String("ts", ts), slog.Int("queued", len(c.st.Queue)))
+		if c.overloaded == "" {
+			c.overloaded = name
+		}
+		return
+	}
 	c.st.Queue = append(c.st.Queue, queuedTurn{
 		ID:      c.turnID(),
 		Agent:   name,
@@ -478,6 +495,27 @@ func (c *convo) enqueue(ctx context.Context, name, ts string) {
 	sort.SliceStable(c.st.Queue, func(i, j int) bool { return lessTS(c.st.Queue[i].Trigger, c.st.Queue[j].Trigger) })
 	c.working(ctx, ts, +1)
 }
+
+// noticeOverload posts the one ⚠️ of an overload (until the queue has
+// room again), as the facilitator when there is one.
+func (c *convo) noticeOverload(ctx context.Context) {
+	name := c.overloaded
+	c.overloaded = ""
+	if c.st.Noticed[noticeOverloaded] {
+		return
+	}
+	c.st.Noticed[noticeOverloaded] = true
+	if c.facilitator != "" {
+		name = c.facilitator
+	}
+	a, _ := c.agent(ctx, name)
+	t := c.newTurn(c.turnID(), a, "")
+	c.notify(ctx, t, fmt.Sprintf("this conversation is overloaded (%d turns waiting); write again once they are answered", len(c.st.Queue)))
+}
+
+// noticeOverloaded marks, in convState.Noticed, that the overload ⚠️ was
+// posted; it is cleared when a queued turn starts.
+const noticeOverloaded = "overloaded"
 
 // call records a call to a human agent, bounded by call_timeout.
 func (c *convo) call(name, ts string) {

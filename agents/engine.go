@@ -70,6 +70,7 @@ type Options struct {
 	MaxTurnsPerAgent int           // conversation.max_turns_per_agent (10)
 	MaxParallel      int           // conversation.max_parallel (8)
 	MaxMessageChars  int           // conversation.max_message_chars (12000)
+	MaxQueued        int           // conversation.max_queued (100): turns waiting per conversation
 	MaxInputTokens   int           // input budget when no prompt or profile sets one (16000)
 	MaxToolRounds    int           // llm.max_tool_rounds (8)
 
@@ -194,6 +195,9 @@ func New(opts Options, deps Deps) *Engine {
 	}
 	if opts.MaxParallel <= 0 {
 		opts.MaxParallel = 8
+	}
+	if opts.MaxQueued <= 0 {
+		opts.MaxQueued = 100
 	}
 	if opts.MaxMessageChars <= 0 {
 		opts.MaxMessageChars = 12000

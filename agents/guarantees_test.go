@@ -474,3 +474,47 @@ func TestTurnDeadline(t *testing.T) {
 		t.Errorf("posts %q, want one ⚠️ notice naming the deadline", got)
 	}
 }
+
+// TestMaxQueued: beyond conversation.max_queued waiting turns, a message
+// is still recorded, its extra turns are not queued, and one ⚠️ (not one
+// per message) says the conversation is overloaded; once a queued turn
+// starts, the bound applies afresh.
+func TestMaxQueued(t *testing.T) {
+	r := newRig(t)
+	r.opts.MaxQueued = 1
+	r.e = r.engine(fakePrompts{})
+	root := r.send("", "U1", "Alice", "hello")
+	r.settle()
+	r.send(root.TS, "U1", "Alice", cora+" and "+paul+", please look")
+	r.send(root.TS, "U2", "Bob", paul+" too")
+	r.settle()
+	var notices []string
+	for _, p := range r.chat.texts() {
+		if strings.Contains(p, "⚠️") {
+			notices = append(notices, p)
+		}
+	}
+	if len(notices) != 1 || !strings.Contains(notices[0], "Elen could not answer: this conversation is overloaded (1 turns waiting)") {
+		t.Errorf("notices %q, want one overload notice from the facilitator", notices)
+	}
+	if n := len(r.model.calls(cora, "")); n != 1 {
+		t.Errorf("cora turns = %d, want 1 (queued first)", n)
+	}
+	if n := len(r.model.calls(paul, "")); n != 0 {
+		t.Errorf("paul turns = %d, want 0 (the queue was full)", n)
+	}
+	var people int
+	for _, m := range r.messages(root.TS) {
+		if m.Kind == kindPerson {
+			people++
+		}
+	}
+	if people != 3 {
+		t.Errorf("%d person messages stored, want 3: an overloaded conversation still records what is said", people)
+	}
+	r.send(root.TS, "U2", "Bob", paul+" now?")
+	r.settle()
+	if n := len(r.model.calls(paul, "")); n != 1 {
+		t.Errorf("paul turns = %d once the queue had room, want 1", n)
+	}
+}

@@ -338,6 +338,7 @@ func (c *convo) callTurn(ctx context.Context) error {
 	defer c.done(t)
 	endCall := func() {
 		c.st.Queue = slices.DeleteFunc(c.st.Queue, func(x queuedTurn) bool { return x.ID == q.ID })
+		delete(c.st.Noticed, noticeOverloaded) // the queue has room again
 		c.dequeued(ctx, q)
 		c.st.touch(c.e.now())
 	}

@@ -318,6 +318,7 @@ func engineOptions(cfg Config, botUserID string) agents.Options {
 		MaxTurnsPerAgent: cfg.Conversation.MaxTurnsPerAgent,
 		MaxParallel:      cfg.Conversation.MaxParallel,
 		MaxMessageChars:  cfg.Conversation.MaxMessageChars,
+		MaxQueued:        cfg.Conversation.MaxQueued,
 		MaxInputTokens:   *cfg.LLM.MaxInputTokens,
 		MaxToolRounds:    cfg.LLM.MaxToolRounds,
 		MatchThreshold:   cfg.Expert.MatchThreshold,
