@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -150,6 +151,7 @@ type Bot struct {
 	commandWG    sync.WaitGroup
 	commandSlots chan struct{}
 	handling     *threadQueues
+	draining     atomic.Bool // see Drain
 }
 
 var _ agents.Chat = (*Bot)(nil)
@@ -182,6 +184,20 @@ func New(opts Options, handler Handler, logger *slog.Logger) *Bot {
 		handling:     newThreadQueues(opts.HandleParallel),
 	}
 	return b
+}
+
+// restartingText answers a slash command while conclave shuts down.
+const restartingText = "conclave is restarting, try again in a moment"
+
+// Drain prepares the shutdown: the Socket Mode connection stays open (Run
+// goes on until its context ends), but message events are no longer
+// handed on nor acknowledged, so that Slack delivers them again (to
+// another replica, or after the restart), and a slash command is answered
+// "conclave is restarting, try again in a moment".
+func (b *Bot) Drain() {
+	if !b.draining.Swap(true) {
+		b.log.Info("draining: events are left to Slack, commands are told to try again")
+	}
 }
 
 // SetCommandHandler sets who answers slash commands; call it before Run.

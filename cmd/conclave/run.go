@@ -145,6 +145,11 @@ func runBot(ctx context.Context, args []string, e env) error {
 	engineCtx, stopEngine := context.WithCancel(ctx)
 	defer stopEngine()
 	engineDone := make(chan struct{})
+	// The Slack transport outlives runCtx: it keeps the socket until the
+	// engine is done, draining meanwhile (see bot.Drain).
+	slackCtx, stopSlack := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopSlack()
+	drain := func() {}
 	var wallet *bot.WalletVerifier
 	if cfg.Slack.AppToken == "" || cfg.Slack.BotToken == "" {
 		close(engineDone)
@@ -191,7 +196,8 @@ func runBot(ctx context.Context, args []string, e env) error {
 				cancelRun()
 			}
 		}()
-		parts.start(runCtx, cancelRun, log, "slack", b.Run)
+		drain = b.Drain
+		parts.start(slackCtx, cancelRun, log, "slack", b.Run)
 	}
 
 	httpCtx, stopHTTP := context.WithCancel(context.Background())
@@ -226,9 +232,11 @@ func runBot(ctx context.Context, args []string, e env) error {
 		cancelRun()
 	}
 	log.Info("shutting down")
-	parts.wait()
+	drain()
 	stopEngine()
 	<-engineDone
+	stopSlack()
+	parts.wait()
 	stopHTTP()
 	if httpErr == nil {
 		httpErr = <-httpDone
