@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"slices"
 	"strings"
@@ -23,6 +24,7 @@ import (
 	"github.com/slack-go/slack/socketmode"
 
 	"github.com/conclavehq/conclave/agents"
+	"github.com/conclavehq/conclave/internal/backoff"
 )
 
 // Handler records inbound message events. It is the engine's side of the
@@ -307,7 +309,7 @@ func (b *Bot) Run(ctx context.Context) error {
 // drops, disconnect requests and missed pings; when it gives up on an error
 // other than refused credentials, it is started again after a backoff.
 func (b *Bot) connect(ctx context.Context) error {
-	delay := time.Second
+	restarts := 0
 	for {
 		err := b.socket.RunContext(ctx)
 		if ctx.Err() != nil {
@@ -317,13 +319,18 @@ func (b *Bot) connect(ctx context.Context) error {
 			b.log.Error("Slack refused the app-level token", slog.Any(logError, err))
 			return fmt.Errorf("bot: socket mode: %w", err)
 		}
+		restarts++
+		delay := reconnects.Wait(restarts, rand.Float64(), 0)
 		b.log.Warn("socket mode stopped; starting again", slog.Any(logError, err), slog.Duration("in", delay))
 		if err := sleep(ctx, delay); err != nil {
 			return err
 		}
-		delay = min(2*delay, time.Minute)
 	}
 }
+
+// reconnects spaces the restarts of the socketmode client: from 1 s,
+// doubling, capped at a minute, with jitter.
+var reconnects = backoff.Policy{Base: time.Second, Cap: time.Minute}
 
 // isAuthError reports whether Slack refused a token.
 func isAuthError(err error) bool {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"regexp"
 	"slices"
@@ -15,6 +16,7 @@ import (
 	"github.com/slack-go/slack"
 
 	"github.com/conclavehq/conclave/agents"
+	"github.com/conclavehq/conclave/internal/backoff"
 )
 
 // Slack's limits, with room to spare.
@@ -386,6 +388,10 @@ func (b *Bot) ChannelDescription(ctx context.Context, channel string) (string, e
 	return normalizeText(info.purpose, b.lookup(ctx)), nil
 }
 
+// callRetries spaces the retries of an idempotent Web API call: from 0.5 s,
+// doubling, capped at 2 s, with jitter.
+var callRetries = backoff.Policy{Base: 500 * time.Millisecond, Cap: 2 * time.Second}
+
 // errTimeout marks a Web API request that got no answer within
 // Options.Timeout.
 var errTimeout = errors.New("no answer in time (slack.timeout)")
@@ -413,7 +419,7 @@ func (b *Bot) call(ctx context.Context, method string, idempotent bool, fn func(
 			b.log.Info("Slack rate limit; waiting", slog.String(logMethod, method), slog.Duration("for", wait))
 		} else if idempotent && transient < 3 && isTransient(err) {
 			transient++
-			wait = time.Duration(250<<transient) * time.Millisecond
+			wait = callRetries.Wait(transient, rand.Float64(), 0)
 			b.log.Debug("Slack call failed; retrying", slog.String(logMethod, method), slog.Any(logError, err))
 		} else {
 			b.metrics.apiErrors.WithLabelValues(method).Inc()
