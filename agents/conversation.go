@@ -155,9 +155,6 @@ const (
 	// than the lock's expiry: until then the holder is on the work and
 	// other replicas need not look (should it die, they find it then).
 	commitHold commitMode = iota
-	// commitLeave: the holder is about to release the lock with work left
-	// (a post failed): the deadline is when the work is due.
-	commitLeave
 	// commitRelease: the lock is released in the same round trip.
 	commitRelease
 )

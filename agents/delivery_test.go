@@ -88,6 +88,18 @@ func newDeliveryRig(t *testing.T) *deliveryRig {
 	return r
 }
 
+// startDelivery is a rig, configured, with one replica running, and a
+// context bounding the test's waits.
+func startDelivery(t *testing.T, configure ...func(*deliveryRig)) (*deliveryRig, context.Context) {
+	r := newDeliveryRig(t)
+	for _, f := range configure {
+		f(r)
+	}
+	run, _ := runCtx(t)
+	r.replica(run)
+	return r, waitCtx(t)
+}
+
 var personLine = regexp.MustCompile(`\(person\): (q\d+)`)
 
 // answerLatest answers the newest person message the model was shown.
@@ -287,16 +299,22 @@ func holds(t *testing.T, posts []fakeslack.Post, want ...string) {
 	}
 }
 
-// waitFailed waits until n chat.postMessage calls failed.
-func (r *deliveryRig) waitFailed(ctx context.Context, n int) {
+// until waits for cond, failing the test with what when ctx ends first.
+func (r *deliveryRig) until(ctx context.Context, what string, cond func() bool) {
 	r.t.Helper()
-	for r.failedCalls() < n {
+	for !cond() {
 		select {
 		case <-ctx.Done():
-			r.t.Fatalf("%d posts failed, want %d\n%s", r.failedCalls(), n, r.logs)
+			r.t.Fatalf("%s\n%s", what, r.logs)
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
+}
+
+// waitFailed waits until n chat.postMessage calls failed.
+func (r *deliveryRig) waitFailed(ctx context.Context, n int) {
+	r.t.Helper()
+	r.until(ctx, fmt.Sprintf("fewer than %d posts failed", n), func() bool { return r.failedCalls() >= n })
 }
 
 // failedCalls counts the chat.postMessage calls that failed.
@@ -320,10 +338,7 @@ func TestSlackOutagesLoseNoReply(t *testing.T) {
 		{"5 minutes", 5 * time.Minute, 5 * time.Second},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			r := newDeliveryRig(t)
-			ctx := waitCtx(t)
-			run, _ := runCtx(t)
-			r.replica(run)
+			r, ctx := startDelivery(t)
 			r.outage(tt.outage, nil)
 			root := r.ask("", "q1")
 			r.waitFailed(ctx, 1)
@@ -360,16 +375,13 @@ func longAnswer(tag string) string {
 }
 
 func TestPartTwoOfThreeFailing(t *testing.T) {
-	r := newDeliveryRig(t)
+	r, ctx := startDelivery(t)
 	r.llm.Handle(func(req llmfake.Request) llmfake.Reply {
 		if strings.Contains(answerLatest(req).Content, "q1") {
 			return llmfake.Text(longAnswer("first"))
 		}
 		return answerLatest(req)
 	})
-	ctx := waitCtx(t)
-	run, _ := runCtx(t)
-	r.replica(run)
 	r.slack.FailNext("chat.postMessage", fakeslack.Failure{Times: 3, Status: http.StatusServiceUnavailable, Match: fakeslack.MatchPart(2)})
 	root := r.ask("", "q1")
 	r.waitFailed(ctx, 1)
@@ -397,10 +409,7 @@ func TestPartTwoOfThreeFailing(t *testing.T) {
 }
 
 func TestHungPostHoldsOnlyItsThread(t *testing.T) {
-	r := newDeliveryRig(t)
-	ctx := waitCtx(t)
-	run, _ := runCtx(t)
-	r.replica(run)
+	r, ctx := startDelivery(t)
 	first := r.ask("", "q1")
 	var otherAnswered atomic.Bool
 	// Every post in the first thread hangs until the second thread has
@@ -432,19 +441,10 @@ func TestHungPostHoldsOnlyItsThread(t *testing.T) {
 }
 
 func TestPermanentErrorGivenUpAtOnce(t *testing.T) {
-	r := newDeliveryRig(t)
-	ctx := waitCtx(t)
-	run, _ := runCtx(t)
-	r.replica(run)
+	r, ctx := startDelivery(t)
 	r.slack.FailNext("chat.postMessage", fakeslack.Failure{Error: "channel_not_found"})
 	root := r.ask("", "q1")
-	for r.abandoned.Load() == 0 {
-		select {
-		case <-ctx.Done():
-			t.Fatalf("the post was not abandoned\n%s", r.logs)
-		case <-time.After(5 * time.Millisecond):
-		}
-	}
+	r.until(ctx, "the post was not abandoned", func() bool { return r.abandoned.Load() > 0 })
 	if n := len(r.slack.CallsTo("chat.postMessage")); n != 1 {
 		t.Errorf("chat.postMessage called %d times, want 1: a permanent error is not retried", n)
 	}
@@ -462,11 +462,9 @@ func TestPermanentErrorGivenUpAtOnce(t *testing.T) {
 }
 
 func TestTwoReplicasRetryOnePendingPost(t *testing.T) {
-	r := newDeliveryRig(t)
-	ctx := waitCtx(t)
-	run, _ := runCtx(t)
-	r.replica(run)
-	r.replica(run)
+	r, ctx := startDelivery(t)
+	second, _ := runCtx(t)
+	r.replica(second)
 	r.outage(30*time.Second, nil)
 	root := r.ask("", "q1")
 	r.waitFailed(ctx, 1)
@@ -591,13 +589,7 @@ func TestCrashWithAPendingPost(t *testing.T) {
 				rep.chat = &crashingChat{Chat: rep.chat, store: dying, afterPost: tt.afterPost}
 			})
 			root := r.ask("", "q1")
-			for !dying.dead.Load() {
-				select {
-				case <-ctx.Done():
-					t.Fatalf("the process did not reach its crash\n%s", r.logs)
-				case <-time.After(5 * time.Millisecond):
-				}
-			}
+			r.until(ctx, "the process did not reach its crash", dying.dead.Load)
 			kill()
 			second, _ := runCtx(t)
 			r.replica(second)
@@ -612,22 +604,12 @@ func TestCrashWithAPendingPost(t *testing.T) {
 }
 
 func TestRetryWindowOverAbandons(t *testing.T) {
-	r := newDeliveryRig(t)
-	r.window = time.Minute
-	ctx := waitCtx(t)
-	run, _ := runCtx(t)
-	r.replica(run)
+	r, ctx := startDelivery(t, func(r *deliveryRig) { r.window = time.Minute })
 	r.outage(5*time.Minute, nil)
 	root := r.ask("", "q1")
 	r.waitFailed(ctx, 1)
 	stop := r.pump(5 * time.Second)
-	for r.abandoned.Load() == 0 {
-		select {
-		case <-ctx.Done():
-			t.Fatalf("the post was not abandoned\n%s", r.logs)
-		case <-time.After(5 * time.Millisecond):
-		}
-	}
+	r.until(ctx, "the post was not abandoned", func() bool { return r.abandoned.Load() > 0 })
 	stop()
 	if !regexp.MustCompile(`level=ERROR msg="post abandoned: retry window over".* turn=\S+ post=\S+`).MatchString(r.logs.String()) {
 		t.Errorf("no ERROR naming the abandoned post:\n%s", r.logs)
