@@ -410,22 +410,32 @@ func TestPartTwoOfThreeFailing(t *testing.T) {
 
 func TestHungPostHoldsOnlyItsThread(t *testing.T) {
 	r, ctx := startDelivery(t)
-	first := r.ask("", "q1")
+	// Every post in the first thread to post hangs until the other thread
+	// has its answer: each attempt ends at slack.timeout and is retried.
+	var stuck atomic.Value
 	var otherAnswered atomic.Bool
-	// Every post in the first thread hangs until the second thread has
-	// its answer: each attempt ends at slack.timeout and is retried.
 	r.slack.FailNext("chat.postMessage", fakeslack.Failure{
 		Hang:  true,
 		While: func() bool { return !otherAnswered.Load() },
-		Match: func(form url.Values) bool { return form.Get("thread_ts") == first.TS },
+		Match: func(form url.Values) bool {
+			stuck.CompareAndSwap(nil, form.Get("thread_ts"))
+			return stuck.Load() == form.Get("thread_ts")
+		},
 	})
+	asked := map[string]string{r.ask("", "q1").TS: "q1", r.ask("", "q2").TS: "q2"}
 	stop := r.pump(time.Second)
 	defer stop()
-	second := r.ask("", "q2")
-	holds(t, r.waitPosts(ctx, second.TS, 1), "answer to q2")
+	r.until(ctx, "nothing was posted", func() bool { return stuck.Load() != nil })
+	hungThread, other := stuck.Load().(string), ""
+	for ts := range asked {
+		if ts != hungThread {
+			other = ts
+		}
+	}
+	holds(t, r.waitPosts(ctx, other, 1), "answer to "+asked[other])
 	otherAnswered.Store(true)
-	holds(t, r.settled(ctx, first.TS, 1), "answer to q1")
-	holds(t, r.settled(ctx, second.TS, 1), "answer to q2")
+	holds(t, r.settled(ctx, hungThread, 1), "answer to "+asked[hungThread])
+	holds(t, r.settled(ctx, other, 1), "answer to "+asked[other])
 	hung := 0
 	for _, c := range r.slack.CallsTo("chat.postMessage") {
 		if c.Error == "hung" {

@@ -237,6 +237,9 @@ func (c *convo) build(t *turn, prompt string, data templates.Data, history, tail
 	return req, err
 }
 
+// errTurnDeadline: a turn's model calls outlasted Options.TurnTimeout.
+var errTurnDeadline = errors.New("the turn passed its deadline")
+
 // ask calls the model, and the tools it calls, within what is left of the
 // turn's deadline (Options.TurnTimeout from its start). A reply cut by the
 // token limit is marked with " …".
@@ -245,7 +248,7 @@ func (c *convo) ask(ctx context.Context, t *turn, req llm.Request) (string, erro
 	defer cancel()
 	resp, err := c.complete(mctx, t, req)
 	if err != nil && ctx.Err() == nil && mctx.Err() != nil {
-		err = fmt.Errorf("the turn's deadline (%s) passed: %w", c.e.opts.TurnTimeout, err)
+		err = fmt.Errorf("%w (%s): %w", errTurnDeadline, c.e.opts.TurnTimeout, err)
 	}
 	if err != nil {
 		return "", err
