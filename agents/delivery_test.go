@@ -328,6 +328,21 @@ func (r *deliveryRig) failedCalls() int {
 	return n
 }
 
+// throughOutage asks a question during an outage of d, lets the fake
+// clock run by step until it is answered, asks a second one in the thread
+// and checks that the thread holds both answers, once, in order.
+func (r *deliveryRig) throughOutage(ctx context.Context, d, step time.Duration) {
+	r.t.Helper()
+	r.outage(d, nil)
+	root := r.ask("", "q1")
+	r.waitFailed(ctx, 1)
+	stop := r.pump(step)
+	r.waitPosts(ctx, root.TS, 1)
+	stop()
+	r.ask(root.TS, "q2")
+	holds(r.t, r.settled(ctx, root.TS, 2), "answer to q1", "answer to q2")
+}
+
 func TestSlackOutagesLoseNoReply(t *testing.T) {
 	for _, tt := range []struct {
 		name   string
@@ -339,14 +354,7 @@ func TestSlackOutagesLoseNoReply(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			r, ctx := startDelivery(t)
-			r.outage(tt.outage, nil)
-			root := r.ask("", "q1")
-			r.waitFailed(ctx, 1)
-			stop := r.pump(tt.step)
-			r.waitPosts(ctx, root.TS, 1)
-			stop()
-			r.ask(root.TS, "q2")
-			holds(t, r.settled(ctx, root.TS, 2), "answer to q1", "answer to q2")
+			r.throughOutage(ctx, tt.outage, tt.step)
 			t.Logf("%d failed attempts before the post", r.failedCalls())
 			for _, m := range retryIn.FindAllStringSubmatch(r.logs.String(), -1) {
 				if d, err := time.ParseDuration(m[1]); err != nil || d > time.Minute || d <= 0 {
@@ -475,14 +483,7 @@ func TestTwoReplicasRetryOnePendingPost(t *testing.T) {
 	r, ctx := startDelivery(t)
 	second, _ := runCtx(t)
 	r.replica(second)
-	r.outage(30*time.Second, nil)
-	root := r.ask("", "q1")
-	r.waitFailed(ctx, 1)
-	stop := r.pump(time.Second)
-	r.waitPosts(ctx, root.TS, 1)
-	stop()
-	r.ask(root.TS, "q2")
-	holds(t, r.settled(ctx, root.TS, 2), "answer to q1", "answer to q2")
+	r.throughOutage(ctx, 30*time.Second, time.Second)
 	if n := len(r.llm.Requests()); n != 2 {
 		t.Errorf("model called %d times, want 2", n)
 	}
