@@ -276,6 +276,8 @@ func TestResolvePendingRechecksLock(t *testing.T) {
 		other.process(context.Background(), context.Background(), task{id: ConversationID(team, chanA, root.TS)})
 	}
 	r.settle()
+	r.clock.Advance(time.Second) // past the first backoff (at most 1 s)
+	r.settle()
 	if got := r.chat.texts(); !slices.Equal(got, []string{"Elen: elen ok"}) {
 		t.Errorf("posts %q, want exactly one", got)
 	}

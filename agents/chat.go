@@ -48,26 +48,47 @@ type Reply struct {
 	Text     string // model text, Markdown; the transport escapes it for Slack
 	Username string // the agent's name
 	IconURL  string // the agent's avatar, if any
-	TurnID   string // carried as message metadata, to find the post again
+	// TurnID is the post id: carried, with each part's index, as message
+	// metadata, to find the post again.
+	TurnID string
 	// Mention lists Slack users to mention (paired users of named human
 	// agents); the only mentions a post may contain.
 	Mention []string
+	// Posted holds the ts of the parts already posted, in order: they are
+	// not posted again.
+	Posted []string
 }
+
+// PostError is a failed post as the transport classifies it. An error of
+// PostReply that is not a *PostError is transient.
+type PostError struct {
+	Err error
+	// Permanent: trying again cannot help (channel_not_found,
+	// not_in_channel, is_archived, msg_too_long, …).
+	Permanent bool
+	// RetryAfter is how long Slack asked to wait (a rate limit).
+	RetryAfter time.Duration
+}
+
+func (e *PostError) Error() string { return e.Err.Error() }
+func (e *PostError) Unwrap() error { return e.Err }
 
 // Chat is what the engine needs of Slack.
 type Chat interface {
-	// PostReply posts r (split into several messages when long) and returns
-	// the ts of the first message.
-	PostReply(ctx context.Context, r Reply) (ts string, err error)
+	// PostReply posts r, split into several messages (parts) when long,
+	// skipping the parts in r.Posted, in order, and stops at the first
+	// part that fails. It returns the ts of every part posted so far
+	// (r.Posted's, then its own), with the error when a part failed.
+	PostReply(ctx context.Context, r Reply) (posted []string, err error)
 	// PostEphemeral shows text to one user in a channel.
 	PostEphemeral(ctx context.Context, channel, user, text string) error
 	// AddReaction and RemoveReaction set or clear an emoji on a message.
 	AddReaction(ctx context.Context, channel, ts, name string) error
 	RemoveReaction(ctx context.Context, channel, ts, name string) error
-	// FindTurnPost reports whether a reply carrying turnID already exists in
-	// the thread (for posting exactly once after an uncertain outcome), and
-	// its ts.
-	FindTurnPost(ctx context.Context, channel, threadTS, turnID string) (ts string, found bool, err error)
+	// FindPost looks in the thread for the parts of the post with id
+	// postID (for posting exactly once after an uncertain outcome): the ts
+	// of its parts found, in order, up to the first one missing.
+	FindPost(ctx context.Context, channel, threadTS, postID string) (posted []string, err error)
 	// ThreadHistory returns up to limit latest messages of a thread, oldest
 	// first, as events (root included when within the limit).
 	ThreadHistory(ctx context.Context, channel, threadTS string, limit int) ([]Event, error)

@@ -35,6 +35,10 @@ type convo struct {
 	sessions []memory.SessionAppend
 	appended map[string]bool // namespace|key|ts appended while loaded
 	notices  []notice        // ephemeral notices to send once committed
+	fresh    map[string]bool // posts of the outbox recorded by this step and not tried yet
+	// overloaded is the agent a turn was refused for, the queue being
+	// full (conversation.max_queued): its ⚠️ goes after routing.
+	overloaded string
 }
 
 // notice is an ephemeral notice for the author of a message.
@@ -48,13 +52,20 @@ type notice struct{ user, agent, text string }
 // whoever redoes the work of a holder that stopped before committing, and
 // a post is committed as pending before it is made.
 func (c *convo) step(ctx context.Context) (bool, error) {
-	if c.st.Pending != nil {
-		if err := c.resolvePending(ctx); err != nil {
+	if len(c.st.Outbox) > 0 {
+		// Posts wait to be made: nothing else happens before they are.
+		if err := c.flush(ctx); err != nil {
 			return false, err
 		}
-		return true, nil
+		return len(c.st.Outbox) == 0, nil
 	}
 	c.route(ctx)
+	if c.overloaded != "" {
+		c.noticeOverload(ctx)
+		if len(c.st.Outbox) > 0 {
+			return false, nil // the notice waits to be posted
+		}
+	}
 	act := c.next(ctx)
 	if act == nil {
 		return false, nil // the caller's commit sends the notices
@@ -67,7 +78,7 @@ func (c *convo) step(ctx context.Context) (bool, error) {
 	if err := act(ctx); err != nil {
 		return false, err
 	}
-	return c.workDue(), nil
+	return len(c.st.Outbox) == 0 && c.workDue(), nil
 }
 
 // workDue reports whether something waits to be done now: what next
@@ -144,9 +155,6 @@ const (
 	// than the lock's expiry: until then the holder is on the work and
 	// other replicas need not look (should it die, they find it then).
 	commitHold commitMode = iota
-	// commitLeave: the holder is about to release the lock with work left
-	// (a post failed): the deadline is when the work is due.
-	commitLeave
 	// commitRelease: the lock is released in the same round trip.
 	commitRelease
 )
@@ -169,6 +177,7 @@ func (c *convo) commit(ctx context.Context, mode commitMode) (bool, error) {
 		Sessions:     c.sessions,
 		Deadline:     deadline,
 		Release:      mode == commitRelease,
+		PendingPosts: len(c.st.Outbox),
 	})
 	if err != nil {
 		return false, fmt.Errorf("agents: commit conversation %s: %w", c.conv.ID, err)
@@ -466,6 +475,14 @@ func (c *convo) enqueue(ctx context.Context, name, ts string) {
 			return
 		}
 	}
+	if len(c.st.Queue) >= c.e.opts.MaxQueued {
+		c.log.Warn("conversation overloaded; a turn is not queued", slog.String(logAgent, name),
+			slog.String("ts", ts), slog.Int("queued", len(c.st.Queue)))
+		if c.overloaded == "" {
+			c.overloaded = name
+		}
+		return
+	}
 	c.st.Queue = append(c.st.Queue, queuedTurn{
 		ID:      c.turnID(),
 		Agent:   name,
@@ -475,6 +492,27 @@ func (c *convo) enqueue(ctx context.Context, name, ts string) {
 	sort.SliceStable(c.st.Queue, func(i, j int) bool { return lessTS(c.st.Queue[i].Trigger, c.st.Queue[j].Trigger) })
 	c.working(ctx, ts, +1)
 }
+
+// noticeOverload posts the one ⚠️ of an overload (until the queue has
+// room again), as the facilitator when there is one.
+func (c *convo) noticeOverload(ctx context.Context) {
+	name := c.overloaded
+	c.overloaded = ""
+	if c.st.Noticed[noticeOverloaded] {
+		return
+	}
+	c.st.Noticed[noticeOverloaded] = true
+	if c.facilitator != "" {
+		name = c.facilitator
+	}
+	a, _ := c.agent(ctx, name)
+	t := c.newTurn(c.turnID(), a, "")
+	c.notify(ctx, t, fmt.Sprintf("this conversation is overloaded (%d turns waiting); write again once they are answered", len(c.st.Queue)))
+}
+
+// noticeOverloaded marks, in convState.Noticed, that the overload ⚠️ was
+// posted; it is cleared when a queued turn starts.
+const noticeOverloaded = "overloaded"
 
 // call records a call to a human agent, bounded by call_timeout.
 func (c *convo) call(name, ts string) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"regexp"
 	"slices"
 	"sort"
@@ -69,13 +70,25 @@ type Options struct {
 	MaxTurnsPerAgent int           // conversation.max_turns_per_agent (10)
 	MaxParallel      int           // conversation.max_parallel (8)
 	MaxMessageChars  int           // conversation.max_message_chars (12000)
+	MaxQueued        int           // conversation.max_queued (100): turns waiting per conversation
 	MaxInputTokens   int           // input budget when no prompt or profile sets one (16000)
 	MaxToolRounds    int           // llm.max_tool_rounds (8)
 
 	MatchThreshold float64 // expert.match_threshold (0.75)
 	SessionScope   string  // expert.session_scope: ScopeAgent (default) or ScopeChannel
 
-	Notify          string // errors.notify: NotifyThread (default) or NotifyLog
+	Notify string // errors.notify: NotifyThread (default) or NotifyLog
+	// PostRetryWindow is how long a failed post is retried, from its
+	// first attempt (slack.post_retry_window, 30m).
+	PostRetryWindow time.Duration
+	// TurnTimeout bounds the model calls of one turn together (10m;
+	// `conclave run`: three times the longest llm total_timeout, for a
+	// threading turn's calls); PostTimeout bounds one attempt of a post,
+	// all its parts and the look-up before it (1m; `conclave run`: six
+	// times slack.timeout). Past them the turn fails with a ⚠️ notice, the
+	// post is retried.
+	TurnTimeout     time.Duration
+	PostTimeout     time.Duration
 	WorkingReaction string // slack.working_reaction (hourglass_flowing_sand)
 
 	Channels    []ChannelConfig
@@ -110,6 +123,12 @@ type Deps struct {
 	Logger   *slog.Logger       // nil: discard
 	Now      func() time.Time   // nil: time.Now
 	OnTurn   func(r TurnReport) // optional: metrics, called after each turn
+	// OnPostAbandoned, optional (metrics), is called for each post given
+	// up (a permanent error, or its retry window over).
+	OnPostAbandoned func()
+	// Jitter, optional, draws the jitter of post retries, in [0, 1]
+	// (default: math/rand).
+	Jitter func() float64
 }
 
 // Resolver turns an agent name into an identity (an ens resolver chain).
@@ -177,6 +196,9 @@ func New(opts Options, deps Deps) *Engine {
 	if opts.MaxParallel <= 0 {
 		opts.MaxParallel = 8
 	}
+	if opts.MaxQueued <= 0 {
+		opts.MaxQueued = 100
+	}
 	if opts.MaxMessageChars <= 0 {
 		opts.MaxMessageChars = 12000
 	}
@@ -210,11 +232,23 @@ func New(opts Options, deps Deps) *Engine {
 	if opts.SweepInterval <= 0 {
 		opts.SweepInterval = time.Second
 	}
+	if opts.PostRetryWindow <= 0 {
+		opts.PostRetryWindow = 30 * time.Minute
+	}
+	if opts.TurnTimeout <= 0 {
+		opts.TurnTimeout = 10 * time.Minute
+	}
+	if opts.PostTimeout <= 0 {
+		opts.PostTimeout = time.Minute
+	}
 	if deps.Logger == nil {
 		deps.Logger = slog.New(slog.DiscardHandler)
 	}
 	if deps.Now == nil {
 		deps.Now = time.Now
+	}
+	if deps.Jitter == nil {
+		deps.Jitter = rand.Float64
 	}
 	e := &Engine{
 		deps:     deps,
@@ -271,6 +305,7 @@ const (
 	logPhase        = "phase"
 	logOutcome      = "outcome"
 	logTurn         = "turn"
+	logPost         = "post"
 	logError        = "error"
 )
 

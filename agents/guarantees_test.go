@@ -233,8 +233,8 @@ func TestReplicaDiesAnywhere(t *testing.T) {
 					stored++
 				}
 			}
-			if st := r.state(root.TS); stored != 1 || st.Pending != nil || len(st.WakeBy) != 0 {
-				t.Errorf("stored replies %d, pending %+v, waking %v; want the reply once and nothing left", stored, st.Pending, st.WakeBy)
+			if st := r.state(root.TS); stored != 1 || len(st.Outbox) > 0 || len(st.WakeBy) != 0 {
+				t.Errorf("stored replies %d, pending %+v, waking %v; want the reply once and nothing left", stored, st.Outbox, st.WakeBy)
 			}
 			if r.chat.anyReaction("hourglass_flowing_sand") {
 				t.Error("a working reaction was left behind")
@@ -379,5 +379,142 @@ func TestNoticeOnceWhenAReplicaDies(t *testing.T) {
 	}
 	if len(r.chat.ephemeral) != 1 {
 		t.Errorf("notices %q, want one", r.chat.ephemeral)
+	}
+}
+
+// flakyRenewals is a store whose lock renewals fail, without the lock
+// being lost, while failing is set.
+type flakyRenewals struct {
+	memory.Store
+	failing  atomic.Bool
+	failures atomic.Int64
+}
+
+func (s *flakyRenewals) RenewLock(ctx context.Context, l memory.Lock, ttl time.Duration) error {
+	if s.failing.Load() {
+		s.failures.Add(1)
+		return errors.New("dial tcp: connection refused")
+	}
+	return s.Store.RenewLock(ctx, l, ttl)
+}
+
+// TestLockRenewalSurvivesTransientErrors: renewals failing for a moment
+// (the store unreachable) do not stop a turn while its lease runs; a
+// lease that runs out does, and the turn is run again once, posting once.
+func TestLockRenewalSurvivesTransientErrors(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		recovers bool
+	}{
+		{"the store comes back within the lease", true},
+		{"the lease runs out", false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newRig(t)
+			// The in-process lock lives on the fake clock: it never
+			// expires by itself here; the holder measures its lease on
+			// the real clock.
+			r.opts.LockTTL = 150 * time.Millisecond
+			flaky := &flakyRenewals{Store: r.store}
+			replica := r.engine(fakePrompts{}, onStore(flaky))
+			root := r.send("", "U1", "Alice", "hello")
+			id := ConversationID(team, chanA, root.TS)
+			r.model.hook = func(llm.Request) {
+				flaky.failing.Store(true)
+				for flaky.failures.Load() < 3 {
+					time.Sleep(time.Millisecond)
+				}
+				if tt.recovers {
+					flaky.failing.Store(false)
+					time.Sleep(2 * r.opts.LockTTL) // renewed meanwhile
+					return
+				}
+				time.Sleep(2 * r.opts.LockTTL) // past the lease
+			}
+			reports := make(chan TurnReport, 4)
+			replica.deps.OnTurn = func(tr TurnReport) { reports <- tr }
+			replica.process(context.Background(), context.Background(), task{id: id, channel: chanA})
+			r.model.hook = nil
+			first := <-reports
+			if tt.recovers {
+				if first.Outcome != "ok" {
+					t.Errorf("turn outcome %q, want ok: transient renewal errors stopped it", first.Outcome)
+				}
+			} else {
+				if first.Outcome != "cancelled" {
+					t.Errorf("turn outcome %q, want cancelled once the lease ran out", first.Outcome)
+				}
+				if n := len(r.chat.texts()); n != 0 {
+					t.Errorf("the holder whose lease ran out posted %d times", n)
+				}
+				r.clock.Advance(time.Minute) // its lock has lapsed too
+				r.settle()
+			}
+			if got := r.chat.texts(); !slices.Equal(got, []string{"Elen: elen ok"}) {
+				t.Errorf("posts %q, want exactly one", got)
+			}
+		})
+	}
+}
+
+// TestTurnDeadline: a model call that outlasts the turn's deadline ends
+// the turn as failed, with a ⚠️ notice; the conversation goes on.
+func TestTurnDeadline(t *testing.T) {
+	r := newRig(t)
+	r.opts.TurnTimeout = 50 * time.Millisecond
+	r.e = r.engine(fakePrompts{})
+	r.model.fallback = func(req llm.Request) (llm.Response, error) {
+		return llm.Response{Content: "elen ok"}, nil
+	}
+	r.model.hook = func(llm.Request) { time.Sleep(200 * time.Millisecond) }
+	r.send("", "U1", "Alice", "hello")
+	r.settle()
+	got := r.chat.texts()
+	if len(got) != 1 || !strings.Contains(got[0], "⚠️ Elen could not answer: the turn passed its deadline (ref") {
+		t.Errorf("posts %q, want one ⚠️ notice naming the deadline", got)
+	}
+}
+
+// TestMaxQueued: beyond conversation.max_queued waiting turns, a message
+// is still recorded, its extra turns are not queued, and one ⚠️ (not one
+// per message) says the conversation is overloaded; once a queued turn
+// starts, the bound applies afresh.
+func TestMaxQueued(t *testing.T) {
+	r := newRig(t)
+	r.opts.MaxQueued = 1
+	r.e = r.engine(fakePrompts{})
+	root := r.send("", "U1", "Alice", "hello")
+	r.settle()
+	r.send(root.TS, "U1", "Alice", cora+" and "+paul+", please look")
+	r.send(root.TS, "U2", "Bob", paul+" too")
+	r.settle()
+	var notices []string
+	for _, p := range r.chat.texts() {
+		if strings.Contains(p, "⚠️") {
+			notices = append(notices, p)
+		}
+	}
+	if len(notices) != 1 || !strings.Contains(notices[0], "Elen could not answer: this conversation is overloaded (1 turns waiting)") {
+		t.Errorf("notices %q, want one overload notice from the facilitator", notices)
+	}
+	if n := len(r.model.calls(cora, "")); n != 1 {
+		t.Errorf("cora turns = %d, want 1 (queued first)", n)
+	}
+	if n := len(r.model.calls(paul, "")); n != 0 {
+		t.Errorf("paul turns = %d, want 0 (the queue was full)", n)
+	}
+	var people int
+	for _, m := range r.messages(root.TS) {
+		if m.Kind == kindPerson {
+			people++
+		}
+	}
+	if people != 3 {
+		t.Errorf("%d person messages stored, want 3: an overloaded conversation still records what is said", people)
+	}
+	r.send(root.TS, "U2", "Bob", paul+" now?")
+	r.settle()
+	if n := len(r.model.calls(paul, "")); n != 1 {
+		t.Errorf("paul turns = %d once the queue had room, want 1", n)
 	}
 }

@@ -75,7 +75,7 @@ type fakeChat struct {
 	failPost, lostPost int
 	// historyLimit is the limit of the last ThreadHistory call.
 	historyLimit int
-	// afterFind, when set, runs once after FindTurnPost has looked (and
+	// afterFind, when set, runs once after FindPost has looked (and
 	// before it answers), with no lock of the fake held.
 	afterFind func()
 	// beforePost, when set, runs before PostReply posts; an error fails
@@ -91,10 +91,14 @@ type fakeChat struct {
 
 func newFakeChat() *fakeChat { return &fakeChat{reactions: make(map[string]map[string]bool)} }
 
-func (f *fakeChat) PostReply(_ context.Context, r Reply) (string, error) {
+// PostReply posts r as one part.
+func (f *fakeChat) PostReply(_ context.Context, r Reply) ([]string, error) {
+	if len(r.Posted) > 0 {
+		return r.Posted, nil
+	}
 	if f.beforePost != nil {
 		if err := f.beforePost(); err != nil {
-			return "", err
+			return nil, err
 		}
 	}
 	if f.afterPost != nil {
@@ -104,7 +108,7 @@ func (f *fakeChat) PostReply(_ context.Context, r Reply) (string, error) {
 	defer f.mu.Unlock()
 	if f.failPost > 0 {
 		f.failPost--
-		return "", errors.New("slack is down")
+		return nil, errors.New("slack is down")
 	}
 	f.seq++
 	ts := fmt.Sprintf("1800000000.%06d", f.seq)
@@ -112,9 +116,9 @@ func (f *fakeChat) PostReply(_ context.Context, r Reply) (string, error) {
 	f.postTS = append(f.postTS, ts)
 	if f.lostPost > 0 {
 		f.lostPost--
-		return "", errors.New("connection reset")
+		return nil, errors.New("connection reset")
 	}
-	return ts, nil
+	return []string{ts}, nil
 }
 
 func (f *fakeChat) PostEphemeral(_ context.Context, channel, user, text string) error {
@@ -161,12 +165,12 @@ func (f *fakeChat) reactionChanges() []string {
 	return slices.Clone(f.reactionLog)
 }
 
-func (f *fakeChat) FindTurnPost(_ context.Context, channel, threadTS, turnID string) (string, bool, error) {
+func (f *fakeChat) FindPost(_ context.Context, channel, threadTS, postID string) ([]string, error) {
 	f.mu.Lock()
-	ts, found := "", false
+	var found []string
 	for i, p := range f.posts {
-		if p.TurnID == turnID {
-			ts, found = f.postTS[i], true
+		if p.TurnID == postID {
+			found = []string{f.postTS[i]}
 			break
 		}
 	}
@@ -176,7 +180,7 @@ func (f *fakeChat) FindTurnPost(_ context.Context, channel, threadTS, turnID str
 	if hook != nil {
 		hook()
 	}
-	return ts, found, nil
+	return found, nil
 }
 
 func (f *fakeChat) ThreadHistory(_ context.Context, channel, threadTS string, limit int) ([]Event, error) {
@@ -249,7 +253,7 @@ func (m *fakeModel) Profile(name string) (llm.Profile, error) {
 	return llm.Profile{}, fmt.Errorf("%w %q", llm.ErrUnknownProfile, name)
 }
 
-func (m *fakeModel) Complete(_ context.Context, r llm.Request) (llm.Response, error) {
+func (m *fakeModel) Complete(ctx context.Context, r llm.Request) (llm.Response, error) {
 	m.mu.Lock()
 	m.requests = append(m.requests, r)
 	key := r.Agent + "|" + r.Prompt
@@ -261,6 +265,9 @@ func (m *fakeModel) Complete(_ context.Context, r llm.Request) (llm.Response, er
 	m.mu.Unlock()
 	if hook != nil {
 		hook(r)
+		if err := ctx.Err(); err != nil {
+			return llm.Response{}, err // the turn was stopped meanwhile, as a real call would be
+		}
 	}
 	switch a := answer.(type) {
 	case string:

@@ -537,6 +537,8 @@ func TestUncertainPost(t *testing.T) {
 			r.chat.lostPost, r.chat.failPost = tt.lost, tt.failures
 			root := r.send("", "U1", "Alice", "hello")
 			r.settle()
+			r.clock.Advance(time.Second) // past the first backoff (at most 1 s)
+			r.settle()
 			if got := r.chat.texts(); !slices.Equal(got, []string{"Elen: elen ok"}) {
 				t.Errorf("posts %q, want exactly one", got)
 			}
@@ -549,8 +551,8 @@ func TestUncertainPost(t *testing.T) {
 					stored++
 				}
 			}
-			if stored != 1 || r.state(root.TS).Pending != nil {
-				t.Errorf("stored replies %d, pending %+v", stored, r.state(root.TS).Pending)
+			if stored != 1 || len(r.state(root.TS).Outbox) > 0 {
+				t.Errorf("stored replies %d, pending %+v", stored, r.state(root.TS).Outbox)
 			}
 		})
 	}

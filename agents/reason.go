@@ -14,6 +14,9 @@ import (
 // names and keys stay in the log (SPEC §12.2), since everyone in the
 // channel reads the notice.
 func noticeReason(err error) string {
+	if errors.Is(err, errTurnDeadline) {
+		return errTurnDeadline.Error()
+	}
 	if te, ok := errors.AsType[*templates.Error](err); ok {
 		if te.Line > 0 {
 			return fmt.Sprintf("template error in %s:%d", te.File, te.Line)

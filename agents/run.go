@@ -332,22 +332,7 @@ func (e *Engine) holdLock(runCtx, turnCtx context.Context, lock memory.Lock, sna
 	renewed := make(chan struct{})
 	go func() {
 		defer close(renewed)
-		t := time.NewTicker(e.opts.LockTTL / 3)
-		defer t.Stop()
-		for {
-			select {
-			case <-renewCtx.Done():
-				return
-			case <-t.C:
-				if err := e.deps.Store.RenewLock(renewCtx, lock, e.opts.LockTTL); err != nil {
-					if renewCtx.Err() == nil {
-						log.Warn("conversation lock lost; stopping", slog.Any(logError, err))
-						cancel()
-					}
-					return
-				}
-			}
-		}
+		e.renew(renewCtx, lock, log, cancel)
 	}()
 	stopRenewal := func() {
 		stopRenewing()
@@ -385,6 +370,51 @@ func (e *Engine) holdLock(runCtx, turnCtx context.Context, lock memory.Lock, sna
 	// the lock's expiry on); a turn stopped by shutdown leaves it due at
 	// once, for another replica.
 	return e.release(turnCtx, lock, turnCtx.Err() != nil, log)
+}
+
+// renew keeps a held lock alive until ctx ends, renewing it every third
+// of its TTL. A renewal that fails for a transient reason (the store
+// unreachable for a moment) is tried again, more often, for as long as
+// the lease it had may still run; only a lock known lost, or a lease run
+// out, stops the holder (lost is called). The lease is measured from
+// when each successful renewal was sent, on this process's clock: never
+// later than the store's own expiry.
+func (e *Engine) renew(ctx context.Context, lock memory.Lock, log *slog.Logger, lost func()) {
+	ttl := e.opts.LockTTL
+	expires := time.Now().Add(ttl * 9 / 10) // acquired just before: with a margin
+	wait := ttl / 3
+	failures := 0
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		sent := time.Now()
+		err := e.deps.Store.RenewLock(ctx, lock, ttl)
+		switch {
+		case err == nil:
+			expires, wait, failures = sent.Add(ttl), ttl/3, 0
+			continue
+		case ctx.Err() != nil:
+			return
+		case errors.Is(err, memory.ErrLockLost):
+			log.Warn("conversation lock lost; stopping", slog.Any(logError, err))
+			lost()
+			return
+		}
+		left := time.Until(expires)
+		if left <= 0 {
+			log.Warn("conversation lock could not be renewed before its lease ran out; stopping",
+				slog.Int("failures", failures+1), slog.Any(logError, err))
+			lost()
+			return
+		}
+		failures++
+		wait = min(max(ttl/30, 10*time.Millisecond), left)
+		log.Warn("conversation lock renewal failed; trying again while the lease runs",
+			slog.Int("failures", failures), slog.Duration("lease_left", left), slog.Any(logError, err))
+	}
 }
 
 // release releases a lock without committing, marking the conversation

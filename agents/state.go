@@ -75,9 +75,12 @@ type convState struct {
 	// LastActivity is the later of the last message and the end of the
 	// last turn: the inactivity clock starts from it.
 	LastActivity time.Time `json:"last_activity,omitzero"`
-	// Pending is a post decided but not known to be made: it is looked for
-	// in the thread before anything else happens.
-	Pending *pendingPost `json:"pending,omitempty"`
+	// Outbox holds the posts decided but not known to be made, in the
+	// order they go out: nothing else happens in the conversation until it
+	// is empty. Pending is where older versions kept one such post; decode
+	// moves it into Outbox.
+	Outbox  []pendingPost `json:"outbox,omitempty"`
+	Pending *pendingPost  `json:"pending,omitempty"`
 	// Seq numbers notes and turn ids.
 	Seq int `json:"seq,omitempty"`
 }
@@ -128,11 +131,14 @@ type concludeRequest struct {
 	EndTS      string `json:"end_ts,omitempty"`
 }
 
-// pendingPost is a reply about to be posted. If the holder dies between
-// the post and the commit after it, the next holder finds the post by its
-// id instead of posting again.
+// pendingPost is a post about to be made (a reply, a threading message, a
+// ⚠️ notice), recorded before its first attempt. If the holder dies
+// between the post and the commit after it, or an attempt's outcome is
+// unknown, the next attempt first finds the parts already posted by the
+// post's id instead of posting them again.
 type pendingPost struct {
 	PostID  string            `json:"post_id"`
+	Turn    string            `json:"turn,omitempty"` // the turn that made it
 	Agent   string            `json:"agent"`
 	Text    string            `json:"text"`
 	Mention []string          `json:"mention,omitempty"`
@@ -141,8 +147,18 @@ type pendingPost struct {
 	Conclusion bool `json:"conclusion,omitempty"`
 	// EndReply: what is left of a facilitator reply that held :end:.
 	EndReply bool `json:"end_reply,omitempty"`
+	// Notice: a ⚠️ notice, neither stored as a message nor routed.
+	Notice bool `json:"notice,omitempty"`
 	// Attempts counts failed tries to post or find it.
 	Attempts int `json:"attempts,omitempty"`
+	// Posted holds the ts of the parts known to be posted, in order.
+	Posted []string `json:"posted,omitempty"`
+	// First is when it was first tried; Next when it is tried again
+	// (zero: at once).
+	First time.Time `json:"first,omitzero"`
+	Next  time.Time `json:"next,omitzero"`
+	// LastError is why the last attempt failed.
+	LastError string `json:"last_error,omitempty"`
 }
 
 func decodeState(b []byte) (*convState, error) {
@@ -156,6 +172,10 @@ func decodeState(b []byte) (*convState, error) {
 		}
 	}
 	st.Version = stateVersion
+	if st.Pending != nil {
+		st.Outbox = append([]pendingPost{*st.Pending}, st.Outbox...)
+		st.Pending = nil
+	}
 	if st.Routed == nil {
 		st.Routed = make(map[string]bool)
 	}
@@ -184,18 +204,25 @@ func (st *convState) encode() []byte {
 
 // busy reports whether anything is waiting to run.
 func (st *convState) busy() bool {
-	return len(st.Queue) > 0 || len(st.Calls) > 0 || st.Conclude != nil || st.Pending != nil
+	return len(st.Queue) > 0 || len(st.Calls) > 0 || st.Conclude != nil || len(st.Outbox) > 0
 }
 
 // deadline is when the conversation next needs attention without a new
-// message: now when work is waiting (a turn, a conclusion, including the
-// one max_turns asks for), else the earliest human call timeout, else the
-// inactivity deadline.
+// message: the next attempt of the first pending post while the outbox
+// holds any (nothing else happens meanwhile); now when work is waiting (a
+// turn, a conclusion, including the one max_turns asks for), else the
+// earliest human call timeout, else the inactivity deadline.
 func (st *convState) deadline(now time.Time, timeout time.Duration, maxTurns int, hasFacilitator bool) time.Time {
-	if st.Status != statusOpen && st.Pending == nil {
+	if len(st.Outbox) > 0 {
+		if next := st.Outbox[0].Next; next.After(now) {
+			return next
+		}
+		return now
+	}
+	if st.Status != statusOpen {
 		return time.Time{}
 	}
-	if len(st.Queue) > 0 || st.Conclude != nil || st.Pending != nil ||
+	if len(st.Queue) > 0 || st.Conclude != nil ||
 		st.Status == statusOpen && maxTurns > 0 && st.Turns >= maxTurns ||
 		st.FacilitatorDue && hasFacilitator && len(st.Calls) == 0 {
 		return now

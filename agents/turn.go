@@ -15,9 +15,6 @@ import (
 	"github.com/conclavehq/conclave/templates"
 )
 
-// maxPostAttempts bounds how often one reply is tried before it is given up.
-const maxPostAttempts = 3
-
 // turn is one agent producing (or failing to produce) one reply.
 type turn struct {
 	id      string
@@ -25,14 +22,17 @@ type turn struct {
 	prompts Prompts // one prompt set for the whole turn
 	report  TurnReport
 	started time.Time
+	// deadline ends its model calls (real time: contexts run on it).
+	deadline time.Time
 }
 
 func (c *convo) newTurn(id string, a ens.Agent, phase string) *turn {
 	return &turn{
-		id:      id,
-		agent:   a,
-		prompts: c.e.deps.Prompts(),
-		started: c.e.now(),
+		id:       id,
+		agent:    a,
+		prompts:  c.e.deps.Prompts(),
+		started:  c.e.now(),
+		deadline: time.Now().Add(c.e.opts.TurnTimeout),
 		report: TurnReport{
 			Conversation: c.conv.ID,
 			TurnID:       id,
@@ -237,10 +237,19 @@ func (c *convo) build(t *turn, prompt string, data templates.Data, history, tail
 	return req, err
 }
 
-// ask calls the model, and the tools it calls. A reply cut by the token
-// limit is marked with " …".
+// errTurnDeadline: a turn's model calls outlasted Options.TurnTimeout.
+var errTurnDeadline = errors.New("the turn passed its deadline")
+
+// ask calls the model, and the tools it calls, within what is left of the
+// turn's deadline (Options.TurnTimeout from its start). A reply cut by the
+// token limit is marked with " …".
 func (c *convo) ask(ctx context.Context, t *turn, req llm.Request) (string, error) {
-	resp, err := c.complete(ctx, t, req)
+	mctx, cancel := context.WithDeadline(ctx, t.deadline)
+	defer cancel()
+	resp, err := c.complete(mctx, t, req)
+	if err != nil && ctx.Err() == nil && mctx.Err() != nil {
+		err = fmt.Errorf("%w (%s): %w", errTurnDeadline, c.e.opts.TurnTimeout, err)
+	}
 	if err != nil {
 		return "", err
 	}
@@ -271,115 +280,31 @@ func (c *convo) failed(ctx context.Context, t *turn, err error) error {
 	return nil
 }
 
+// notify posts a ⚠️ notice through the outbox. One that cannot be posted
+// now stays pending there; a lost lock leaves it to the next holder, which
+// must not see it twice.
 func (c *convo) notify(ctx context.Context, t *turn, reason string) {
 	if c.e.opts.Notify != NotifyThread {
 		return
 	}
-	if err := c.e.deps.Store.CheckLock(ctx, c.lock); err != nil {
-		return // another holder carries on; it must not see this notice twice
-	}
 	text := fmt.Sprintf("⚠️ %s could not answer: %s (ref %s)", t.agent.Name, reason, t.id)
-	if _, err := c.e.deps.Chat.PostReply(ctx, c.reply(t.agent, text, t.id+"-notice", nil)); err != nil {
+	p := pendingPost{PostID: t.id + "-notice", Turn: t.id, Agent: t.agent.EnsDomain, Text: text, Notice: true}
+	if err := c.send(ctx, p); err != nil {
 		c.log.Warn("post a failure notice", slog.String(logTurn, t.id), slog.Any(logError, err))
 	}
 }
 
-func (c *convo) reply(a ens.Agent, text, postID string, mention []string) Reply {
+func (c *convo) reply(a ens.Agent, p *pendingPost) Reply {
 	return Reply{
 		Channel:  c.conv.Channel,
 		ThreadTS: c.conv.ThreadTS,
-		Text:     text,
+		Text:     p.Text,
 		Username: a.Name,
 		IconURL:  a.Avatar,
-		TurnID:   postID,
-		Mention:  mention,
+		TurnID:   p.PostID,
+		Mention:  p.Mention,
+		Posted:   p.Posted,
 	}
-}
-
-// post posts an agent's reply exactly once: the reply is committed as
-// pending first (which also proves the lock is still held), then posted,
-// then recorded and routed; the step's next commit stores it (until then,
-// the pending reply stands for it: whoever loads it finds the post by its
-// id). :end: is stripped; an empty reply posts nothing.
-func (c *convo) post(ctx context.Context, a ens.Agent, postID, text string, p pendingPost) error {
-	text, _ = stripEnd(text)
-	if strings.TrimSpace(text) == "" {
-		return nil
-	}
-	p.PostID, p.Agent, p.Text = postID, a.EnsDomain, text
-	if !p.Conclusion && c.st.Conclude == nil && c.st.Status == statusOpen {
-		// Only a post that may call agents mentions the paired users of
-		// the human agents it names.
-		p.Mention = c.mentionUsers(ctx, text, a.EnsDomain)
-	}
-	c.st.Pending = &p
-	if _, err := c.commit(ctx, commitHold); err != nil {
-		return err
-	}
-	ts, err := c.e.deps.Chat.PostReply(ctx, c.reply(a, p.Text, p.PostID, p.Mention))
-	if err != nil {
-		p.Attempts++
-		if _, cerr := c.commit(ctx, commitLeave); cerr != nil {
-			return cerr
-		}
-		return fmt.Errorf("agents: post reply %s: %w", postID, err)
-	}
-	c.applyPost(ctx, &p, ts)
-	return nil
-}
-
-// resolvePending settles a reply whose post is uncertain: found in the
-// thread by its id, it is recorded; not found, it is posted now.
-func (c *convo) resolvePending(ctx context.Context) error {
-	p := c.st.Pending
-	ts, found, err := c.e.deps.Chat.FindTurnPost(ctx, c.conv.Channel, c.conv.ThreadTS, p.PostID)
-	if err == nil && !found {
-		// Looking took time: a holder that lost the lock meanwhile must
-		// leave the post to the one that has it.
-		if err := c.e.deps.Store.CheckLock(ctx, c.lock); err != nil {
-			return fmt.Errorf("agents: settle reply %s: %w", p.PostID, err)
-		}
-		a, _ := c.agent(ctx, p.Agent)
-		ts, err = c.e.deps.Chat.PostReply(ctx, c.reply(a, p.Text, p.PostID, p.Mention))
-	}
-	if err != nil {
-		p.Attempts++
-		if p.Attempts >= maxPostAttempts {
-			c.log.Error("reply given up", slog.String(logTurn, p.PostID), slog.String(logAgent, p.Agent), slog.Any(logError, err))
-			c.st.Pending = nil
-			return nil
-		}
-		if _, cerr := c.commit(ctx, commitLeave); cerr != nil {
-			return cerr
-		}
-		return fmt.Errorf("agents: settle reply %s: %w", p.PostID, err)
-	}
-	c.applyPost(ctx, p, ts)
-	return nil
-}
-
-// applyPost records a posted reply and routes it (a conclusion as content
-// only).
-func (c *convo) applyPost(ctx context.Context, p *pendingPost, ts string) {
-	a, _ := c.agent(ctx, p.Agent)
-	m := memory.Message{
-		TS:     ts,
-		Agent:  p.Agent,
-		Kind:   kindAgent,
-		Raw:    p.Text,
-		Text:   p.Text,
-		Name:   a.Name,
-		TurnID: p.PostID,
-		Meta:   p.Meta,
-		At:     c.e.now(),
-	}
-	c.st.Pending = nil
-	c.addMessage(m)
-	c.appendVisible(ctx, a, m)
-	if p.EndReply && c.st.Conclude != nil {
-		c.st.Conclude.EndTS = ts
-	}
-	c.routeOne(ctx, m, !p.Conclusion)
 }
 
 // mentionUsers lists the paired Slack users of the human agents a reply
@@ -416,6 +341,7 @@ func (c *convo) callTurn(ctx context.Context) error {
 	defer c.done(t)
 	endCall := func() {
 		c.st.Queue = slices.DeleteFunc(c.st.Queue, func(x queuedTurn) bool { return x.ID == q.ID })
+		delete(c.st.Noticed, noticeOverloaded) // the queue has room again
 		c.dequeued(ctx, q)
 		c.st.touch(c.e.now())
 	}
@@ -470,7 +396,7 @@ func (c *convo) callTurn(ctx context.Context) error {
 	if strings.TrimSpace(text) == "" {
 		t.report.Outcome = "empty"
 	}
-	return c.post(ctx, a, t.id, text, pendingPost{Meta: meta})
+	return c.post(ctx, a, t.id, text, pendingPost{Turn: t.id, Meta: meta})
 }
 
 // expertTurn runs an expert: context-found when it is bound; otherwise
@@ -531,7 +457,9 @@ func (c *convo) expertTurn(ctx context.Context, t *turn) (text string, meta map[
 	}
 	c.bind(ctx, a, key)
 	if reply.Message != "" {
-		if err := c.post(ctx, a, t.id+"-threading", reply.Message, pendingPost{Meta: meta}); err != nil {
+		// A threading message that cannot be posted now stays first in
+		// the outbox; the answer goes after it.
+		if err := c.post(ctx, a, t.id+"-threading", reply.Message, pendingPost{Turn: t.id, Meta: meta}); err != nil {
 			return "", nil, "", err
 		}
 		meta = nil // recorded on the threading message
@@ -666,7 +594,7 @@ func (c *convo) facilitatorTurn(ctx context.Context) error {
 	if strings.TrimSpace(rest) == "" {
 		t.report.Outcome = "empty"
 	}
-	return c.post(ctx, f, t.id, rest, pendingPost{EndReply: hadEnd})
+	return c.post(ctx, f, t.id, rest, pendingPost{Turn: t.id, EndReply: hadEnd})
 }
 
 // closeSilently concludes a reopened thread again without a conclude turn:
@@ -734,5 +662,5 @@ func (c *convo) concludeTurn(ctx context.Context) error {
 	if strings.TrimSpace(text) == "" {
 		t.report.Outcome = "empty"
 	}
-	return c.post(ctx, f, t.id, text, pendingPost{Conclusion: true})
+	return c.post(ctx, f, t.id, text, pendingPost{Turn: t.id, Conclusion: true})
 }

@@ -11,10 +11,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -22,6 +24,7 @@ import (
 	"github.com/slack-go/slack/socketmode"
 
 	"github.com/conclavehq/conclave/agents"
+	"github.com/conclavehq/conclave/internal/backoff"
 )
 
 // Handler records inbound message events. It is the engine's side of the
@@ -81,6 +84,9 @@ type Options struct {
 	// PingTimeout: with no WebSocket ping from Slack for this long the
 	// socket is considered dead and reopened; default 30s.
 	PingTimeout time.Duration
+	// Timeout bounds every Web API request (slack.timeout); default 10s.
+	// A request without an answer by then fails and takes the retry path.
+	Timeout time.Duration
 	// HandleParallel is how many threads' events may be recorded at once;
 	// the events of one thread are always recorded one at a time, in
 	// arrival order. Default 1: every event in arrival order. More lets a
@@ -110,6 +116,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.HandleParallel <= 0 {
 		o.HandleParallel = 1
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = 10 * time.Second
 	}
 }
 
@@ -144,6 +153,7 @@ type Bot struct {
 	commandWG    sync.WaitGroup
 	commandSlots chan struct{}
 	handling     *threadQueues
+	draining     atomic.Bool // see Drain
 }
 
 var _ agents.Chat = (*Bot)(nil)
@@ -176,6 +186,20 @@ func New(opts Options, handler Handler, logger *slog.Logger) *Bot {
 		handling:     newThreadQueues(opts.HandleParallel),
 	}
 	return b
+}
+
+// restartingText answers a slash command while conclave shuts down.
+const restartingText = "conclave is restarting, try again in a moment"
+
+// Drain prepares the shutdown: the Socket Mode connection stays open (Run
+// goes on until its context ends), but message events are no longer
+// handed on nor acknowledged, so that Slack delivers them again (to
+// another replica, or after the restart), and a slash command is answered
+// "conclave is restarting, try again in a moment".
+func (b *Bot) Drain() {
+	if !b.draining.Swap(true) {
+		b.log.Info("draining: events are left to Slack, commands are told to try again")
+	}
 }
 
 // SetCommandHandler sets who answers slash commands; call it before Run.
@@ -285,7 +309,7 @@ func (b *Bot) Run(ctx context.Context) error {
 // drops, disconnect requests and missed pings; when it gives up on an error
 // other than refused credentials, it is started again after a backoff.
 func (b *Bot) connect(ctx context.Context) error {
-	delay := time.Second
+	restarts := 0
 	for {
 		err := b.socket.RunContext(ctx)
 		if ctx.Err() != nil {
@@ -295,13 +319,18 @@ func (b *Bot) connect(ctx context.Context) error {
 			b.log.Error("Slack refused the app-level token", slog.Any(logError, err))
 			return fmt.Errorf("bot: socket mode: %w", err)
 		}
+		restarts++
+		delay := reconnects.Wait(restarts, rand.Float64(), 0)
 		b.log.Warn("socket mode stopped; starting again", slog.Any(logError, err), slog.Duration("in", delay))
 		if err := sleep(ctx, delay); err != nil {
 			return err
 		}
-		delay = min(2*delay, time.Minute)
 	}
 }
+
+// reconnects spaces the restarts of the socketmode client: from 1 s,
+// doubling, capped at a minute, with jitter.
+var reconnects = backoff.Policy{Base: time.Second, Cap: time.Minute}
 
 // isAuthError reports whether Slack refused a token.
 func isAuthError(err error) bool {

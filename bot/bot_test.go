@@ -250,7 +250,7 @@ func TestOwnEchoNeverReachesHandle(t *testing.T) {
 	r := newRig(t, fakeslack.Options{EchoPosts: true}, nil)
 	r.run(t)
 	ctx := testContext(t)
-	if _, err := r.bot.PostReply(ctx, agents.Reply{Channel: "C1", ThreadTS: "1690000000.000001", Text: "an answer", Username: "Elen"}); err != nil {
+	if _, err := postFirst(ctx, r.bot, agents.Reply{Channel: "C1", ThreadTS: "1690000000.000001", Text: "an answer", Username: "Elen"}); err != nil {
 		t.Fatal(err)
 	}
 	// Envelopes are handled in order: once the next message is handled,
@@ -471,11 +471,20 @@ func TestIdentifyReportsMissingScopes(t *testing.T) {
 	}
 }
 
+// postFirst posts r and returns the ts of its first part.
+func postFirst(ctx context.Context, b *Bot, r agents.Reply) (string, error) {
+	posted, err := b.PostReply(ctx, r)
+	if len(posted) == 0 {
+		return "", err
+	}
+	return posted[0], err
+}
+
 func TestPostReplyIsInert(t *testing.T) {
 	r := newRig(t, fakeslack.Options{}, nil)
 	ctx := testContext(t)
 	text := "Hey <!channel> and <!here>, ask <@U123> or <!subteam^S1>. See <http://evil.example|safe> or [docs](http://evil.example/x). R&D > sales.\n> a quote"
-	ts, err := r.bot.PostReply(ctx, agents.Reply{
+	ts, err := postFirst(ctx, r.bot, agents.Reply{
 		Channel: "C1", ThreadTS: "1690000000.000001", Text: text, Username: "Elen",
 		IconURL: "ipfs://bafyAvatar/elen.png", TurnID: "turn-1", Mention: []string{"U7", "U8> <!channel"},
 	})
@@ -527,7 +536,7 @@ func TestPostReplyNamesUsers(t *testing.T) {
 	r := newRig(t, fakeslack.Options{Users: append(slices.Clone(testUsers),
 		fakeslack.User{ID: "U5", Name: "mallory", DisplayName: "<!channel> [safe](http://evil.example)"})}, nil)
 	text := "Thanks <@U1>, <@U2|bobby> and <@UBOT>; <@U404|ghost>, <@W9> and <@U5>.\n```\n<@U1> is code\n```"
-	if _, err := r.bot.PostReply(testContext(t), agents.Reply{Channel: "C1", ThreadTS: "1690000000.000001", Text: text}); err != nil {
+	if _, err := postFirst(testContext(t), r.bot, agents.Reply{Channel: "C1", ThreadTS: "1690000000.000001", Text: text}); err != nil {
 		t.Fatal(err)
 	}
 	// In code the mention stays as written but cannot form: a zero-width
@@ -565,7 +574,7 @@ func TestPostReplySplitsLongText(t *testing.T) {
 		}
 	}
 	text := b.String()
-	ts, err := r.bot.PostReply(ctx, agents.Reply{Channel: "C1", ThreadTS: "1690000000.000001", Text: text, TurnID: "t-long"})
+	ts, err := postFirst(ctx, r.bot, agents.Reply{Channel: "C1", ThreadTS: "1690000000.000001", Text: text, TurnID: "t-long"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -605,7 +614,7 @@ func TestPostReplySplitsLongText(t *testing.T) {
 func TestPostReplyWaitsOutRateLimits(t *testing.T) {
 	r := newRig(t, fakeslack.Options{}, nil)
 	r.fake.FailNext("chat.postMessage", fakeslack.Failure{Times: 2, Status: http.StatusTooManyRequests, RetryAfter: 1})
-	ts, err := r.bot.PostReply(testContext(t), agents.Reply{Channel: "C1", Text: "eventually"})
+	ts, err := postFirst(testContext(t), r.bot, agents.Reply{Channel: "C1", Text: "eventually"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -628,7 +637,7 @@ func TestPostReplyGivesUpWithItsContext(t *testing.T) {
 	r.fake.FailNext("chat.postMessage", fakeslack.Failure{Times: 100, Status: http.StatusTooManyRequests, RetryAfter: 30})
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
-	_, err := r.bot.PostReply(ctx, agents.Reply{Channel: "C1", Text: "never"})
+	_, err := postFirst(ctx, r.bot, agents.Reply{Channel: "C1", Text: "never"})
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("err = %v, want the deadline", err)
 	}
@@ -640,20 +649,20 @@ func TestPostReplyGivesUpWithItsContext(t *testing.T) {
 func TestPostReplyErrors(t *testing.T) {
 	r := newRig(t, fakeslack.Options{}, nil)
 	ctx := testContext(t)
-	if _, err := r.bot.PostReply(ctx, agents.Reply{Channel: "C1", Text: " \n "}); !errors.Is(err, ErrEmptyReply) {
+	if _, err := postFirst(ctx, r.bot, agents.Reply{Channel: "C1", Text: " \n "}); !errors.Is(err, ErrEmptyReply) {
 		t.Errorf("blank reply: %v", err)
 	}
-	if _, err := r.bot.PostReply(ctx, agents.Reply{Text: "x"}); err == nil {
+	if _, err := postFirst(ctx, r.bot, agents.Reply{Text: "x"}); err == nil {
 		t.Error("a reply without a channel was accepted")
 	}
 	r.fake.FailNext("chat.postMessage", fakeslack.Failure{Error: "is_archived"})
-	if _, err := r.bot.PostReply(ctx, agents.Reply{Channel: "C1", Text: "x"}); err == nil || !strings.Contains(err.Error(), "is_archived") {
+	if _, err := postFirst(ctx, r.bot, agents.Reply{Channel: "C1", Text: "x"}); err == nil || !strings.Contains(err.Error(), "is_archived") {
 		t.Errorf("err = %v, want is_archived", err)
 	}
 	if n := len(r.fake.CallsTo("chat.postMessage")); n != 1 {
 		t.Errorf("a refused post was tried %d times", n)
 	}
-	ts, err := r.bot.PostReply(ctx, agents.Reply{Channel: "C1", Text: "", Mention: []string{"U1"}})
+	ts, err := postFirst(ctx, r.bot, agents.Reply{Channel: "C1", Text: "", Mention: []string{"U1"}})
 	if err != nil || ts == "" {
 		t.Fatalf("mention-only reply: %v", err)
 	}
@@ -721,15 +730,15 @@ func TestPostEphemeral(t *testing.T) {
 	}
 }
 
-func TestFindTurnPost(t *testing.T) {
+func TestFindPost(t *testing.T) {
 	r := newRig(t, fakeslack.Options{}, nil)
 	ctx := testContext(t)
 	root := r.fake.SendMessage(fakeslack.Message{Channel: "C1", User: "U1", Text: "root"})
-	first, err := r.bot.PostReply(ctx, agents.Reply{Channel: "C1", ThreadTS: root.TS, Text: "one", TurnID: "t1"})
+	first, err := postFirst(ctx, r.bot, agents.Reply{Channel: "C1", ThreadTS: root.TS, Text: "one", TurnID: "t1"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.bot.PostReply(ctx, agents.Reply{Channel: "C1", ThreadTS: root.TS, Text: "two", TurnID: "t2"}); err != nil {
+	if _, err := postFirst(ctx, r.bot, agents.Reply{Channel: "C1", ThreadTS: root.TS, Text: "two", TurnID: "t2"}); err != nil {
 		t.Fatal(err)
 	}
 	tests := []struct {
@@ -743,9 +752,13 @@ func TestFindTurnPost(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.turn+"@"+tt.thread, func(t *testing.T) {
-			ts, found, err := r.bot.FindTurnPost(ctx, "C1", tt.thread, tt.turn)
-			if err != nil || found != tt.found || ts != tt.ts {
-				t.Errorf("FindTurnPost = %q, %v, %v; want %q, %v", ts, found, err, tt.ts, tt.found)
+			posted, err := r.bot.FindPost(ctx, "C1", tt.thread, tt.turn)
+			ts := ""
+			if len(posted) > 0 {
+				ts = posted[0]
+			}
+			if err != nil || len(posted) > 0 != tt.found || ts != tt.ts {
+				t.Errorf("FindPost = %q, %v; want %q, %v", posted, err, tt.ts, tt.found)
 			}
 		})
 	}
@@ -767,7 +780,7 @@ func TestThreadHistory(t *testing.T) {
 	r.fake.SendMessage(fakeslack.Message{Channel: "C1", User: "U2", Subtype: "channel_join", Text: "joined", ThreadTS: root.TS})
 	file := r.fake.SendMessage(fakeslack.Message{Channel: "C1", User: "U2", Subtype: "file_share", Text: "see &lt;this&gt;",
 		ThreadTS: root.TS, Files: []fakeslack.File{{ID: "F1", Name: "scan.png"}}})
-	own, err := r.bot.PostReply(ctx, agents.Reply{Channel: "C1", ThreadTS: root.TS, Text: "agent says", Username: "Elen"})
+	own, err := postFirst(ctx, r.bot, agents.Reply{Channel: "C1", ThreadTS: root.TS, Text: "agent says", Username: "Elen"})
 	if err != nil {
 		t.Fatal(err)
 	}

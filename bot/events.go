@@ -69,6 +69,10 @@ func (b *Bot) dispatch(ctx context.Context, ev socketmode.Event) {
 // that Slack delivers it again.
 func (b *Bot) handleEnvelope(ctx context.Context, req socketmode.Request) {
 	log := b.log.With(slog.String(logEnvelope, req.EnvelopeID))
+	if b.draining.Load() {
+		log.Debug("draining: event left unacknowledged for Slack to deliver again")
+		return
+	}
 	if req.RetryAttempt > 0 {
 		log = log.With(slog.Int("retry_attempt", req.RetryAttempt), slog.String("retry_reason", req.RetryReason))
 	}
@@ -151,6 +155,10 @@ func (b *Bot) handleBadMessage(ctx context.Context, ev socketmode.Event) {
 // handler answer it.
 func (b *Bot) handleCommand(ctx context.Context, ev socketmode.Event) {
 	cmd, ok := ev.Data.(slack.SlashCommand)
+	if b.draining.Load() {
+		b.ack(ctx, *ev.Request, map[string]any{"response_type": "ephemeral", "text": restartingText})
+		return
+	}
 	b.mu.Lock()
 	h := b.commands
 	b.mu.Unlock()

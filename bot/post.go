@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -14,6 +16,7 @@ import (
 	"github.com/slack-go/slack"
 
 	"github.com/conclavehq/conclave/agents"
+	"github.com/conclavehq/conclave/internal/backoff"
 )
 
 // Slack's limits, with room to spare.
@@ -37,13 +40,15 @@ var slackUserID = regexp.MustCompile(`^[UW][A-Z0-9]+$`)
 
 // PostReply posts r in its thread as the agent: the text made inert (see
 // inert), the users in r.Mention named first, split into as many messages
-// as needed, each with a markdown block, a plain-text fallback, unfurling
-// off and message metadata carrying the turn id. Rate limits are waited
-// out for as long as ctx allows. It returns the ts of the first message;
-// when a later part fails, that ts and the error.
-func (b *Bot) PostReply(ctx context.Context, r agents.Reply) (string, error) {
+// (parts) as needed, each with a markdown block, a plain-text fallback,
+// unfurling off and message metadata carrying the post id (r.TurnID) and
+// the part's index. The parts in r.Posted are not posted again. Rate
+// limits are waited out for as long as ctx allows. It returns the ts of
+// every part posted, r.Posted's first; when a part fails, those before it
+// and the error, a *agents.PostError saying whether trying again may help.
+func (b *Bot) PostReply(ctx context.Context, r agents.Reply) ([]string, error) {
 	if r.Channel == "" {
-		return "", errors.New("bot: post reply: no channel")
+		return nil, &agents.PostError{Err: errors.New("bot: post reply: no channel"), Permanent: true}
 	}
 	var mentions []string
 	for _, u := range r.Mention {
@@ -55,7 +60,7 @@ func (b *Bot) PostReply(ctx context.Context, r agents.Reply) (string, error) {
 	}
 	parts := splitText(b.inertMarkdown(ctx, strings.TrimSpace(r.Text)), blockLimit)
 	if len(parts) == 0 && len(mentions) == 0 {
-		return "", ErrEmptyReply
+		return nil, &agents.PostError{Err: ErrEmptyReply, Permanent: true}
 	}
 	if len(parts) == 0 {
 		parts = []string{""}
@@ -75,8 +80,9 @@ func (b *Bot) PostReply(ctx context.Context, r agents.Reply) (string, error) {
 		common = append(common, slack.MsgOptionIconURL(icon))
 	}
 
-	var first string
-	for i, part := range parts {
+	posted := slices.Clone(r.Posted)
+	for i := len(posted); i < len(parts); i++ {
+		part := parts[i]
 		var blocks []slack.Block
 		fallback := fallbackText(escapeLeftovers(part))
 		if i == 0 && len(mentions) > 0 {
@@ -92,8 +98,11 @@ func (b *Bot) PostReply(ctx context.Context, r agents.Reply) (string, error) {
 			slack.MsgOptionBlocks(blocks...))
 		if r.TurnID != "" {
 			opts = append(opts, slack.MsgOptionMetadata(slack.SlackMetadata{
-				EventType:    turnEventType,
-				EventPayload: map[string]any{"turn_id": r.TurnID, "part": i + 1, "parts": len(parts)},
+				EventType: turnEventType,
+				EventPayload: map[string]any{
+					"turn_id": r.TurnID, "part": i + 1, "parts": len(parts),
+					"post_id": fmt.Sprintf("%s/%d", r.TurnID, i+1),
+				},
 			}))
 		}
 		var ts string
@@ -102,13 +111,32 @@ func (b *Bot) PostReply(ctx context.Context, r agents.Reply) (string, error) {
 			return err
 		})
 		if err != nil {
-			return first, fmt.Errorf("bot: post reply in %s (part %d of %d): %w", r.Channel, i+1, len(parts), err)
+			_, after := rateLimit(err)
+			return posted, &agents.PostError{
+				Err:        fmt.Errorf("bot: post reply in %s (part %d of %d): %w", r.Channel, i+1, len(parts), err),
+				Permanent:  permanentPostErrors[errorCode(err)],
+				RetryAfter: after,
+			}
 		}
-		if i == 0 {
-			first = ts
-		}
+		posted = append(posted, ts)
 	}
-	return first, nil
+	return posted, nil
+}
+
+// permanentPostErrors are the chat.postMessage errors that trying again
+// cannot fix: the channel, the token or the message itself is the problem.
+// Any other failure (HTTP 5xx, 429, a timeout, a dropped connection, any
+// other ok:false) may pass.
+var permanentPostErrors = map[string]bool{
+	"channel_not_found": true, "not_in_channel": true, "is_archived": true,
+	"msg_too_long": true, "msg_blocks_too_long": true, "no_text": true,
+	"invalid_blocks": true, "invalid_metadata_format": true, "invalid_metadata_schema": true,
+	"restricted_action": true, "restricted_action_read_only_channel": true,
+	"restricted_action_thread_only_channel": true, "restricted_action_non_threadable_channel": true,
+	"cannot_reply_to_message": true, "invalid_auth": true, "not_authed": true,
+	"account_inactive": true, "token_revoked": true, "token_expired": true,
+	"no_permission": true, "missing_scope": true, "ekm_access_denied": true,
+	"team_access_not_granted": true, "invalid_arguments": true,
 }
 
 // fallbackText is the plain-text fallback of one part: the part itself, or
@@ -216,30 +244,41 @@ func (b *Bot) reactionName(name string) string {
 	return name
 }
 
-// FindTurnPost looks through a thread for a message conclave posted with
-// turnID in its metadata, and returns the ts of the earliest. A thread that
-// no longer exists holds no such message.
-func (b *Bot) FindTurnPost(ctx context.Context, channel, threadTS, turnID string) (string, bool, error) {
+// FindPost looks through a thread for the parts of a post conclave made
+// with postID in its metadata, and returns their ts in part order, up to
+// the first part missing (the earliest message of a part, should one
+// have been posted twice). A thread that no longer exists holds none.
+func (b *Bot) FindPost(ctx context.Context, channel, threadTS, postID string) ([]string, error) {
 	self := b.identity()
-	var found string
+	found := make(map[int]string)
 	err := b.replies(ctx, channel, threadTS, true, func(m slack.Message) bool {
 		md := m.Metadata
-		if md.EventType != turnEventType || md.EventPayload["turn_id"] != turnID {
+		if md.EventType != turnEventType || md.EventPayload["turn_id"] != postID {
 			return true
 		}
 		if self.BotID != "" && m.BotID != self.BotID {
 			return true
 		}
-		found = m.Timestamp
-		return false
+		part := 1 // posts of older versions carried no index: one part
+		if n, ok := md.EventPayload["part"].(float64); ok {
+			part = int(n)
+		}
+		if _, seen := found[part]; !seen {
+			found[part] = m.Timestamp
+		}
+		return true
 	})
 	if errorCode(err) == "thread_not_found" {
-		return "", false, nil
+		return nil, nil
 	}
 	if err != nil {
-		return "", false, fmt.Errorf("bot: look for turn %s in %s/%s: %w", turnID, channel, threadTS, err)
+		return nil, fmt.Errorf("bot: look for post %s in %s/%s: %w", postID, channel, threadTS, err)
 	}
-	return found, found != "", nil
+	var posted []string
+	for i := 1; found[i] != ""; i++ {
+		posted = append(posted, found[i])
+	}
+	return posted, nil
 }
 
 // ThreadHistory returns the last limit messages of a thread (all when limit
@@ -349,15 +388,24 @@ func (b *Bot) ChannelDescription(ctx context.Context, channel string) (string, e
 	return normalizeText(info.purpose, b.lookup(ctx)), nil
 }
 
-// call runs one Web API request. A rate limit (HTTP 429) is waited out, as
-// long as its Retry-After says (at least a second), for as long as ctx
-// allows: Slack did not act on the request, so retrying cannot double it.
-// When idempotent, a server error or a network failure is retried up to
-// three times with backoff; other errors are returned at once.
+// callRetries spaces the retries of an idempotent Web API call: from 0.5 s,
+// doubling, capped at 2 s, with jitter.
+var callRetries = backoff.Policy{Base: 500 * time.Millisecond, Cap: 2 * time.Second}
+
+// errTimeout marks a Web API request that got no answer within
+// Options.Timeout.
+var errTimeout = errors.New("no answer in time (slack.timeout)")
+
+// call runs one Web API request, each attempt bounded by Options.Timeout
+// (slack.timeout). A rate limit (HTTP 429) is waited out, as long as its
+// Retry-After says (at least a second), for as long as ctx allows: Slack
+// did not act on the request, so retrying cannot double it. When
+// idempotent, a server error, a network failure or a timeout is retried up
+// to three times with backoff; other errors are returned at once.
 func (b *Bot) call(ctx context.Context, method string, idempotent bool, fn func(context.Context) error) error {
 	transient := 0
 	for {
-		err := fn(ctx)
+		err := b.attempt(ctx, fn)
 		if err == nil {
 			return nil
 		}
@@ -371,7 +419,7 @@ func (b *Bot) call(ctx context.Context, method string, idempotent bool, fn func(
 			b.log.Info("Slack rate limit; waiting", slog.String(logMethod, method), slog.Duration("for", wait))
 		} else if idempotent && transient < 3 && isTransient(err) {
 			transient++
-			wait = time.Duration(250<<transient) * time.Millisecond
+			wait = callRetries.Wait(transient, rand.Float64(), 0)
 			b.log.Debug("Slack call failed; retrying", slog.String(logMethod, method), slog.Any(logError, err))
 		} else {
 			b.metrics.apiErrors.WithLabelValues(method).Inc()
@@ -382,6 +430,18 @@ func (b *Bot) call(ctx context.Context, method string, idempotent bool, fn func(
 			return fmt.Errorf("%w (stopped waiting: %w)", err, serr)
 		}
 	}
+}
+
+// attempt runs fn once within Options.Timeout; a request that timed out
+// while ctx is still live fails with errTimeout.
+func (b *Bot) attempt(ctx context.Context, fn func(context.Context) error) error {
+	actx, cancel := context.WithTimeout(ctx, b.opts.Timeout)
+	defer cancel()
+	err := fn(actx)
+	if err != nil && ctx.Err() == nil && actx.Err() != nil {
+		return fmt.Errorf("%w: %w", errTimeout, err)
+	}
+	return err
 }
 
 // rateLimit reports whether err is Slack's rate limit, and the Retry-After.
@@ -397,8 +457,12 @@ func rateLimit(err error) (bool, time.Duration) {
 	return false, 0
 }
 
-// isTransient reports a failure worth retrying: a 5xx or a network error.
+// isTransient reports a failure worth retrying: a 5xx, a network error or
+// a timeout.
 func isTransient(err error) bool {
+	if errors.Is(err, errTimeout) {
+		return true
+	}
 	var sc slack.StatusCodeError
 	if errors.As(err, &sc) {
 		return sc.Code >= 500

@@ -41,6 +41,7 @@ type inConv struct {
 	msgs    map[string]Message
 	due     time.Time // when Due lists it (zero: never), unless pending
 	expires time.Time
+	posts   int // pending posts, as the last commit said
 }
 
 type inLock struct {
@@ -363,6 +364,7 @@ func (s *InProcess) Commit(_ context.Context, l Lock, c Commit) (bool, error) {
 	rec := s.writable(conv, now)
 	rec.conv = cloneConversation(conv)
 	rec.due = c.Deadline
+	rec.posts = c.PendingPosts
 	for _, m := range c.Messages {
 		rec.msgs[m.TS] = cloneMessage(m)
 	}
@@ -374,6 +376,17 @@ func (s *InProcess) Commit(_ context.Context, l Lock, c Commit) (bool, error) {
 	}
 	_, pending := s.pending[l.ConversationID]
 	return pending, nil
+}
+
+// PendingPosts implements Store.
+func (s *InProcess) PendingPosts(context.Context) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, rec := range s.convs {
+		n += rec.posts
+	}
+	return n, nil
 }
 
 // ReleaseLock implements Store.

@@ -504,7 +504,7 @@ func (r *Redis) commit(ctx context.Context, k convKeys, l Lock, c Commit, releas
 	if release {
 		releaseArg = "1"
 	}
-	keys := []string{k.lock, k.due, k.conv, k.msgs, k.outbox}
+	keys := []string{k.lock, k.due, k.conv, k.msgs, k.outbox, k.posts}
 	args := []any{l.Token, conv.ID, conv.Team, conv.Channel, conv.ThreadTS, conv.State, deadline, r.convTTL(),
 		releaseArg, len(c.Messages)}
 	for _, m := range c.Messages {
@@ -535,6 +535,7 @@ func (r *Redis) commit(ctx context.Context, k convKeys, l Lock, c Commit, releas
 	} else {
 		args = append(args, 0)
 	}
+	args = append(args, max(c.PendingPosts, 0))
 	n, err := commitScript.Run(ctx, r.c, keys, args...).Int()
 	if err != nil {
 		return "", false, err
@@ -569,6 +570,31 @@ func (r *Redis) drainOutbox(ctx context.Context, k convKeys, entry string) error
 		return nil
 	})
 	return nil
+}
+
+// PendingPosts implements Store. It asks every shard in one pipeline.
+func (r *Redis) PendingPosts(ctx context.Context) (int, error) {
+	cmds := make([]*redis.StringSliceCmd, dueShards)
+	_, err := r.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i := range dueShards {
+			cmds[i] = p.HVals(ctx, r.keys.posts(i))
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("memory: pending posts: %w", err)
+	}
+	n := 0
+	for _, c := range cmds {
+		for _, v := range c.Val() {
+			k, err := strconv.Atoi(v)
+			if err != nil {
+				return 0, fmt.Errorf("memory: pending posts: count %q: %w", v, err)
+			}
+			n += k
+		}
+	}
+	return n, nil
 }
 
 // ReleaseLock implements Store.

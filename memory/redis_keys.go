@@ -32,9 +32,13 @@ func (k keySchema) shard(i int) string { return fmt.Sprintf("%s{c%02d}:", k.pref
 
 func (k keySchema) due(shard int) string { return k.shard(shard) + "due" }
 
+// posts counts the pending posts of a shard's conversations (a hash:
+// conversation → count).
+func (k keySchema) posts(shard int) string { return k.shard(shard) + "posts" }
+
 // convKeys are the keys of one conversation, all in one hash slot.
 type convKeys struct {
-	due, conv, msgs, lock, outbox, seen string
+	due, conv, msgs, lock, outbox, seen, posts string
 }
 
 func (k keySchema) conv(id string) convKeys {
@@ -48,6 +52,7 @@ func (k keySchema) conv(id string) convKeys {
 		lock:   base + "lock:" + e,
 		outbox: base + "outbox:" + e,
 		seen:   base + "seen:" + e + ":",
+		posts:  k.posts(s),
 	}
 }
 

@@ -149,13 +149,13 @@ end
 return {redis.call('HGETALL', KEYS[3]), redis.call('HVALS', KEYS[4]), redis.call('LRANGE', KEYS[5], 0, -1)}
 `)
 
-// commitScript: KEYS lock, due, conv, msgs, outbox, then a session list,
-// its namespace index and recent set per direct session append;
+// commitScript: KEYS lock, due, conv, msgs, outbox, posts, then a session
+// list, its namespace index and recent set per direct session append;
 // ARGV token, id, team, channel, thread_ts, state, deadline ms (empty for
 // none), conversation ttl ms, release (empty to keep the lock), message
 // count, (ts, message)…, outbox entry (empty for none), session bound, session
-// count, (key, entry count, entries…)…. Returns 0 when the lock is not
-// held, else 2 when the conversation is pending, 1 when not.
+// count, (key, entry count, entries…)…, pending posts. Returns 0 when the
+// lock is not held, else 2 when the conversation is pending, 1 when not.
 var commitScript = redis.NewScript(luaCommon + `
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 local id, ttl, release = ARGV[2], ARGV[8], ARGV[9] ~= ''
@@ -186,7 +186,7 @@ end
 local bound = tonumber(ARGV[i + 1])
 local sessions = tonumber(ARGV[i + 2])
 i = i + 3
-local k = 6
+local k = 7
 for _ = 1, sessions do
   local key, count = ARGV[i], tonumber(ARGV[i + 1])
   push(KEYS[k], ARGV, i + 2, count)
@@ -195,6 +195,11 @@ for _ = 1, sessions do
   used(KEYS[k + 2], key)
   i = i + 2 + count
   k = k + 3
+end
+if tonumber(ARGV[i]) > 0 then
+  redis.call('HSET', KEYS[6], id, ARGV[i])
+else
+  redis.call('HDEL', KEYS[6], id)
 end
 if release then redis.call('DEL', KEYS[1]) end
 if pending then return 2 end

@@ -126,6 +126,10 @@ type Commit struct {
 	// Release releases the lock once c is applied, as ReleaseLock does, in
 	// the same round trip (when c is not applied the lock is not released).
 	Release bool
+	// PendingPosts is how many posts of the conversation wait to be made
+	// (its outbox); PendingPosts (the method) sums them over every
+	// conversation.
+	PendingPosts int
 }
 
 // Store is conclave's persistence. All methods are safe for concurrent use.
@@ -192,6 +196,9 @@ type Store interface {
 	// leaves them in the conversation's outbox, applied exactly once by the
 	// next Load.
 	Commit(ctx context.Context, l Lock, c Commit) (pending bool, err error)
+	// PendingPosts is the number of posts waiting to be made, over every
+	// conversation, as their last commits said.
+	PendingPosts(ctx context.Context) (int, error)
 	// ReleaseLock releases l (a lock no longer held is not an error) and
 	// reports whether the conversation was marked pending meanwhile (that
 	// is: whether it is pending now; Load cleared the earlier mark).

@@ -11,28 +11,19 @@ import (
 	"time"
 
 	openai "github.com/sashabaranov/go-openai"
+
+	"github.com/conclavehq/conclave/internal/backoff"
 )
 
-// Backoff bounds.
-const (
-	backoffBase = 500 * time.Millisecond
-	backoffCap  = 10 * time.Second
-	// retryAfterMax bounds a server's Retry-After before it is compared with
-	// the deadline, so absurd values cannot overflow.
-	retryAfterMax = 24 * time.Hour
-)
+// retryAfterMax bounds a server's Retry-After before it is compared with
+// the deadline, so absurd values cannot overflow.
+const retryAfterMax = 24 * time.Hour
 
-// backoff is the wait before retry n (1-based): b = 0.5 s·2^(n-1), capped at
-// 10 s, then drawn from [b/2, b] by jitter ("equal jitter"), so replicas
-// that failed together do not retry together.
-func backoff(n int, jitter float64) time.Duration {
-	b := backoffCap
-	if n <= 6 { // 0.5 s·2^5 = 16 s is already past the cap
-		b = min(backoffBase<<(n-1), backoffCap)
-	}
-	jitter = min(max(jitter, 0), 1)
-	return b/2 + time.Duration(jitter*float64(b/2))
-}
+// retryPolicy gives the wait before retry n (1-based): b = 0.5 s·2^(n-1),
+// capped at 10 s, then drawn from [b/2, b] by jitter ("equal jitter"), so
+// replicas that failed together do not retry together; a Retry-After
+// replaces it.
+var retryPolicy = backoff.Policy{Base: 500 * time.Millisecond, Cap: 10 * time.Second}
 
 // retryAfter reads the server's wait: retry-after-ms (OpenAI's), else
 // Retry-After in seconds (fractions accepted) or as an HTTP date. Zero when

@@ -26,8 +26,8 @@ func TestBackoff(t *testing.T) {
 		{1, 7, 500 * time.Millisecond},
 	}
 	for _, tt := range tests {
-		if got := backoff(tt.retry, tt.jitter); got != tt.want {
-			t.Errorf("backoff(%d, %v) = %s, want %s", tt.retry, tt.jitter, got, tt.want)
+		if got := retryPolicy.Wait(tt.retry, tt.jitter, 0); got != tt.want {
+			t.Errorf("wait before retry %d (jitter %v) = %s, want %s", tt.retry, tt.jitter, got, tt.want)
 		}
 	}
 }

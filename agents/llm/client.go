@@ -262,10 +262,7 @@ func (c *Client) run(ctx context.Context, ep *endpoint, call openai.ChatCompleti
 			out.msg += fmt.Sprintf(" (max_retries %d reached)", p.MaxRetries)
 			return Response{}, ep.fail(call.Model, made, out)
 		}
-		wait := backoff(attempt, c.jitter())
-		if out.retryAfter > 0 {
-			wait = out.retryAfter
-		}
+		wait := retryPolicy.Wait(attempt, c.jitter(), out.retryAfter)
 		if left := deadline.Sub(c.now()); wait >= left {
 			out.msg += fmt.Sprintf(" (next try in %s would pass the total timeout of %s)", wait.Round(time.Millisecond), p.TotalTimeout)
 			return Response{}, ep.fail(call.Model, attempt, out)

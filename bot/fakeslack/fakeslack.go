@@ -287,10 +287,39 @@ type Failure struct {
 	Status     int    // HTTP status; 429 is sent with Retry-After
 	RetryAfter int    // seconds, for 429 (0 sends "Retry-After: 0")
 	Error      string // with Status 0 or 200: an ok:false answer with this error
+	// Hang holds the request without an answer until the client gives up
+	// (or the fake shuts down); the call is recorded with Status 0 and
+	// Error "hung". Nothing is done.
+	Hang bool
+	// While, when set, makes the failure last as long as it reports true
+	// (an outage), whatever Times says; it is asked at each call, with the
+	// fake's lock held.
+	While func() bool
+	// Match, when set, limits the failure to the calls whose form it
+	// accepts; the others are answered as usual and not counted.
+	Match func(form url.Values) bool
+}
+
+// MatchPart matches the chat.postMessage calls carrying part n (1-based)
+// of a post in their metadata.
+func MatchPart(n int) func(url.Values) bool {
+	return func(form url.Values) bool {
+		var md Metadata
+		if json.Unmarshal([]byte(form.Get("metadata")), &md) != nil {
+			return false
+		}
+		part, _ := md.EventPayload["part"].(float64)
+		return int(part) == n
+	}
+}
+
+// MatchChannel matches the calls for one channel.
+func MatchChannel(ch string) func(url.Values) bool {
+	return func(form url.Values) bool { return form.Get("channel") == ch }
 }
 
 // FailNext makes the next calls of method fail as f says. Failures queue up
-// in the order given.
+// in the order given; a call takes the first one that matches it.
 func (s *Server) FailNext(method string, f Failure) {
 	if f.Times <= 0 {
 		f.Times = 1

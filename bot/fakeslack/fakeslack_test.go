@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -457,6 +458,68 @@ func TestFailureInjection(t *testing.T) {
 	calls := fake.CallsTo("chat.postMessage")
 	if len(calls) != 4 || calls[0].Status != 429 || calls[2].Error != "fatal_error" || calls[3].Error != "" {
 		t.Errorf("calls = %+v", calls)
+	}
+}
+
+func TestFailureWindowsHangsAndMatches(t *testing.T) {
+	fake := fakeslack.New(t, fakeslack.Options{})
+	api := slack.New(fakeslack.BotToken, slack.OptionAPIURL(fake.APIURL()))
+	ctx := testContext(t)
+	post := func(ctx context.Context, ch string, part int) error {
+		_, _, err := api.PostMessageContext(ctx, ch, slack.MsgOptionText("x", false),
+			slack.MsgOptionMetadata(slack.SlackMetadata{EventType: "t", EventPayload: map[string]any{"part": part}}))
+		return err
+	}
+
+	// An outage: 503 for as long as it lasts.
+	var down atomic.Bool
+	down.Store(true)
+	fake.FailNext("chat.postMessage", fakeslack.Failure{Status: http.StatusServiceUnavailable, While: down.Load})
+	for range 3 {
+		var sc slack.StatusCodeError
+		if err := post(ctx, "C1", 1); !errors.As(err, &sc) || sc.Code != http.StatusServiceUnavailable {
+			t.Fatalf("during the outage: %v, want 503", err)
+		}
+	}
+	down.Store(false)
+	if err := post(ctx, "C1", 1); err != nil {
+		t.Fatalf("after the outage: %v", err)
+	}
+
+	// Only part 2 fails; other parts go through and do not use it up.
+	fake.FailNext("chat.postMessage", fakeslack.Failure{Error: "internal_error", Match: fakeslack.MatchPart(2)})
+	if err := post(ctx, "C1", 1); err != nil {
+		t.Fatalf("part 1: %v", err)
+	}
+	if err := post(ctx, "C1", 2); errString(err) != "internal_error" {
+		t.Fatalf("part 2: %v, want internal_error", err)
+	}
+	if err := post(ctx, "C1", 2); err != nil {
+		t.Fatalf("part 2 again: %v", err)
+	}
+
+	// A hung request in one channel ends only when the client gives up;
+	// the other channel is answered meanwhile.
+	fake.FailNext("chat.postMessage", fakeslack.Failure{Hang: true, Match: fakeslack.MatchChannel("C1")})
+	hung := make(chan error, 1)
+	hctx, cancel := context.WithCancel(ctx)
+	go func() { hung <- post(hctx, "C1", 1) }()
+	if _, err := fake.WaitCalls(ctx, "chat.postMessage", 8); err != nil {
+		t.Fatal(err)
+	}
+	if err := post(ctx, "C2", 1); err != nil {
+		t.Fatalf("another channel during the hang: %v", err)
+	}
+	cancel()
+	if err := <-hung; !errors.Is(err, context.Canceled) {
+		t.Errorf("hung request ended with %v, want the client's cancellation", err)
+	}
+	calls := fake.CallsTo("chat.postMessage")
+	if len(calls) != 9 || calls[7].Error != "hung" || calls[7].Status != 0 || calls[8].Error != "" {
+		t.Errorf("calls = %+v", calls)
+	}
+	if n := len(fake.Posts()); n != 4 {
+		t.Errorf("posts = %d, want 4 (a failed or hung call posts nothing)", n)
 	}
 }
 

@@ -1,6 +1,7 @@
 package fakeslack
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -62,13 +63,24 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	call := Call{Seq: s.nextSeqLocked(), At: time.Now(), Method: name, Form: form, Auth: auth, Status: http.StatusOK}
 	var a answer
-	if f, failing := s.takeFailureLocked(name); failing {
+	if f, failing := s.takeFailureLocked(name, form); failing && f.Hang {
+		call.Status, call.Error = 0, "hung"
+		s.calls = append(s.calls, call)
+		s.notifyLocked()
+		s.mu.Unlock()
+		select {
+		case <-r.Context().Done():
+		case <-s.stop:
+		}
+		return
+	} else if failing {
 		if f.Status != 0 && f.Status != http.StatusOK {
 			call.Status = f.Status
+			a = answer{err: cmp.Or(f.Error, "internal_error")}
 			if f.Status == http.StatusTooManyRequests {
 				w.Header().Set("Retry-After", strconv.Itoa(f.RetryAfter))
+				a = answer{err: "ratelimited"}
 			}
-			a = answer{err: "ratelimited"}
 		} else {
 			a = answer{err: f.Error}
 		}
@@ -127,17 +139,30 @@ func readRequest(r *http.Request) (url.Values, string) {
 	return form, token
 }
 
-func (s *Server) takeFailureLocked(method string) (Failure, bool) {
+// takeFailureLocked returns the first failure queued for method that
+// applies to a call with form, counting the call against it; failures
+// whose While is over are dropped.
+func (s *Server) takeFailureLocked(method string, form url.Values) (Failure, bool) {
 	q := s.failures[method]
-	if len(q) == 0 {
-		return Failure{}, false
+	defer func() { s.failures[method] = q }()
+	for i := 0; i < len(q); i++ {
+		f := q[i]
+		if f.While != nil && !f.While() {
+			q = slices.Delete(q, i, i+1)
+			i--
+			continue
+		}
+		if f.Match != nil && !f.Match(form) {
+			continue
+		}
+		if f.While == nil {
+			if q[i].Times--; q[i].Times <= 0 {
+				q = slices.Delete(q, i, i+1)
+			}
+		}
+		return f, true
 	}
-	f := q[0]
-	q[0].Times--
-	if q[0].Times <= 0 {
-		s.failures[method] = q[1:]
-	}
-	return f, true
+	return Failure{}, false
 }
 
 func (s *Server) appsConnectionsOpen(url.Values) answer {

@@ -257,13 +257,16 @@ func (t *Terminal) print(w io.Writer, text string) {
 
 func (t *Terminal) status(text string) { t.print(t.opts.Status, text) }
 
-// PostReply prints a post as "Name: text" and returns its ts. A post in a
+// PostReply prints a post as "Name: text" and returns its ts (one part). A post in a
 // thread other than the current one (a late conclusion after /new) says
 // so.
-func (t *Terminal) PostReply(_ context.Context, r agents.Reply) (string, error) {
+func (t *Terminal) PostReply(_ context.Context, r agents.Reply) ([]string, error) {
+	if len(r.Posted) > 0 {
+		return r.Posted, nil // one part, already printed
+	}
 	text := strings.TrimSpace(r.Text)
 	if text == "" {
-		return "", errors.New("terminal: empty reply")
+		return nil, &agents.PostError{Err: errors.New("terminal: empty reply"), Permanent: true}
 	}
 	ts, _ := t.nextTS()
 	t.mu.Lock()
@@ -277,7 +280,7 @@ func (t *Terminal) PostReply(_ context.Context, r agents.Reply) (string, error) 
 		prefix = "(in an earlier thread) "
 	}
 	t.print(t.opts.Out, prefix+r.Username+": "+text)
-	return ts, nil
+	return []string{ts}, nil
 }
 
 // PostEphemeral prints a notice for the person.
@@ -302,12 +305,14 @@ func (t *Terminal) AddReaction(_ context.Context, _, _, name string) error {
 // RemoveReaction does nothing: there is nothing to take back on a terminal.
 func (t *Terminal) RemoveReaction(context.Context, string, string, string) error { return nil }
 
-// FindTurnPost finds a post made by this terminal.
-func (t *Terminal) FindTurnPost(_ context.Context, _, _, turnID string) (string, bool, error) {
+// FindPost finds a post made by this terminal (one part).
+func (t *Terminal) FindPost(_ context.Context, _, _, postID string) ([]string, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	ts, ok := t.posts[turnID]
-	return ts, ok, nil
+	if ts, ok := t.posts[postID]; ok {
+		return []string{ts}, nil
+	}
+	return nil, nil
 }
 
 // ThreadHistory has nothing to add: a terminal thread lives in the store

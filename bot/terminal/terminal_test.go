@@ -147,11 +147,11 @@ func TestPostsPrintAsNameAndText(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, ok, _ := term.FindTurnPost(ctx, "C1", thread, "t1"); !ok || got != ts {
-		t.Errorf("FindTurnPost(t1) = %q, %v; want %q", got, ok, ts)
+	if got, _ := term.FindPost(ctx, "C1", thread, "t1"); len(got) != 1 || len(ts) != 1 || got[0] != ts[0] {
+		t.Errorf("FindPost(t1) = %q; want %q", got, ts)
 	}
-	if _, ok, _ := term.FindTurnPost(ctx, "C1", thread, "t2"); ok {
-		t.Error("FindTurnPost found a post never made")
+	if got, _ := term.FindPost(ctx, "C1", thread, "t2"); len(got) != 0 {
+		t.Error("FindPost found a post never made")
 	}
 	if _, err := term.PostReply(ctx, agents.Reply{Channel: "C1", ThreadTS: "1.000001", Username: "Elen", Text: "Late."}); err != nil {
 		t.Fatal(err)

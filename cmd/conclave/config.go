@@ -76,6 +76,9 @@ type SlackConfig struct {
 	Admins          []string `toml:"admins"`
 	WorkingReaction string   `toml:"working_reaction"`
 	IPFSGateway     string   `toml:"ipfs_gateway"`
+	// Delivery.
+	Timeout         Duration `toml:"timeout"`
+	PostRetryWindow Duration `toml:"post_retry_window"`
 }
 
 // LLMProfileConfig holds the keys of [llm] that a named profile may set.
@@ -205,6 +208,7 @@ type ConversationConfig struct {
 	MaxTurnsPerAgent int      `toml:"max_turns_per_agent"`
 	MaxParallel      int      `toml:"max_parallel"`
 	MaxMessageChars  int      `toml:"max_message_chars"`
+	MaxQueued        int      `toml:"max_queued"`
 }
 
 // ExpertConfig is [expert].
@@ -243,6 +247,8 @@ func defaultConfig() Config {
 			APIURL:          "https://slack.com/api/",
 			WorkingReaction: "hourglass_flowing_sand",
 			IPFSGateway:     "https://ipfs.io/ipfs/",
+			Timeout:         Duration{10 * time.Second},
+			PostRetryWindow: Duration{30 * time.Minute},
 		},
 		LLM: LLMConfig{LLMProfileConfig: LLMProfileConfig{
 			BaseURL:          ptr("https://api.openai.com/v1"),
@@ -283,6 +289,7 @@ func defaultConfig() Config {
 			MaxTurnsPerAgent: 10,
 			MaxParallel:      8,
 			MaxMessageChars:  12000,
+			MaxQueued:        100,
 		},
 		Expert: ExpertConfig{MatchThreshold: 0.75, SessionScope: "agent"},
 		Errors: ErrorsConfig{Notify: "thread"},
@@ -699,7 +706,10 @@ func (c *Config) validate() error {
 		bad("conversation.timeout", "must not be negative (\"0\" turns it off)")
 	}
 	positive("conversation.call_timeout", c.Conversation.CallTimeout)
+	positive("slack.timeout", c.Slack.Timeout)
+	positive("slack.post_retry_window", c.Slack.PostRetryWindow)
 	for key, v := range map[string]int{
+		"conversation.max_queued":          c.Conversation.MaxQueued,
 		"conversation.max_turns":           c.Conversation.MaxTurns,
 		"conversation.max_turns_per_agent": c.Conversation.MaxTurnsPerAgent,
 		"conversation.max_parallel":        c.Conversation.MaxParallel,

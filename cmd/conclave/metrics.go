@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -39,7 +41,8 @@ type runMetrics struct {
 	llmAttempts    *prometheus.CounterVec
 	llmAttemptTime prometheus.Histogram
 
-	toolCalls *prometheus.CounterVec
+	toolCalls      *prometheus.CounterVec
+	postsAbandoned prometheus.Counter
 }
 
 func newRunMetrics(reg prometheus.Registerer) *runMetrics {
@@ -88,13 +91,17 @@ func newRunMetrics(reg prometheus.Registerer) *runMetrics {
 			Name: "conclave_llm_attempt_duration_seconds", Help: "Time one HTTP call to a model endpoint took, until its response headers.",
 			Buckets: prometheus.ExponentialBuckets(0.05, 2, 13),
 		}),
+		postsAbandoned: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "conclave_posts_abandoned_total",
+			Help: "Posts given up: a permanent Slack error, or still failing when slack.post_retry_window ran out (each logged as an ERROR).",
+		}),
 	}
 	m.toolCalls = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "conclave_tool_calls_total",
 		Help: "MCP tool calls a model asked for, by server, tool and outcome (ok, error, timeout, failed, unavailable, unknown, canceled).",
 	}, []string{"server", "tool", "outcome"})
 	reg.MustRegister(m.turns, m.turnSeconds, m.waitSeconds, m.tokens, m.turnFailures, m.templateErrors,
-		m.events, m.lockTries, m.lockSeconds, m.llmCalls, m.llmAttempts, m.llmAttemptTime, m.toolCalls)
+		m.events, m.lockTries, m.lockSeconds, m.llmCalls, m.llmAttempts, m.llmAttemptTime, m.toolCalls, m.postsAbandoned)
 	return m
 }
 
@@ -121,6 +128,27 @@ func (m *runMetrics) observeTurn(r agents.TurnReport) {
 	if errors.As(r.Err, &te) {
 		m.templateErrors.WithLabelValues(r.Role, r.Phase).Inc()
 	}
+}
+
+// observePostAbandoned is the engine's OnPostAbandoned hook.
+func (m *runMetrics) observePostAbandoned() { m.postsAbandoned.Inc() }
+
+// watchPosts exports the posts waiting in every conversation's outbox, as
+// the store counts them (shared by every replica), read at each scrape.
+func (m *runMetrics) watchPosts(store memory.Store, log *slog.Logger) {
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "conclave_posts_pending",
+		Help: "Posts recorded and not yet made (Slack failing or slow), over every replica.",
+	}, func() float64 {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		n, err := store.PendingPosts(ctx)
+		if err != nil {
+			log.Warn("metrics: count pending posts", slog.Any(logErr, err))
+			return math.NaN()
+		}
+		return float64(n)
+	}))
 }
 
 // watchTemplates exports how many problems the loaded prompt set has

@@ -196,6 +196,8 @@ func TestMetricsAndTurnLog(t *testing.T) {
 		{"conclave_ens_cache_hits_total", nil, 0},
 		{"conclave_ens_cache_misses_total", nil, 0},
 		{"conclave_slack_disconnects_total", nil, 0},
+		{"conclave_posts_pending", nil, 0},
+		{"conclave_posts_abandoned_total", nil, 0},
 	}
 	// A turn is reported after it has posted: scrape until every series
 	// is there (or the wait ends), then check each.

@@ -67,6 +67,7 @@ func runBot(ctx context.Context, args []string, e env) error {
 	}
 	defer rawStore.Close()
 	store := metrics.observeStore(rawStore)
+	metrics.watchPosts(rawStore, log)
 
 	lib, templatesDir, err := openTemplates(cfg.Templates.Dir, templates.Options{Logger: log.With(slog.String(logComponent, "templates"))},
 		func(msg string) { log.Info(msg) })
@@ -144,6 +145,11 @@ func runBot(ctx context.Context, args []string, e env) error {
 	engineCtx, stopEngine := context.WithCancel(ctx)
 	defer stopEngine()
 	engineDone := make(chan struct{})
+	// The Slack transport outlives runCtx: it keeps the socket until the
+	// engine is done, draining meanwhile (see bot.Drain).
+	slackCtx, stopSlack := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopSlack()
+	drain := func() {}
 	var wallet *bot.WalletVerifier
 	if cfg.Slack.AppToken == "" || cfg.Slack.BotToken == "" {
 		close(engineDone)
@@ -158,6 +164,7 @@ func runBot(ctx context.Context, args []string, e env) error {
 			WorkingReaction: cfg.Slack.WorkingReaction,
 			IPFSGateway:     cfg.Slack.IPFSGateway,
 			HTTPClient:      web,
+			Timeout:         cfg.Slack.Timeout.Duration,
 			HandleParallel:  16,
 			Registerer:      reg,
 		}, eng, log)
@@ -176,6 +183,8 @@ func runBot(ctx context.Context, args []string, e env) error {
 			Tools:    toolbox,
 			Logger:   log,
 			OnTurn:   metrics.observeTurn,
+
+			OnPostAbandoned: metrics.observePostAbandoned,
 		})
 		if wallet, err = wireCommands(cfg, b, eng.Engine, store, directory, log); err != nil {
 			return err
@@ -187,7 +196,8 @@ func runBot(ctx context.Context, args []string, e env) error {
 				cancelRun()
 			}
 		}()
-		parts.start(runCtx, cancelRun, log, "slack", b.Run)
+		drain = b.Drain
+		parts.start(slackCtx, cancelRun, log, "slack", b.Run)
 	}
 
 	httpCtx, stopHTTP := context.WithCancel(context.Background())
@@ -222,9 +232,11 @@ func runBot(ctx context.Context, args []string, e env) error {
 		cancelRun()
 	}
 	log.Info("shutting down")
-	parts.wait()
+	drain()
 	stopEngine()
 	<-engineDone
+	stopSlack()
+	parts.wait()
 	stopHTTP()
 	if httpErr == nil {
 		httpErr = <-httpDone
@@ -314,6 +326,7 @@ func engineOptions(cfg Config, botUserID string) agents.Options {
 		MaxTurnsPerAgent: cfg.Conversation.MaxTurnsPerAgent,
 		MaxParallel:      cfg.Conversation.MaxParallel,
 		MaxMessageChars:  cfg.Conversation.MaxMessageChars,
+		MaxQueued:        cfg.Conversation.MaxQueued,
 		MaxInputTokens:   *cfg.LLM.MaxInputTokens,
 		MaxToolRounds:    cfg.LLM.MaxToolRounds,
 		MatchThreshold:   cfg.Expert.MatchThreshold,
@@ -324,6 +337,9 @@ func engineOptions(cfg Config, botUserID string) agents.Options {
 		BaseDomains:      cfg.ENS.BaseDomains,
 		ShutdownGrace:    cfg.ShutdownGrace.Duration,
 		DispatchOnAck:    true,
+		PostRetryWindow:  cfg.Slack.PostRetryWindow.Duration,
+		TurnTimeout:      3 * longestTotalTimeout(cfg.LLM),
+		PostTimeout:      6 * cfg.Slack.Timeout.Duration,
 		Agents:           map[string]agents.AgentSettings{},
 	}
 	for _, ch := range cfg.Channels {
@@ -336,6 +352,22 @@ func engineOptions(cfg Config, botUserID string) agents.Options {
 		o.Agents[a.ENS] = agents.AgentSettings{LLMProfile: a.LLMProfile, SessionPolicy: a.SessionPolicy, SessionPattern: a.SessionPattern, Tools: a.Tools}
 	}
 	return o
+}
+
+// longestTotalTimeout is the longest llm total_timeout of any profile: a
+// turn's deadline is three of them (a threading turn may call the model
+// three times).
+func longestTotalTimeout(c LLMConfig) time.Duration {
+	var d time.Duration
+	if c.TotalTimeout != nil {
+		d = c.TotalTimeout.Duration
+	}
+	for _, p := range c.Profiles {
+		if p.TotalTimeout != nil {
+			d = max(d, p.TotalTimeout.Duration)
+		}
+	}
+	return d
 }
 
 // openStore opens Redis when memory.redis_url is set, else the in-process

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -263,5 +264,59 @@ func (c *conversations) check(t *testing.T, s *fakeslack.Server) {
 		if got := byThread[root]; strings.Join(got, "|") != strings.Join(want, "|") {
 			t.Errorf("thread %d replies:\n%s\nwant:\n%s", i, strings.Join(got, "\n"), strings.Join(want, "\n"))
 		}
+	}
+}
+
+// TestShutdownKeepsTheSocket: after SIGTERM, while a turn is still in
+// flight, the Socket Mode connection stays open: a slash command is told
+// that conclave is restarting, a message event is left unacknowledged
+// (Slack delivers it again), the turn's reply is posted, then conclave
+// exits.
+func TestShutdownKeepsTheSocket(t *testing.T) {
+	r := newRig(t, fakeslack.Options{EchoPosts: true})
+	release := make(chan struct{})
+	var once sync.Once
+	releaseModel := func() { once.Do(func() { close(release) }) }
+	r.llm.Handle(func(req llmfake.Request) llmfake.Reply {
+		<-release
+		return echoLatest(req)
+	})
+	p := start(t, r.config(t, ""), nil)
+	t.Cleanup(releaseModel) // runs before the process is stopped
+	ctx := waitCtx(t)
+	root := r.slack.SendMessage(fakeslack.Message{Channel: testChannel, User: testPerson, Text: "thread 0 message 0"})
+	if _, err := r.llm.Wait(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	p.cancel() // as SIGTERM does
+	for !strings.Contains(p.logs.String(), "draining") {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("no draining after the signal:\n%s", p.logs)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	cmd := r.slack.SendSlashCommand(fakeslack.SlashCommand{Command: "/list-agents", UserID: testPerson, ChannelID: testChannel, ChannelName: "claims"})
+	ack, err := r.slack.WaitAck(ctx, cmd.EnvelopeID)
+	if err != nil {
+		t.Fatalf("a command during shutdown was not answered: %v\n%s", err, p.logs)
+	}
+	var answer struct{ ResponseType, Text string }
+	if err := json.Unmarshal(ack.Payload, &answer); err != nil || answer.Text != "conclave is restarting, try again in a moment" {
+		t.Errorf("a command during shutdown got %s", ack.Payload)
+	}
+	late := r.slack.SendMessage(fakeslack.Message{Channel: testChannel, User: testPerson, ThreadTS: root.TS, Text: "thread 0 message 1"})
+	if _, err := r.slack.WaitDeliveries(ctx, late.Key(), 1); err != nil {
+		t.Fatal(err)
+	}
+	releaseModel()
+	if code := p.stop(t); code != 0 {
+		t.Fatalf("exit code %d:\n%s", code, p.logs)
+	}
+	if n := ackCount(r.slack, late.Key()); n != 0 {
+		t.Errorf("a message event during shutdown was acknowledged %d times", n)
+	}
+	if got := postTexts(r.slack); strings.Join(got, "|") != "answer to thread 0 message 0" {
+		t.Errorf("posts = %q, want the answer of the turn in flight", got)
 	}
 }

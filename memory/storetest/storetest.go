@@ -62,6 +62,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"Commit/release", testCommitRelease},
 		{"Commit/conversation id", testCommitConversationID},
 		{"Commit/sessions", testCommitSessions},
+		{"Commit/pending posts", testPendingPosts},
 		{"Due/ordering and limits", testDueOrder},
 		{"Due/deadline survives load", testDeadlineSurvivesLoad},
 		{"Sessions/append and read", testSessions},
@@ -850,6 +851,46 @@ func testCommit(t *testing.T, h *harness) {
 	}
 	if got := len(h.snapshot(t, "c1").Messages); got != 2 {
 		t.Errorf("a commit without messages left %d messages, want 2", got)
+	}
+}
+
+func testPendingPosts(t *testing.T, h *harness) {
+	count := func() int {
+		t.Helper()
+		n, err := h.s.PendingPosts(h.ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := count(); n != 0 {
+		t.Fatalf("PendingPosts of an empty store = %d", n)
+	}
+	for _, id := range []string{"c1", "c2"} {
+		h.record(t, id, h.msg("1700000000.000100", "hi"), "")
+	}
+	l1, l2 := h.lock(t, "c1", time.Minute), h.lock(t, "c2", time.Minute)
+	h.commit(t, l1, memory.Commit{Conversation: conv("c1"), PendingPosts: 2})
+	h.commit(t, l2, memory.Commit{Conversation: conv("c2"), PendingPosts: 1})
+	if n := count(); n != 3 {
+		t.Errorf("PendingPosts = %d, want 3 (2 + 1)", n)
+	}
+	h.commit(t, l1, memory.Commit{Conversation: conv("c1"), PendingPosts: 1})
+	if n := count(); n != 2 {
+		t.Errorf("PendingPosts = %d after one post of c1 was made, want 2", n)
+	}
+	h.commit(t, l2, memory.Commit{Conversation: conv("c2"), Release: true})
+	h.commit(t, l1, memory.Commit{Conversation: conv("c1")})
+	if n := count(); n != 0 {
+		t.Errorf("PendingPosts = %d once every outbox is empty, want 0", n)
+	}
+	// A commit whose lock is lost changes no count.
+	h.advance(2 * time.Minute)
+	if _, err := h.s.Commit(h.ctx, l1, memory.Commit{Conversation: conv("c1"), PendingPosts: 5}); !errors.Is(err, memory.ErrLockLost) {
+		t.Fatalf("Commit under an expired lock: %v", err)
+	}
+	if n := count(); n != 0 {
+		t.Errorf("PendingPosts = %d after a refused commit, want 0", n)
 	}
 }
 

@@ -1,0 +1,195 @@
+package agents
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/conclavehq/conclave/ens"
+	"github.com/conclavehq/conclave/internal/backoff"
+	"github.com/conclavehq/conclave/memory"
+)
+
+// postBackoff is the wait between attempts of a failed post: from 1 s,
+// doubling, capped at 60 s, with jitter; Slack's Retry-After wins.
+var postBackoff = backoff.Policy{Base: time.Second, Cap: time.Minute}
+
+// post posts an agent's reply exactly once, through the outbox (see send).
+// :end: is stripped; an empty reply posts nothing.
+func (c *convo) post(ctx context.Context, a ens.Agent, postID, text string, p pendingPost) error {
+	text, _ = stripEnd(text)
+	if strings.TrimSpace(text) == "" {
+		return nil
+	}
+	p.PostID, p.Agent, p.Text = postID, a.EnsDomain, text
+	if !p.Conclusion && c.st.Conclude == nil && c.st.Status == statusOpen {
+		// Only a post that may call agents mentions the paired users of
+		// the human agents it names.
+		p.Mention = c.mentionUsers(ctx, text, a.EnsDomain)
+	}
+	return c.send(ctx, p)
+}
+
+// send records p as pending, behind the posts already waiting, and commits
+// it before its first attempt (which also proves the lock is still held):
+// whatever happens next, the post is either found in the thread by its id
+// or made. Then the outbox is flushed. A post that cannot be made now
+// stays pending (the step then stops: nothing else happens in the
+// conversation until it is made or given up); send fails only when the
+// conversation cannot go on (lock lost, store down, ctx over).
+func (c *convo) send(ctx context.Context, p pendingPost) error {
+	c.st.Outbox = append(c.st.Outbox, p)
+	if c.fresh == nil {
+		c.fresh = make(map[string]bool)
+	}
+	c.fresh[p.PostID] = true
+	if _, err := c.commit(ctx, commitHold); err != nil {
+		return err
+	}
+	return c.flush(ctx)
+}
+
+// flush makes the due posts of the outbox, in order: a post that fails
+// stays first, due again after its backoff, and holds back those after it.
+// A made post is recorded and routed in the step's next commit. It fails
+// only when the conversation cannot go on.
+func (c *convo) flush(ctx context.Context) error {
+	for len(c.st.Outbox) > 0 {
+		p := &c.st.Outbox[0]
+		now := c.e.now()
+		if p.Next.After(now) {
+			return nil
+		}
+		if p.First.IsZero() {
+			p.First = now
+		}
+		err := c.attempt(ctx, p)
+		switch {
+		case err == nil:
+			done := *p
+			c.st.Outbox = c.st.Outbox[1:]
+			if !done.Notice {
+				c.applyPost(ctx, &done, done.Posted[0])
+			}
+			continue
+		case ctx.Err() != nil:
+			return ctx.Err() // the post stays pending as committed
+		case errors.Is(err, memory.ErrLockLost):
+			return err // the next holder carries on
+		}
+		p.Attempts++
+		p.LastError = firstLine(err.Error())
+		var pe *PostError
+		permanent := errors.As(err, &pe) && pe.Permanent
+		if permanent || !now.Before(p.First.Add(c.e.opts.PostRetryWindow)) {
+			c.abandon(ctx, permanent)
+			continue
+		}
+		var after time.Duration
+		if pe != nil {
+			after = pe.RetryAfter
+		}
+		wait := postBackoff.Wait(p.Attempts, c.e.deps.Jitter(), after)
+		p.Next = c.e.now().Add(wait)
+		c.log.Warn("post failed; it stays pending", slog.String(logTurn, p.turn()), slog.String(logPost, p.PostID),
+			slog.Int("attempts", p.Attempts), slog.Int("parts_posted", len(p.Posted)),
+			slog.Duration("retry_in", wait), slog.Any(logError, err))
+		return nil
+	}
+	return nil
+}
+
+// attempt tries to make p once, within Options.PostTimeout. A post not
+// fresh from this step may have been made by an earlier attempt whose
+// outcome is unknown: its parts are looked up in the thread first, and
+// only the missing ones posted.
+func (c *convo) attempt(ctx context.Context, p *pendingPost) error {
+	ctx, cancel := context.WithTimeout(ctx, c.e.opts.PostTimeout)
+	defer cancel()
+	fresh := c.fresh[p.PostID]
+	delete(c.fresh, p.PostID)
+	if !fresh {
+		found, err := c.e.deps.Chat.FindPost(ctx, c.conv.Channel, c.conv.ThreadTS, p.PostID)
+		if err != nil {
+			return fmt.Errorf("look for post %s: %w", p.PostID, err)
+		}
+		if len(found) > len(p.Posted) {
+			p.Posted = found
+		}
+		// Looking took time: a holder that lost the lock meanwhile must
+		// leave the post to the one that has it.
+		if err := c.e.deps.Store.CheckLock(ctx, c.lock); err != nil {
+			return fmt.Errorf("agents: post %s: %w", p.PostID, err)
+		}
+	}
+	a, _ := c.agent(ctx, p.Agent)
+	posted, err := c.e.deps.Chat.PostReply(ctx, c.reply(a, p))
+	if len(posted) > len(p.Posted) {
+		p.Posted = posted
+	}
+	if err == nil && len(p.Posted) == 0 {
+		err = &PostError{Err: errors.New("the transport posted nothing"), Permanent: true}
+	}
+	return err
+}
+
+// abandon gives up the first post of the outbox: an ERROR names it, and a
+// reply of which some parts were posted is recorded as it was meant.
+func (c *convo) abandon(ctx context.Context, permanent bool) {
+	p := c.st.Outbox[0]
+	c.st.Outbox = c.st.Outbox[1:]
+	why := "retry window over"
+	if permanent {
+		why = "permanent error"
+	}
+	c.log.Error("post abandoned: "+why, slog.String(logTurn, p.turn()), slog.String(logPost, p.PostID),
+		slog.String(logAgent, p.Agent), slog.Int("attempts", p.Attempts), slog.Int("parts_posted", len(p.Posted)),
+		slog.Time("first_attempt", p.First), slog.String(logError, p.LastError))
+	if c.e.deps.OnPostAbandoned != nil {
+		c.e.deps.OnPostAbandoned()
+	}
+	if len(p.Posted) > 0 && !p.Notice {
+		c.applyPost(ctx, &p, p.Posted[0])
+	}
+}
+
+// firstLine is the first line of an error, capped, for the log.
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
+	return capText(s, 300)
+}
+
+// turn is the turn that made the post (older states only knew the post
+// id).
+func (p *pendingPost) turn() string {
+	if p.Turn != "" {
+		return p.Turn
+	}
+	return p.PostID
+}
+
+// applyPost records a posted reply and routes it (a conclusion as content
+// only).
+func (c *convo) applyPost(ctx context.Context, p *pendingPost, ts string) {
+	a, _ := c.agent(ctx, p.Agent)
+	m := memory.Message{
+		TS:     ts,
+		Agent:  p.Agent,
+		Kind:   kindAgent,
+		Raw:    p.Text,
+		Text:   p.Text,
+		Name:   a.Name,
+		TurnID: p.PostID,
+		Meta:   p.Meta,
+		At:     c.e.now(),
+	}
+	c.addMessage(m)
+	c.appendVisible(ctx, a, m)
+	if p.EndReply && c.st.Conclude != nil {
+		c.st.Conclude.EndTS = ts
+	}
+	c.routeOne(ctx, m, !p.Conclusion)
+}
