@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/conclavehq/conclave/ens"
-	"github.com/conclavehq/conclave/internal/backoff"
+	"github.com/conclavehq/conclave/agents/backoff"
 	"github.com/conclavehq/conclave/memory"
 )
 

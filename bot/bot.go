@@ -24,7 +24,7 @@ import (
 	"github.com/slack-go/slack/socketmode"
 
 	"github.com/conclavehq/conclave/agents"
-	"github.com/conclavehq/conclave/internal/backoff"
+	"github.com/conclavehq/conclave/agents/backoff"
 )
 
 // Handler records inbound message events. It is the engine's side of the

@@ -16,7 +16,7 @@ import (
 	"github.com/slack-go/slack"
 
 	"github.com/conclavehq/conclave/agents"
-	"github.com/conclavehq/conclave/internal/backoff"
+	"github.com/conclavehq/conclave/agents/backoff"
 )
 
 // Slack's limits, with room to spare.

@@ -12,7 +12,7 @@ import (
 
 	openai "github.com/sashabaranov/go-openai"
 
-	"github.com/conclavehq/conclave/internal/backoff"
+	"github.com/conclavehq/conclave/agents/backoff"
 )
 
 // retryAfterMax bounds a server's Retry-After before it is compared with

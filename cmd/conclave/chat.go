@@ -13,9 +13,9 @@ import (
 	"github.com/conclavehq/conclave/agents"
 	"github.com/conclavehq/conclave/agents/llm"
 	"github.com/conclavehq/conclave/agents/tools"
+	"github.com/conclavehq/conclave/bot/terminal"
 	"github.com/conclavehq/conclave/ens"
 	"github.com/conclavehq/conclave/templates"
-	"github.com/conclavehq/conclave/bot/terminal"
 )
 
 // runChat is `conclave chat`: the engine, agents, prompts (reloaded while
