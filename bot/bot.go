@@ -320,7 +320,7 @@ func (b *Bot) connect(ctx context.Context) error {
 			return fmt.Errorf("bot: socket mode: %w", err)
 		}
 		restarts++
-		delay := reconnects.Wait(restarts, rand.Float64(), 0)
+		delay := reconnects.Wait(restarts, rand.Float64(), 0) // #nosec G404 -- backoff jitter, not a secret
 		b.log.Warn("socket mode stopped; starting again", slog.Any(logError, err), slog.Duration("in", delay))
 		if err := sleep(ctx, delay); err != nil {
 			return err

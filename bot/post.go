@@ -419,7 +419,7 @@ func (b *Bot) call(ctx context.Context, method string, idempotent bool, fn func(
 			b.log.Info("Slack rate limit; waiting", slog.String(logMethod, method), slog.Duration("for", wait))
 		} else if idempotent && transient < 3 && isTransient(err) {
 			transient++
-			wait = callRetries.Wait(transient, rand.Float64(), 0)
+			wait = callRetries.Wait(transient, rand.Float64(), 0) // #nosec G404 -- backoff jitter, not a secret
 			b.log.Debug("Slack call failed; retrying", slog.String(logMethod, method), slog.Any(logError, err))
 		} else {
 			b.metrics.apiErrors.WithLabelValues(method).Inc()
