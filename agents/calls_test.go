@@ -61,7 +61,7 @@ func TestUnknownNameNotices(t *testing.T) {
 			for range 2 { // once per name per conversation
 				ev := Event{ID: "Ev" + r.nextTS(), Team: team, Channel: chanA, TS: r.nextTS(), ThreadTS: root.TS,
 					UserID: tt.user, BotID: tt.bot, UserName: "X", Text: tt.text, Raw: tt.text}
-				if err := r.e.Handle(context.Background(), ev); err != nil {
+				if err := handle(context.Background(), r.e, ev); err != nil {
 					t.Fatal(err)
 				}
 				r.settle()
@@ -227,7 +227,7 @@ func TestMessageKinds(t *testing.T) {
 			r.settle()
 			ev := Event{ID: "EvK", Team: team, Channel: chanA, TS: r.nextTS(), ThreadTS: root.TS, UserID: "U2", BotID: tt.bot,
 				Subtype: tt.subtype, UserName: "Bob", Text: "more [file: a.pdf]", Raw: "more"}
-			if err := r.e.Handle(context.Background(), ev); err != nil {
+			if err := handle(context.Background(), r.e, ev); err != nil {
 				t.Fatal(err)
 			}
 			r.settle()
@@ -242,7 +242,7 @@ func TestAdoptionLoadsTheLastReplies(t *testing.T) {
 	r := newRig(t)
 	old := "1600000000.000100"
 	bot := Event{ID: "EvB", Team: team, Channel: chanA, TS: old, BotID: "B1", UserName: "CI", Text: "deploy failed; " + cora + " is on call"}
-	if err := r.e.Handle(context.Background(), bot); err != nil {
+	if err := handle(context.Background(), r.e, bot); err != nil {
 		t.Fatal(err)
 	}
 	// Written before the adopting reply: content, so its :end: ends nothing.

@@ -33,7 +33,7 @@ func TestHandleHandsTheConversationToAWorker(t *testing.T) {
 	runEngine(t, e)
 	ctx := context.Background()
 
-	if err := e.Handle(ctx, Event{ID: "Ev1", Team: team, Channel: chanA, TS: r.nextTS(), UserID: "U1", UserName: "Alice", Text: "hello"}); err != nil {
+	if err := handle(ctx, e, Event{ID: "Ev1", Team: team, Channel: chanA, TS: r.nextTS(), UserID: "U1", UserName: "Alice", Text: "hello"}); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -49,13 +49,12 @@ func TestHandleHandsTheConversationToAWorker(t *testing.T) {
 	}
 }
 
-// TestDispatchOnAckWaitsForTheAcknowledgement: with DispatchOnAck, a
-// recorded message gets no turn (no model call) until the transport says
-// Slack has its acknowledgement.
-func TestDispatchOnAckWaitsForTheAcknowledgement(t *testing.T) {
+// TestTicketWaitsForTheAcknowledgement: a recorded message gets no turn
+// (no model call) until the transport, having acknowledged the event,
+// calls its ticket's Dispatch.
+func TestTicketWaitsForTheAcknowledgement(t *testing.T) {
 	r := newRig(t)
 	r.opts.SweepInterval = time.Hour
-	r.opts.DispatchOnAck = true
 	store := &dueless{Store: r.store}
 	reports := make(chan TurnReport, 1)
 	e := r.engine(fakePrompts{}, onStore(store), reportTo(reports))
@@ -63,17 +62,22 @@ func TestDispatchOnAckWaitsForTheAcknowledgement(t *testing.T) {
 	ctx := context.Background()
 
 	ev := Event{ID: "Ev1", Team: team, Channel: chanA, TS: r.nextTS(), UserID: "U1", UserName: "Alice", Text: "hello"}
-	if err := e.Handle(ctx, ev); err != nil {
+	ticket, err := e.Record(ctx, ev)
+	if err != nil {
 		t.Fatal(err)
 	}
-	// Acknowledging another event starts nothing.
-	e.Acked(Event{Channel: chanA, TS: "1.000000"})
+	// Dispatching another event's ticket (here: an ignored one) starts nothing.
+	other, err := e.Record(ctx, Event{Team: team, Channel: "C-none", TS: "1.000000", UserID: "U1", Text: "hi"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other.Dispatch()
 	select {
 	case tr := <-reports:
 		t.Fatalf("a turn ran before the acknowledgement: %+v", tr)
 	case <-time.After(200 * time.Millisecond):
 	}
-	e.Acked(ev)
+	ticket.Dispatch()
 	select {
 	case tr := <-reports:
 		if tr.Outcome != "ok" {
@@ -81,5 +85,17 @@ func TestDispatchOnAckWaitsForTheAcknowledgement(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("the acknowledged message never got its turn")
+	}
+}
+
+// TestZeroTicketDispatchesNothing: the zero Ticket (an event Record
+// ignored) is safe to dispatch.
+func TestZeroTicketDispatchesNothing(t *testing.T) {
+	var zero Ticket
+	zero.Dispatch()
+	called := 0
+	NewTicket(func() { called++ }).Dispatch()
+	if called != 1 {
+		t.Errorf("NewTicket's Dispatch called its function %d times, want 1", called)
 	}
 }

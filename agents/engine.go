@@ -100,12 +100,6 @@ type Options struct {
 	LockTTL       time.Duration // per-conversation lock, renewed while a turn runs (30s)
 	SweepInterval time.Duration // how often Due is polled (1s)
 
-	// DispatchOnAck: the transport calls Acked once it acknowledged an
-	// event Handle recorded, and the conversation's turn starts only then
-	// (Slack must have its acknowledgement before any model call).
-	// Without it a recorded message goes to a worker at once.
-	DispatchOnAck bool
-
 	// Owns, when set, limits the conversations the sweeper hands to
 	// workers to those it accepts: `conclave chat` may share the store of
 	// a running conclave and must leave its conversations alone.
@@ -162,7 +156,7 @@ var (
 	ErrSecondFacilitator = errors.New("channel already has a facilitator")
 )
 
-// Engine runs conversations. Build it with New; feed it events with Handle
+// Engine runs conversations. Build it with New; feed it events with Record
 // and run its workers with Run.
 type Engine struct {
 	opts     Options
@@ -173,8 +167,6 @@ type Engine struct {
 
 	nudge chan struct{}
 	ready chan task // conversations this replica just recorded a message of
-
-	awaitingAck sync.Map // "channel/ts" → task, with DispatchOnAck
 
 	reactions *reactor
 

@@ -248,7 +248,7 @@ func TestVisibleContentReachesTheSession(t *testing.T) {
 	r.settle()
 	bot := Event{ID: "EvB", Team: team, Channel: chanA, TS: r.nextTS(), ThreadTS: root.TS, BotID: "B1", UserName: "CI",
 		Text: "C1 was reopened, " + cora, Raw: "C1 was reopened"}
-	if err := r.e.Handle(context.Background(), bot); err != nil {
+	if err := handle(context.Background(), r.e, bot); err != nil {
 		t.Fatal(err)
 	}
 	r.settle()

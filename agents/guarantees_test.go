@@ -96,7 +96,7 @@ func TestHandleIsDurableBeforeItReturns(t *testing.T) {
 	failing := &failingStore{Store: r.store, fail: "RecordMessage"}
 	e := r.engine(fakePrompts{}, onStore(failing))
 	ev := Event{ID: "Ev9", Team: team, Channel: chanA, TS: r.nextTS(), ThreadTS: root.TS, UserID: "U1", Text: "more"}
-	if err := e.Handle(context.Background(), ev); err == nil {
+	if err := handle(context.Background(), e, ev); err == nil {
 		t.Error("Handle returned nil though the message could not be recorded")
 	}
 }
@@ -248,11 +248,11 @@ func TestReplicaDiesAnywhere(t *testing.T) {
 // the sweeper and answered.
 func TestLostWakeUpFoundBySweep(t *testing.T) {
 	r := newRig(t)
-	r.opts.DispatchOnAck = true
 	r.opts.SweepInterval = 5 * time.Millisecond
 	reports := make(chan TurnReport, 1)
 	e := r.engine(fakePrompts{}, reportTo(reports))
-	if err := e.Handle(context.Background(), Event{ID: "Ev1", Team: team, Channel: chanA, TS: r.nextTS(), UserID: "U1", Text: "hello"}); err != nil {
+	// Recorded, and its ticket never dispatched.
+	if _, err := e.Record(context.Background(), Event{ID: "Ev1", Team: team, Channel: chanA, TS: r.nextTS(), UserID: "U1", Text: "hello"}); err != nil {
 		t.Fatal(err)
 	}
 	runEngine(t, e)
@@ -332,7 +332,7 @@ func TestTurnsNeverOverlap(t *testing.T) {
 					ev := Event{Team: team, Channel: chanA, TS: r.nextTS(), ThreadTS: root, UserID: "U1", UserName: "Alice", Text: "question"}
 					ev.ID = "Ev" + ev.TS
 					for k := range engines {
-						if err := engines[(i+j+k)%2].Handle(ctx, ev); err != nil {
+						if err := handle(ctx, engines[(i+j+k)%2], ev); err != nil {
 							t.Fatal(err)
 						}
 					}

@@ -443,13 +443,21 @@ func (r *rig) nextTS() string {
 	return fmt.Sprintf("1700000000.%06d", r.seq*100)
 }
 
+// handle records ev and dispatches its ticket at once, as a transport
+// with nothing to acknowledge does.
+func handle(ctx context.Context, e *Engine, ev Event) error {
+	t, err := e.Record(ctx, ev)
+	t.Dispatch()
+	return err
+}
+
 // send records a message event: thread "" is a new top-level message.
 func (r *rig) send(thread, user, name, text string) Event {
 	r.t.Helper()
 	ev := Event{ID: "Ev" + fmt.Sprint(r.seq+1), Kind: EventMessage, Team: team, Channel: chanA, TS: r.nextTS(),
 		ThreadTS: thread, UserID: user, UserName: name, Raw: text, Text: text, At: r.clock.Now()}
-	if err := r.e.Handle(context.Background(), ev); err != nil {
-		r.t.Fatalf("Handle: %v", err)
+	if err := handle(context.Background(), r.e, ev); err != nil {
+		r.t.Fatalf("Record: %v", err)
 	}
 	return ev
 }

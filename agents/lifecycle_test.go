@@ -123,7 +123,7 @@ func TestRestart(t *testing.T) {
 				if _, err := r.store.RecordMessage(context.Background(), conv, late, ""); err != nil {
 					t.Fatal(err)
 				}
-			} else if err := r.e.Handle(context.Background(), ev); err != nil {
+			} else if err := handle(context.Background(), r.e, ev); err != nil {
 				t.Fatal(err)
 			}
 			r.settle()
@@ -357,13 +357,13 @@ func TestDuplicateEvents(t *testing.T) {
 	r := newRig(t)
 	ev := r.send("", "U1", "Alice", "Is claim C1 covered?")
 	ctx := context.Background()
-	if err := r.e.Handle(ctx, ev); err != nil { // a retry of the same event
+	if err := handle(ctx, r.e, ev); err != nil { // a retry of the same event
 		t.Fatal(err)
 	}
 	r.settle()
 	again := ev
 	again.ID = "EvOther" // the same message under another event id
-	if err := r.e.Handle(ctx, again); err != nil {
+	if err := handle(ctx, r.e, again); err != nil {
 		t.Fatal(err)
 	}
 	r.settle()

@@ -64,7 +64,7 @@ func TestReactionsOffTheTurnsPath(t *testing.T) {
 			}
 			ran <- r.chat.reactionChanges()
 		}()
-		if err := e.Handle(ctx, Event{ID: "Ev1", Team: team, Channel: chanA, TS: r.nextTS(), UserID: "U1", Text: "hello"}); err != nil {
+		if err := handle(ctx, e, Event{ID: "Ev1", Team: team, Channel: chanA, TS: r.nextTS(), UserID: "U1", Text: "hello"}); err != nil {
 			t.Fatal(err)
 		}
 		select {

@@ -20,11 +20,11 @@ func TestHandleIgnores(t *testing.T) {
 	r := newRig(t)
 	ctx := context.Background()
 	other := Event{ID: "Ev1", Team: team, Channel: "C-unregistered", TS: r.nextTS(), UserID: "U1", Text: "hello " + cora}
-	if err := r.e.Handle(ctx, other); err != nil {
+	if err := handle(ctx, r.e, other); err != nil {
 		t.Fatal(err)
 	}
 	unknownThread := Event{ID: "Ev2", Team: team, Channel: chanA, TS: r.nextTS(), ThreadTS: "1600000000.000100", UserID: "U1", Text: "just chatting"}
-	if err := r.e.Handle(ctx, unknownThread); err != nil {
+	if err := handle(ctx, r.e, unknownThread); err != nil {
 		t.Fatal(err)
 	}
 	for _, id := range []string{ConversationID(team, "C-unregistered", other.TS), ConversationID(team, chanA, unknownThread.ThreadTS)} {
@@ -92,7 +92,7 @@ func TestStartPolicies(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			r := newRig(t, func(r *rig) { r.opts.Channels = []ChannelConfig{tt.channel} })
 			ev := Event{ID: "Ev1", Team: team, Channel: chanA, TS: r.nextTS(), UserID: "U1", BotID: tt.botID, UserName: "Alice", Text: tt.text}
-			if err := r.e.Handle(context.Background(), ev); err != nil {
+			if err := handle(context.Background(), r.e, ev); err != nil {
 				t.Fatal(err)
 			}
 			r.settle()
@@ -126,7 +126,7 @@ func TestBotMessagesAreContentOnly(t *testing.T) {
 	root := r.send("", "U1", "Alice", "hello")
 	r.settle()
 	bot := Event{ID: "EvB", Team: team, Channel: chanA, TS: r.nextTS(), ThreadTS: root.TS, BotID: "B1", UserName: "CI bot", Text: "build failed, " + cora}
-	if err := r.e.Handle(context.Background(), bot); err != nil {
+	if err := handle(context.Background(), r.e, bot); err != nil {
 		t.Fatal(err)
 	}
 	r.settle()
@@ -151,16 +151,16 @@ func TestEditsAndDeletes(t *testing.T) {
 	r.settle()
 	edit := typo
 	edit.Kind, edit.ID, edit.Text, edit.Raw = EventEdited, "EvEdit", "the claim is C10 "+cora, "the claim is C10 "+cora
-	if err := r.e.Handle(ctx, edit); err != nil {
+	if err := handle(ctx, r.e, edit); err != nil {
 		t.Fatal(err)
 	}
 	del := deleted
 	del.Kind, del.ID = EventDeleted, "EvDel"
-	if err := r.e.Handle(ctx, del); err != nil {
+	if err := handle(ctx, r.e, del); err != nil {
 		t.Fatal(err)
 	}
 	unknown := Event{Kind: EventEdited, Team: team, Channel: chanA, TS: "1.000001", ThreadTS: root.TS, Text: "x"}
-	if err := r.e.Handle(ctx, unknown); err != nil {
+	if err := handle(ctx, r.e, unknown); err != nil {
 		t.Errorf("edit of an unknown message: %v", err)
 	}
 	r.settle()
@@ -388,7 +388,7 @@ func testReplicas(t *testing.T, r *rig) {
 	for i := range threads {
 		ev := Event{ID: "Ev" + r.nextTS(), Team: team, Channel: chanA, TS: r.nextTS(), UserID: "U1", UserName: "Alice", Text: "question"}
 		for j := range engines {
-			if err := engines[(i+j)%2].Handle(ctx, ev); err != nil {
+			if err := handle(ctx, engines[(i+j)%2], ev); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -435,7 +435,7 @@ func TestRunShutdownLeavesUnfinishedTurnsQueued(t *testing.T) {
 	e := r.engine(fakePrompts{}, reportTo(reports), func(d *Deps) { d.Model = model })
 	ev := Event{ID: "Ev1", Team: team, Channel: chanA, TS: r.nextTS(), UserID: "U1", UserName: "Alice", Text: "hello"}
 	ctx, cancel := context.WithCancel(context.Background())
-	if err := e.Handle(ctx, ev); err != nil {
+	if err := handle(ctx, e, ev); err != nil {
 		t.Fatal(err)
 	}
 	ran := make(chan error)

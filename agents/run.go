@@ -25,22 +25,26 @@ const (
 // know are loaded when a reply adopts it.
 const threadHistoryLimit = 50
 
-// Handle records one inbound message event durably and returns: no model
-// call, no turn. The transport acknowledges the event after Handle returns
-// nil; on an error it does not, so Slack delivers the event again. A
-// retried or duplicated event is recorded once. Messages in channels with
-// no registered agent, and replies in threads conclave does not know that
-// name no agent, are ignored.
+// Record records one inbound message event durably and returns: no model
+// call, no turn. The transport acknowledges the event after Record returns
+// nil, then calls the ticket's Dispatch, which hands the conversation to a
+// worker: no turn of the message (no model call) starts before the
+// acknowledgement was written. On an error the transport does not
+// acknowledge, so Slack delivers the event again. A retried or duplicated
+// event is recorded once. Messages in channels with no registered agent,
+// and replies in threads conclave does not know that name no agent, are
+// ignored (their ticket is zero). Should Dispatch never be called, the
+// sweeper finds the conversation due.
 //
 // It takes two store round trips: one reading what the event needs (the
 // channel's agents, the author's pairing, whether a reply's thread is a
 // conversation), one recording it.
-func (e *Engine) Handle(ctx context.Context, ev Event) error {
+func (e *Engine) Record(ctx context.Context, ev Event) (Ticket, error) {
 	if ev.Channel == "" || ev.TS == "" {
-		return nil
+		return Ticket{}, nil
 	}
 	if e.opts.BotUserID != "" && ev.UserID == e.opts.BotUserID {
-		return nil
+		return Ticket{}, nil
 	}
 	thread := ev.ThreadTS
 	if thread == "" {
@@ -58,51 +62,58 @@ func (e *Engine) Handle(ctx context.Context, ev Event) error {
 	}
 	found, err := e.deps.Store.Lookup(ctx, q)
 	if err != nil {
-		return fmt.Errorf("agents: look up message %s: %w", ev.TS, err)
+		return Ticket{}, fmt.Errorf("agents: look up message %s: %w", ev.TS, err)
 	}
 	names := e.channelNames(ev.Channel, found.ChannelAgents)
 	if len(names) == 0 {
-		return nil
+		return Ticket{}, nil
 	}
-	max := e.opts.MaxMessageChars
 	switch ev.Kind {
-	case EventEdited:
-		err := e.deps.Store.UpdateMessage(ctx, id, ev.TS, capText(ev.Raw, max), capText(ev.Text, max))
-		if err != nil && !errors.Is(err, memory.ErrNotFound) {
-			return fmt.Errorf("agents: record edit of %s: %w", ev.TS, err)
-		}
-		return nil
-	case EventDeleted:
+	case EventEdited, EventDeleted:
+		return Ticket{}, e.recordChange(ctx, id, ev)
+	}
+	m := e.messageOf(ev, found.HumanAgent)
+	if thread != ev.TS && !found.Exists && len(findMentions(m.Text, e.forms(names))) == 0 && len(attemptedNames(m.Text, e.opts.BaseDomains)) == 0 {
+		return Ticket{}, nil // a thread conclave does not know, naming nobody
+	}
+	conv := memory.Conversation{ID: id, Team: ev.Team, Channel: ev.Channel, ThreadTS: thread}
+	if _, err := e.deps.Store.RecordMessage(ctx, conv, m, ev.ID); err != nil {
+		return Ticket{}, fmt.Errorf("agents: record message %s: %w", ev.TS, err)
+	}
+	t := task{id: id, channel: ev.Channel}
+	return Ticket{dispatch: func() { e.dispatchSoon(t) }}, nil
+}
+
+// recordChange records an edit (new text, no turn) or a deletion.
+func (e *Engine) recordChange(ctx context.Context, id string, ev Event) error {
+	if ev.Kind == EventDeleted {
 		if err := e.deps.Store.DeleteMessage(ctx, id, ev.TS); err != nil {
 			return fmt.Errorf("agents: record deletion of %s: %w", ev.TS, err)
 		}
 		return nil
 	}
-	m := e.messageOf(ev, found.HumanAgent)
-	if thread != ev.TS && !found.Exists && len(findMentions(m.Text, e.forms(names))) == 0 && len(attemptedNames(m.Text, e.opts.BaseDomains)) == 0 {
-		return nil // a thread conclave does not know, naming nobody
+	max := e.opts.MaxMessageChars
+	err := e.deps.Store.UpdateMessage(ctx, id, ev.TS, capText(ev.Raw, max), capText(ev.Text, max))
+	if err != nil && !errors.Is(err, memory.ErrNotFound) {
+		return fmt.Errorf("agents: record edit of %s: %w", ev.TS, err)
 	}
-	conv := memory.Conversation{ID: id, Team: ev.Team, Channel: ev.Channel, ThreadTS: thread}
-	if _, err := e.deps.Store.RecordMessage(ctx, conv, m, ev.ID); err != nil {
-		return fmt.Errorf("agents: record message %s: %w", ev.TS, err)
-	}
-	t := task{id: id, channel: ev.Channel}
-	if e.opts.DispatchOnAck {
-		// The turn waits for Slack's acknowledgement (Acked); should it
-		// never come, the next sweep finds the conversation pending.
-		e.awaitingAck.Store(ev.Channel+"/"+ev.TS, t)
-		return nil
-	}
-	e.dispatchSoon(t)
 	return nil
 }
 
-// Acked tells the engine that the transport acknowledged an event Handle
-// recorded; with Options.DispatchOnAck its conversation goes to a worker
-// only now, so no model call starts before Slack has its acknowledgement.
-func (e *Engine) Acked(ev Event) {
-	if t, ok := e.awaitingAck.LoadAndDelete(ev.Channel + "/" + ev.TS); ok {
-		e.dispatchSoon(t.(task))
+// Ticket is what Record hands back for a recorded message: Dispatch hands
+// its conversation to a worker. The transport calls it once the event's
+// acknowledgement was written (a transport with nothing to acknowledge
+// calls it at once). The zero Ticket's Dispatch does nothing.
+type Ticket struct{ dispatch func() }
+
+// NewTicket returns a ticket whose Dispatch calls dispatch: for
+// transports' test doubles of the engine.
+func NewTicket(dispatch func()) Ticket { return Ticket{dispatch: dispatch} }
+
+// Dispatch hands the recorded message's conversation to a worker.
+func (t Ticket) Dispatch() {
+	if t.dispatch != nil {
+		t.dispatch()
 	}
 }
 

@@ -30,17 +30,12 @@ import (
 // Handler records inbound message events. It is the engine's side of the
 // transport.
 type Handler interface {
-	// Handle records ev durably and returns; it must not run a model call.
+	// Record records ev durably and returns; it must not run a model call.
 	// An error (the store cannot be reached) leaves the envelope
-	// unacknowledged, so Slack delivers it again.
-	Handle(ctx context.Context, ev agents.Event) error
-}
-
-// AckObserver is implemented by handlers that want to know when an event
-// they recorded has been acknowledged to Slack (the engine starts turns
-// only then).
-type AckObserver interface {
-	Acked(ev agents.Event)
+	// unacknowledged, so Slack delivers it again. Once the envelope's
+	// acknowledgement is written, the Bot calls the ticket's Dispatch (the
+	// engine starts turns only then).
+	Record(ctx context.Context, ev agents.Event) (agents.Ticket, error)
 }
 
 // CommandHandler answers slash commands. The envelope is acknowledged before

@@ -28,11 +28,11 @@ type recorder struct {
 	changed chan struct{}
 	before  func(ctx context.Context, ev agents.Event, call int) error
 	calls   int
-	acked   []agents.Event // events the Bot reported acknowledged
+	acked   []agents.Event // events whose ticket the Bot dispatched (after their ack)
 }
 
-// Acked records an acknowledged event (the Bot calls it as AckObserver).
-func (r *recorder) Acked(ev agents.Event) {
+// dispatched records an event whose ticket the Bot dispatched.
+func (r *recorder) dispatched(ev agents.Event) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.acked = append(r.acked, ev)
@@ -46,7 +46,7 @@ func (r *recorder) ackedEvents() []agents.Event {
 
 func newRecorder() *recorder { return &recorder{changed: make(chan struct{})} }
 
-func (r *recorder) Handle(ctx context.Context, ev agents.Event) error {
+func (r *recorder) Record(ctx context.Context, ev agents.Event) (agents.Ticket, error) {
 	r.mu.Lock()
 	r.calls++
 	call := r.calls
@@ -54,7 +54,7 @@ func (r *recorder) Handle(ctx context.Context, ev agents.Event) error {
 	r.mu.Unlock()
 	if before != nil {
 		if err := before(ctx, ev, call); err != nil {
-			return err
+			return agents.Ticket{}, err
 		}
 	}
 	r.mu.Lock()
@@ -62,7 +62,7 @@ func (r *recorder) Handle(ctx context.Context, ev agents.Event) error {
 	r.events = append(r.events, ev)
 	close(r.changed)
 	r.changed = make(chan struct{})
-	return nil
+	return agents.NewTicket(func() { r.dispatched(ev) }), nil
 }
 
 // wait returns the recorded events once there are at least n.

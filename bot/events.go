@@ -108,12 +108,13 @@ func (b *Bot) handleEnvelope(ctx context.Context, req socketmode.Request) {
 	b.handling.run(ctx, ev.Channel+"/"+thread, func() { b.record(ctx, req, ev, log) })
 }
 
-// record normalises an event, has the handler record it and acknowledges
-// its envelope; a Handle error leaves the envelope unacknowledged.
+// record normalises an event, has the handler record it, acknowledges its
+// envelope and only then dispatches the ticket; a Record error leaves the
+// envelope unacknowledged.
 func (b *Bot) record(ctx context.Context, req socketmode.Request, ev agents.Event, log *slog.Logger) {
 	b.normalize(ctx, &ev)
 	hctx, cancel := context.WithTimeout(ctx, handleTimeout)
-	err := b.handler.Handle(hctx, ev)
+	ticket, err := b.handler.Record(hctx, ev)
 	cancel()
 	if err != nil {
 		b.metrics.handleErrors.Inc()
@@ -122,9 +123,7 @@ func (b *Bot) record(ctx context.Context, req socketmode.Request, ev agents.Even
 		return
 	}
 	b.ack(ctx, req, nil)
-	if o, ok := b.handler.(AckObserver); ok {
-		o.Acked(ev)
-	}
+	ticket.Dispatch()
 }
 
 // handleBadMessage deals with a frame the socketmode client could not parse

@@ -31,8 +31,10 @@ const Team = "terminal"
 
 // Engine is the engine's side of the transport.
 type Engine interface {
-	// Handle records a message; the engine takes it from there.
-	Handle(ctx context.Context, ev agents.Event) error
+	// Record records a message; dispatching the ticket hands it to the
+	// engine's workers (the terminal has no acknowledgement to wait for,
+	// so it dispatches at once).
+	Record(ctx context.Context, ev agents.Event) (agents.Ticket, error)
 	// Settled reports whether the conversation of a thread has nothing
 	// left to do now.
 	Settled(ctx context.Context, team, channel, threadTS string) (bool, error)
@@ -181,9 +183,11 @@ func (t *Terminal) Run(ctx context.Context, in io.Reader, eng Engine) error {
 			continue
 		}
 		ev := t.message(text)
-		if err := eng.Handle(ctx, ev); err != nil {
+		ticket, err := eng.Record(ctx, ev)
+		if err != nil {
 			return fmt.Errorf("terminal: record line %d: %w", n, err)
 		}
+		ticket.Dispatch()
 		if !t.opts.Wait {
 			continue
 		}

@@ -23,14 +23,14 @@ type recorder struct {
 	fail         error
 }
 
-func (r *recorder) Handle(_ context.Context, ev agents.Event) error {
+func (r *recorder) Record(_ context.Context, ev agents.Event) (agents.Ticket, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.fail != nil {
-		return r.fail
+		return agents.Ticket{}, r.fail
 	}
 	r.events = append(r.events, ev)
-	return nil
+	return agents.Ticket{}, nil
 }
 
 func (r *recorder) Settled(context.Context, string, string, string) (bool, error) {

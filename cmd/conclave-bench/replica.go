@@ -147,9 +147,9 @@ func runReplica(raw string) error {
 	}
 
 	var turns atomic.Int64
-	// The engine is built once the transport knows conclave's identity; it
-	// hears of each event twice, as run wires it: recorded, then
-	// acknowledged (when its turn may start).
+	// The engine is built once the transport knows conclave's identity; the
+	// transport records each event, acknowledges it, then dispatches its
+	// ticket (the turn may start only then).
 	eng := &engineHandler{}
 	b := bot.New(bot.Options{AppToken: cfg.AppToken, BotToken: cfg.BotToken, APIURL: cfg.SlackAPIURL, HTTPClient: web, HandleParallel: 16},
 		eng, log)
@@ -158,10 +158,9 @@ func runReplica(raw string) error {
 		return err
 	}
 	eng.Engine = agents.New(agents.Options{
-		Channels:      []agents.ChannelConfig{{ID: cfg.Channel, Agents: []string{cfg.Facilitator.EnsDomain}}},
-		MaxParallel:   cfg.MaxParallel,
-		BotUserID:     id.UserID,
-		DispatchOnAck: true,
+		Channels:    []agents.ChannelConfig{{ID: cfg.Channel, Agents: []string{cfg.Facilitator.EnsDomain}}},
+		MaxParallel: cfg.MaxParallel,
+		BotUserID:   id.UserID,
 	}, agents.Deps{
 		Store:    store,
 		Chat:     b,

@@ -105,8 +105,7 @@ func runChat(ctx context.Context, args []string, e env) error {
 		},
 	})
 	opts := engineOptions(cfg, "")
-	opts.DispatchOnAck = false // no acknowledgement to wait for
-	opts.Owns = term.Owns      // the store may be a running conclave's
+	opts.Owns = term.Owns // the store may be a running conclave's
 	eng := agents.New(opts, agents.Deps{
 		Store:    store,
 		Chat:     term,

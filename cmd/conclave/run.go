@@ -336,7 +336,6 @@ func engineOptions(cfg Config, botUserID string) agents.Options {
 		BotUserID:        botUserID,
 		BaseDomains:      cfg.ENS.BaseDomains,
 		ShutdownGrace:    cfg.ShutdownGrace.Duration,
-		DispatchOnAck:    true,
 		PostRetryWindow:  cfg.Slack.PostRetryWindow.Duration,
 		TurnTimeout:      3 * longestTotalTimeout(cfg.LLM),
 		PostTimeout:      6 * cfg.Slack.Timeout.Duration,

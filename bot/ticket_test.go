@@ -10,15 +10,15 @@ import (
 	"github.com/conclavehq/conclave/bot/fakeslack"
 )
 
-// TestAckObserverHearsOfAcknowledgedEventsOnly: the handler is told of an
-// event once its acknowledgement is queued, and never of one it failed to
-// record (that one is left for Slack to deliver again).
-func TestAckObserverHearsOfAcknowledgedEventsOnly(t *testing.T) {
+// TestTicketDispatchedForAcknowledgedEventsOnly: the ticket of an event
+// is dispatched once its acknowledgement is queued, and never for one the
+// handler failed to record (that one is left for Slack to deliver again).
+func TestTicketDispatchedForAcknowledgedEventsOnly(t *testing.T) {
 	r := newRig(t, fakeslack.Options{AckTimeout: 200 * time.Millisecond}, nil)
 	r.rec.before = func(ctx context.Context, ev agents.Event, call int) error {
 		if call == 1 {
 			if n := len(r.rec.ackedEvents()); n != 0 {
-				t.Errorf("Acked called %d times before the first Handle", n)
+				t.Errorf("a ticket dispatched %d times before the first Record", n)
 			}
 			return errors.New("store unreachable")
 		}
