@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"slices"
 	"sort"
 	"strings"
 
@@ -13,16 +12,31 @@ import (
 )
 
 // convo is one conversation loaded under its lock for one step: the thread,
-// the engine state and the channel's agents, plus what the step will
-// commit.
+// its state machine and the channel's agents, plus what the step will
+// commit. It turns what happens (messages, turns' outcomes) into the
+// machine's transitions and carries out their effects.
 type convo struct {
 	e    *Engine
 	lock memory.Lock
 	conv memory.Conversation
 	msgs []memory.Message // the thread, in ts order
 	st   *convState
+	m    *machine // the state machine over st
 	log  *slog.Logger
+	roster
+	out *outbox
 
+	newMsgs  []memory.Message
+	sessions []memory.SessionAppend
+	appended map[string]bool // namespace|key|ts appended while loaded
+	notices  []notice        // ephemeral notices to send once committed
+	// overloaded is the agent a turn was refused for, the queue being
+	// full (conversation.max_queued): its ⚠️ goes after routing.
+	overloaded string
+}
+
+// roster is the channel's agents as a loaded conversation serves them.
+type roster struct {
 	names       []string             // registered agents served, canonical, in registration order
 	forms       []nameForm           // their spellings
 	registered  map[string]bool      // every registered agent, served or not
@@ -30,15 +44,8 @@ type convo struct {
 	agents      map[string]ens.Agent // resolved identities (registered agents and human agents)
 	facilitator string               // the channel's facilitator ("" when none)
 	start       string
-
-	newMsgs  []memory.Message
-	sessions []memory.SessionAppend
-	appended map[string]bool // namespace|key|ts appended while loaded
-	notices  []notice        // ephemeral notices to send once committed
-	fresh    map[string]bool // posts of the outbox recorded by this step and not tried yet
-	// overloaded is the agent a turn was refused for, the queue being
-	// full (conversation.max_queued): its ⚠️ goes after routing.
-	overloaded string
+	resolve     func(ctx context.Context, name string) (ens.Agent, error)
+	log         *slog.Logger
 }
 
 // notice is an ephemeral notice for the author of a message.
@@ -54,7 +61,7 @@ type notice struct{ user, agent, text string }
 func (c *convo) step(ctx context.Context) (bool, error) {
 	if len(c.st.Outbox) > 0 {
 		// Posts wait to be made: nothing else happens before they are.
-		if err := c.flush(ctx); err != nil {
+		if err := c.out.flush(ctx); err != nil {
 			return false, err
 		}
 		return len(c.st.Outbox) == 0, nil
@@ -66,7 +73,7 @@ func (c *convo) step(ctx context.Context) (bool, error) {
 			return false, nil // the notice waits to be posted
 		}
 	}
-	act := c.next(ctx)
+	act := c.action(c.m.next(c.e.now()))
 	if act == nil {
 		return false, nil // the caller's commit sends the notices
 	}
@@ -78,15 +85,7 @@ func (c *convo) step(ctx context.Context) (bool, error) {
 	if err := act(ctx); err != nil {
 		return false, err
 	}
-	return len(c.st.Outbox) == 0 && c.workDue(), nil
-}
-
-// workDue reports whether something waits to be done now: what next
-// would act on.
-func (c *convo) workDue() bool {
-	now := c.e.now()
-	d := c.st.deadline(now, c.e.opts.Timeout, c.e.opts.MaxTurns, c.facilitator != "")
-	return !d.IsZero() && !d.After(now)
+	return len(c.st.Outbox) == 0 && c.m.workDue(c.e.now()), nil
 }
 
 // load builds a step's view of a loaded conversation; added is the
@@ -98,20 +97,19 @@ func (e *Engine) load(ctx context.Context, lock memory.Lock, snap memory.Snapsho
 		return nil, fmt.Errorf("agents: conversation %s: %w", snap.Conversation.ID, err)
 	}
 	c := &convo{
-		e:          e,
-		lock:       lock,
-		conv:       snap.Conversation,
-		msgs:       snap.Messages,
-		st:         st,
-		agents:     make(map[string]ens.Agent),
-		registered: make(map[string]bool),
-		appended:   make(map[string]bool),
+		e:        e,
+		lock:     lock,
+		conv:     snap.Conversation,
+		msgs:     snap.Messages,
+		st:       st,
+		appended: make(map[string]bool),
 		log: e.log.With(slog.String(logConversation, snap.Conversation.ID),
 			slog.String(logChannel, snap.Conversation.Channel)),
 	}
 	if c.conv.ID == "" {
 		c.conv.ID = lock.ConversationID
 	}
+	c.roster = roster{agents: make(map[string]ens.Agent), registered: make(map[string]bool), resolve: e.resolve, log: c.log}
 	sort.SliceStable(c.msgs, func(i, j int) bool { return lessTS(c.msgs[i].TS, c.msgs[j].TS) })
 	if added == nil {
 		if added, err = e.deps.Store.ChannelAgents(ctx, c.conv.Channel); err != nil {
@@ -144,7 +142,20 @@ func (e *Engine) load(ctx context.Context, lock memory.Lock, snap memory.Snapsho
 	}
 	c.forms = e.forms(c.names)
 	c.unresolved = e.forms(unresolved)
+	c.m = &machine{st: st, lim: e.limits(), facilitator: c.facilitator, idPrefix: c.conv.ID[:min(8, len(c.conv.ID))]}
+	c.out = c.newOutbox()
 	return c, nil
+}
+
+// limits are the guards the machine applies.
+func (e *Engine) limits() limits {
+	return limits{
+		MaxTurns:         e.opts.MaxTurns,
+		MaxTurnsPerAgent: e.opts.MaxTurnsPerAgent,
+		MaxQueued:        e.opts.MaxQueued,
+		CallTimeout:      e.opts.CallTimeout,
+		Timeout:          e.opts.Timeout,
+	}
 }
 
 // How a commit leaves the conversation.
@@ -164,10 +175,11 @@ const (
 // whether the conversation was marked pending meanwhile, and fails with
 // memory.ErrLockLost when the lock is gone.
 func (c *convo) commit(ctx context.Context, mode commitMode) (bool, error) {
+	c.react(ctx)
 	conv := c.conv
 	conv.State = c.st.encode()
 	now := c.e.now()
-	deadline := c.st.deadline(now, c.e.opts.Timeout, c.e.opts.MaxTurns, c.facilitator != "")
+	deadline := c.m.deadline(now)
 	if held := now.Add(c.e.opts.LockTTL); mode == commitHold && !deadline.IsZero() && deadline.Before(held) {
 		deadline = held
 	}
@@ -193,22 +205,43 @@ func (c *convo) commit(ctx context.Context, mode commitMode) (bool, error) {
 }
 
 // agent returns the identity of a registered or human agent.
-func (c *convo) agent(ctx context.Context, name string) (ens.Agent, bool) {
-	if a, ok := c.agents[name]; ok {
+func (r *roster) agent(ctx context.Context, name string) (ens.Agent, bool) {
+	if a, ok := r.agents[name]; ok {
 		return a, true
 	}
-	a, err := c.e.resolve(ctx, name)
+	a, err := r.resolve(ctx, name)
 	if err != nil {
-		c.log.Warn("agent cannot be resolved", slog.String(logAgent, name), slog.Any(logError, err))
+		r.log.Warn("agent cannot be resolved", slog.String(logAgent, name), slog.Any(logError, err))
 		return a, false
 	}
-	c.agents[name] = a
+	r.agents[name] = a
 	return a, true
 }
 
 // mentions lists the registered agents a message names, in order.
-func (c *convo) mentions(m memory.Message) []string {
-	return findMentions(m.Text, c.forms)
+func (r *roster) mentions(m memory.Message) []string {
+	return findMentions(m.Text, r.forms)
+}
+
+// inbound is a thread message as the state machine sees it.
+func (c *convo) inbound(m memory.Message) inbound {
+	in := inbound{TS: m.TS, Kind: m.Kind, Author: author(m), UserID: m.UserID, Name: m.Name, At: m.At,
+		End: strings.Contains(m.Text, endToken)}
+	for _, n := range c.mentions(m) {
+		in.Named = append(in.Named, namedAgent{Agent: n, Role: c.agents[n].Role})
+	}
+	return in
+}
+
+// react makes the reaction changes the machine decided, in order.
+func (c *convo) react(ctx context.Context) {
+	for _, fx := range c.m.takeEffects() {
+		if fx.Done {
+			c.e.reactions.set(ctx, c.conv.Channel, c.conv.ThreadTS, doneReaction, fx.Add)
+		} else {
+			c.e.reactions.set(ctx, c.conv.Channel, fx.TS, c.e.opts.WorkingReaction, fx.Add)
+		}
+	}
 }
 
 func isPersonKind(kind string) bool { return kind == kindPerson || kind == kindHuman }
@@ -264,12 +297,9 @@ func (c *convo) open(ctx context.Context, fresh []memory.Message) bool {
 			root = &c.msgs[i]
 		}
 	}
-	if root != nil && c.st.Status == statusNew && !c.st.Routed[root.TS] && isPersonKind(root.Kind) {
-		named := len(c.mentions(*root)) > 0
-		if named || c.start == StartAll && c.facilitator != "" {
-			c.st.Status = statusOpen
-			return true
-		}
+	if root != nil && c.st.Status == statusNew && !c.st.Routed[root.TS] && startsOnRoot(c.inbound(*root), c.start, c.facilitator != "") {
+		c.st.Status = statusOpen
+		return true
 	}
 	first := "" // the first reply that adopts the thread
 	for _, m := range fresh {
@@ -336,99 +366,37 @@ func (c *convo) addMessage(m memory.Message) {
 	c.msgs[i] = m
 }
 
-// routeOne routes one message. With triggers false the message is content
-// only: it names, starts and wakes nobody.
+// routeOne routes one message through the state machine, then appends it
+// to the sessions that see it and notices the names it tried to call. With
+// triggers false the message is content only: it names, starts and wakes
+// nobody.
 func (c *convo) routeOne(ctx context.Context, m memory.Message, triggers bool) {
-	st := c.st
-	st.Routed[m.TS] = true
-	st.touch(m.At)
-	if isPersonKind(m.Kind) {
-		c.addParticipant(m)
-	}
+	in := c.inbound(m)
+	r := c.m.receive(in, triggers, c.e.now())
 	if m.Kind == kindHuman {
 		c.appendHuman(ctx, m)
 	}
 	c.noticeUnknown(ctx, m)
-	by := author(m)
-	names := c.mentions(m)
 	// A message naming an agent is visible to it, content or not.
-	for _, name := range names {
-		if name != by {
-			c.appendVisible(ctx, c.agents[name], m)
+	for _, n := range in.Named {
+		if n.Agent != in.Author {
+			c.appendVisible(ctx, c.agents[n.Agent], m)
 		}
 	}
-	if !triggers || m.Kind == kindBot {
-		return
+	if r.Restarted {
+		c.log.Info("conversation restarted")
 	}
-	if st.Status == statusConcluded {
-		if !isPersonKind(m.Kind) || strings.Contains(m.Text, endToken) {
-			return
-		}
-		c.restart(ctx)
-	}
-	if st.Conclude != nil {
-		return
-	}
-	if isPersonKind(m.Kind) && strings.Contains(m.Text, endToken) {
-		c.requestConclude(ctx, &concludeRequest{Reason: concludeByPerson, Trigger: m.TS})
-		return
-	}
-	if m.Kind == kindHuman {
-		c.answered(m.Agent)
-	}
-	for _, name := range names {
-		if name == by {
-			continue
-		}
-		switch c.agents[name].Role {
-		case ens.RoleFacilitator:
-			// The facilitator sees every message; naming it only wakes it.
-		case ens.RoleHuman:
-			c.call(name, m.TS)
-		default:
-			c.enqueue(ctx, name, m.TS)
+	for _, name := range r.Refused {
+		c.log.Warn("conversation overloaded; a turn is not queued", slog.String(logAgent, name),
+			slog.String("ts", m.TS), slog.Int("queued", len(c.st.Queue)))
+		if c.overloaded == "" {
+			c.overloaded = name
 		}
 	}
-	if by == "" || by != c.facilitator {
-		c.wakeFacilitator(ctx, m.TS)
+	if r.Concluded {
+		c.log.Info("conversation concluded without a facilitator", slog.String("reason", r.Conclusion))
 	}
-}
-
-// wakeFacilitator marks the facilitator due because of the message at ts,
-// which carries the working reaction until the facilitator's turn ends.
-func (c *convo) wakeFacilitator(ctx context.Context, ts string) {
-	c.st.FacilitatorDue = true
-	if c.facilitator == "" || slices.Contains(c.st.WakeBy, ts) {
-		return
-	}
-	c.st.WakeBy = append(c.st.WakeBy, ts)
-	c.working(ctx, ts, +1)
-}
-
-// settleFacilitator clears the facilitator's due mark: its turn ran (or
-// will not run), so the messages that woke it lose the working reaction.
-func (c *convo) settleFacilitator(ctx context.Context) {
-	for _, ts := range c.st.WakeBy {
-		c.working(ctx, ts, -1)
-	}
-	c.st.WakeBy = nil
-	c.st.FacilitatorDue = false
-}
-
-func (c *convo) addParticipant(m memory.Message) {
-	for i, p := range c.st.Participants {
-		if m.Kind == kindHuman && p.Agent == m.Agent || m.Kind == kindPerson && p.Agent == "" && p.UserID == m.UserID {
-			if m.Name != "" {
-				c.st.Participants[i].Name = m.Name
-			}
-			return
-		}
-	}
-	p := participant{UserID: m.UserID, Name: m.Name}
-	if m.Kind == kindHuman {
-		p.Agent = m.Agent
-	}
-	c.st.Participants = append(c.st.Participants, p)
+	c.react(ctx)
 }
 
 // noticeUnknown tells a person or human agent who named an agent-shaped
@@ -463,210 +431,61 @@ func (c *convo) notice(ctx context.Context, m memory.Message, key, agent, text s
 	c.notices = append(c.notices, notice{user: m.UserID, agent: agent, text: text})
 }
 
-// enqueue queues a turn for an expert or clone named by the message at ts.
-// An agent already waiting is not queued twice: its turn sees both messages.
-func (c *convo) enqueue(ctx context.Context, name, ts string) {
-	for i, q := range c.st.Queue {
-		if q.Agent == name {
-			if !slices.Contains(q.triggers(), ts) {
-				c.st.Queue[i].Also = append(c.st.Queue[i].Also, ts)
-				c.working(ctx, ts, +1)
-			}
-			return
-		}
-	}
-	if len(c.st.Queue) >= c.e.opts.MaxQueued {
-		c.log.Warn("conversation overloaded; a turn is not queued", slog.String(logAgent, name),
-			slog.String("ts", ts), slog.Int("queued", len(c.st.Queue)))
-		if c.overloaded == "" {
-			c.overloaded = name
-		}
-		return
-	}
-	c.st.Queue = append(c.st.Queue, queuedTurn{
-		ID:      c.turnID(),
-		Agent:   name,
-		Trigger: ts,
-		Queued:  c.e.now(),
-	})
-	sort.SliceStable(c.st.Queue, func(i, j int) bool { return lessTS(c.st.Queue[i].Trigger, c.st.Queue[j].Trigger) })
-	c.working(ctx, ts, +1)
-}
-
 // noticeOverload posts the one ⚠️ of an overload (until the queue has
 // room again), as the facilitator when there is one.
 func (c *convo) noticeOverload(ctx context.Context) {
 	name := c.overloaded
 	c.overloaded = ""
-	if c.st.Noticed[noticeOverloaded] {
+	if !c.m.overloadNotice() {
 		return
 	}
-	c.st.Noticed[noticeOverloaded] = true
 	if c.facilitator != "" {
 		name = c.facilitator
 	}
 	a, _ := c.agent(ctx, name)
-	t := c.newTurn(c.turnID(), a, "")
-	c.notify(ctx, t, fmt.Sprintf("this conversation is overloaded (%d turns waiting); write again once they are answered", len(c.st.Queue)))
+	run := c.runner()
+	t := run.newTurn(c.m.turnID(), a, "")
+	run.notify(ctx, t, fmt.Sprintf("this conversation is overloaded (%d turns waiting); write again once they are answered", len(c.st.Queue)))
 }
 
-// noticeOverloaded marks, in convState.Noticed, that the overload ⚠️ was
-// posted; it is cleared when a queued turn starts.
-const noticeOverloaded = "overloaded"
-
-// call records a call to a human agent, bounded by call_timeout.
-func (c *convo) call(name, ts string) {
-	for _, h := range c.st.Calls {
-		if h.Agent == name {
-			return
-		}
-	}
-	c.st.Calls = append(c.st.Calls, humanCall{Agent: name, Trigger: ts, Deadline: c.e.now().Add(c.e.opts.CallTimeout)})
-}
-
-// answered ends the calls to a human agent that just wrote.
-func (c *convo) answered(name string) {
-	calls := c.st.Calls[:0]
-	for _, h := range c.st.Calls {
-		if h.Agent != name {
-			calls = append(calls, h)
-		}
-	}
-	c.st.Calls = calls
-}
-
-func (c *convo) turnID() string {
-	id := c.conv.ID
-	if len(id) > 8 {
-		id = id[:8]
-	}
-	return c.st.nextID(id + "-t")
-}
-
-// working counts the turns a message triggered; the message carries the
-// working reaction while any is queued or running.
-func (c *convo) working(ctx context.Context, ts string, delta int) {
-	if ts == "" {
-		return
-	}
-	before := c.st.Working[ts]
-	after := max(before+delta, 0)
-	if after == 0 {
-		delete(c.st.Working, ts)
-	} else {
-		c.st.Working[ts] = after
-	}
-	if (before == 0) != (after == 0) {
-		c.e.reactions.set(ctx, c.conv.Channel, ts, c.e.opts.WorkingReaction, after > 0)
-	}
-}
-
-// addNote adds a history line that is never posted, and wakes the
-// facilitator.
-func (c *convo) addNote(text string) {
-	c.st.Notes = append(c.st.Notes, note{ID: c.st.nextID("n"), Text: text, At: c.e.now()})
-	c.st.FacilitatorDue = true
-}
-
-// cancelQueue drops every queued turn and pending call.
-func (c *convo) cancelQueue(ctx context.Context) {
-	for _, q := range c.st.Queue {
-		c.dequeued(ctx, q)
-	}
-	c.st.Queue = nil
-	c.st.Calls = nil
-}
-
-// dequeued releases the working reaction of the messages a queued turn
-// answers.
-func (c *convo) dequeued(ctx context.Context, q queuedTurn) {
-	for _, ts := range q.triggers() {
-		c.working(ctx, ts, -1)
-	}
-}
-
-// requestConclude asks for the conclusion: queued turns are cancelled; the
-// facilitator runs conclude next, or, without one, the conversation ends
-// silently.
-func (c *convo) requestConclude(ctx context.Context, r *concludeRequest) {
-	c.cancelQueue(ctx)
-	c.settleFacilitator(ctx)
-	if c.facilitator == "" {
-		c.st.Status = statusConcluded
+// conclude asks the machine for the conclusion.
+func (c *convo) conclude(ctx context.Context, r *concludeRequest) {
+	if c.m.requestConclude(r) {
 		c.log.Info("conversation concluded without a facilitator", slog.String("reason", r.Reason))
-		return
 	}
-	c.st.Conclude = r
-	c.working(ctx, r.Trigger, +1)
+	c.react(ctx)
 }
 
-// restart reopens a concluded conversation: the ✅ goes, the loop guards
-// start again; bindings and the group id stay.
-func (c *convo) restart(ctx context.Context) {
-	c.st.Status = statusOpen
-	c.st.Reopened = true
-	c.st.Turns = 0
-	c.st.AgentTurns = make(map[string]int)
-	for k := range c.st.Noticed {
-		if strings.HasPrefix(k, "cap:") {
-			delete(c.st.Noticed, k)
-		}
-	}
-	c.e.reactions.set(ctx, c.conv.Channel, c.conv.ThreadTS, doneReaction, false)
-	c.log.Info("conversation restarted")
-}
-
-// next picks the step's action: a pending conclusion, expired calls, the
-// next queued turn, the facilitator's wake-up, or the inactivity
-// conclusion. nil when nothing is to be done now.
-func (c *convo) next(ctx context.Context) func(context.Context) error {
-	st := c.st
-	now := c.e.now()
-	if st.Status != statusOpen {
-		return nil
-	}
-	if st.Conclude != nil {
-		return c.concludeTurn
-	}
-	if st.Turns >= c.e.opts.MaxTurns {
+// action is what carries out the machine's choice; nil when there is
+// nothing to run.
+func (c *convo) action(act action) func(context.Context) error {
+	run := c.runner()
+	switch act {
+	case actConclude:
+		return run.concludeTurn
+	case actGuard:
 		return func(ctx context.Context) error {
-			c.log.Warn("max_turns reached; concluding", slog.Int("turns", st.Turns))
-			c.requestConclude(ctx, &concludeRequest{Reason: concludeByGuard})
+			c.log.Warn("max_turns reached; concluding", slog.Int("turns", c.st.Turns))
+			c.conclude(ctx, &concludeRequest{Reason: concludeByGuard})
 			return nil
 		}
-	}
-	var expired []humanCall
-	calls := st.Calls[:0]
-	for _, h := range st.Calls {
-		if !h.Deadline.After(now) {
-			expired = append(expired, h)
-		} else {
-			calls = append(calls, h)
-		}
-	}
-	st.Calls = calls
-	if len(expired) > 0 {
+	case actExpireCalls:
 		return func(context.Context) error {
-			for _, h := range expired {
-				c.addNote(fmt.Sprintf("(%s did not answer: timeout)", h.Agent))
-				c.log.Info("call timed out", slog.String(logAgent, h.Agent))
+			for _, a := range c.m.expireCalls(c.e.now()) {
+				c.log.Info("call timed out", slog.String(logAgent, a))
 			}
 			return nil
 		}
-	}
-	if len(st.Queue) > 0 {
-		return c.callTurn
-	}
-	if st.FacilitatorDue && len(st.Calls) == 0 {
-		if c.facilitator == "" {
-			c.settleFacilitator(ctx)
-			return nil
-		}
-		return c.facilitatorTurn
-	}
-	if !st.busy() && c.e.opts.Timeout > 0 && !st.LastActivity.IsZero() && !st.LastActivity.Add(c.e.opts.Timeout).After(now) {
+	case actCall:
+		return run.callTurn
+	case actFacilitator:
+		return run.facilitatorTurn
+	case actSettle:
+		c.m.settleFacilitator()
+		return nil
+	case actTimeout:
 		return func(ctx context.Context) error {
-			c.requestConclude(ctx, &concludeRequest{Reason: concludeByTimeout})
+			c.conclude(ctx, &concludeRequest{Reason: concludeByTimeout})
 			return nil
 		}
 	}

@@ -108,7 +108,7 @@ type Options struct {
 
 // Deps are the engine's collaborators.
 type Deps struct {
-	Store    memory.Store
+	Store    Store
 	Chat     Chat
 	Model    Model
 	Prompts  func() Prompts // the current prompt set; called once per turn

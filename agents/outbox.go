@@ -17,9 +17,64 @@ import (
 // doubling, capped at 60 s, with jitter; Slack's Retry-After wins.
 var postBackoff = backoff.Policy{Base: time.Second, Cap: time.Minute}
 
+// outbox holds a conversation's pending posts and makes them exactly once,
+// in order: a post is recorded as pending in a commit (which also proves
+// the lock is held) before its first attempt; an attempt whose outcome is
+// unknown is followed by a look-up of the parts already posted; a post
+// that keeps failing is retried with backoff, holding back those after
+// it, until its retry window is over.
+type outbox struct {
+	st      *convState // st.Outbox: the posts, in the order they go out
+	fresh   map[string]bool
+	chat    Chat
+	locks   LockChecker
+	lock    memory.Lock
+	channel string
+	thread  string
+	opts    *Options
+	now     func() time.Time
+	jitter  func() float64
+	log     *slog.Logger
+	// abandoned, optional, counts a post given up (metrics).
+	abandoned func()
+	// sender is the agent a post goes out as.
+	sender func(ctx context.Context, agent string) ens.Agent
+	// commit writes the conversation (the pending posts with it).
+	commit func(ctx context.Context) error
+	// posted records a post made (or given up with parts posted) as a
+	// message of the thread and routes it.
+	posted func(ctx context.Context, p *pendingPost, ts string)
+}
+
+// newOutbox is the outbox of a loaded conversation.
+func (c *convo) newOutbox() *outbox {
+	return &outbox{
+		st:        c.st,
+		chat:      c.e.deps.Chat,
+		locks:     c.e.deps.Store,
+		lock:      c.lock,
+		channel:   c.conv.Channel,
+		thread:    c.conv.ThreadTS,
+		opts:      &c.e.opts,
+		now:       c.e.now,
+		jitter:    c.e.deps.Jitter,
+		log:       c.log,
+		abandoned: c.e.deps.OnPostAbandoned,
+		sender: func(ctx context.Context, agent string) ens.Agent {
+			a, _ := c.agent(ctx, agent)
+			return a
+		},
+		commit: func(ctx context.Context) error {
+			_, err := c.commit(ctx, commitHold)
+			return err
+		},
+		posted: c.applyPost,
+	}
+}
+
 // post posts an agent's reply exactly once, through the outbox (see send).
 // :end: is stripped; an empty reply posts nothing.
-func (c *convo) post(ctx context.Context, a ens.Agent, postID, text string, p pendingPost) error {
+func (c runner) post(ctx context.Context, a ens.Agent, postID, text string, p pendingPost) error {
 	text, _ = stripEnd(text)
 	if strings.TrimSpace(text) == "" {
 		return nil
@@ -30,7 +85,7 @@ func (c *convo) post(ctx context.Context, a ens.Agent, postID, text string, p pe
 		// the human agents it names.
 		p.Mention = c.mentionUsers(ctx, text, a.EnsDomain)
 	}
-	return c.send(ctx, p)
+	return c.out.send(ctx, p)
 }
 
 // send records p as pending, behind the posts already waiting, and commits
@@ -40,39 +95,39 @@ func (c *convo) post(ctx context.Context, a ens.Agent, postID, text string, p pe
 // stays pending (the step then stops: nothing else happens in the
 // conversation until it is made or given up); send fails only when the
 // conversation cannot go on (lock lost, store down, ctx over).
-func (c *convo) send(ctx context.Context, p pendingPost) error {
-	c.st.Outbox = append(c.st.Outbox, p)
-	if c.fresh == nil {
-		c.fresh = make(map[string]bool)
+func (o *outbox) send(ctx context.Context, p pendingPost) error {
+	o.st.Outbox = append(o.st.Outbox, p)
+	if o.fresh == nil {
+		o.fresh = make(map[string]bool)
 	}
-	c.fresh[p.PostID] = true
-	if _, err := c.commit(ctx, commitHold); err != nil {
+	o.fresh[p.PostID] = true
+	if err := o.commit(ctx); err != nil {
 		return err
 	}
-	return c.flush(ctx)
+	return o.flush(ctx)
 }
 
 // flush makes the due posts of the outbox, in order: a post that fails
 // stays first, due again after its backoff, and holds back those after it.
 // A made post is recorded and routed in the step's next commit. It fails
 // only when the conversation cannot go on.
-func (c *convo) flush(ctx context.Context) error {
-	for len(c.st.Outbox) > 0 {
-		p := &c.st.Outbox[0]
-		now := c.e.now()
+func (o *outbox) flush(ctx context.Context) error {
+	for len(o.st.Outbox) > 0 {
+		p := &o.st.Outbox[0]
+		now := o.now()
 		if p.Next.After(now) {
 			return nil
 		}
 		if p.First.IsZero() {
 			p.First = now
 		}
-		err := c.attempt(ctx, p)
+		err := o.attempt(ctx, p)
 		switch {
 		case err == nil:
 			done := *p
-			c.st.Outbox = c.st.Outbox[1:]
+			o.st.Outbox = o.st.Outbox[1:]
 			if !done.Notice {
-				c.applyPost(ctx, &done, done.Posted[0])
+				o.posted(ctx, &done, done.Posted[0])
 			}
 			continue
 		case ctx.Err() != nil:
@@ -84,17 +139,17 @@ func (c *convo) flush(ctx context.Context) error {
 		p.LastError = firstLine(err.Error())
 		var pe *PostError
 		permanent := errors.As(err, &pe) && pe.Permanent
-		if permanent || !now.Before(p.First.Add(c.e.opts.PostRetryWindow)) {
-			c.abandon(ctx, permanent)
+		if permanent || !now.Before(p.First.Add(o.opts.PostRetryWindow)) {
+			o.abandon(ctx, permanent)
 			continue
 		}
 		var after time.Duration
 		if pe != nil {
 			after = pe.RetryAfter
 		}
-		wait := postBackoff.Wait(p.Attempts, c.e.deps.Jitter(), after)
-		p.Next = c.e.now().Add(wait)
-		c.log.Warn("post failed; it stays pending", slog.String(logTurn, p.turn()), slog.String(logPost, p.PostID),
+		wait := postBackoff.Wait(p.Attempts, o.jitter(), after)
+		p.Next = o.now().Add(wait)
+		o.log.Warn("post failed; it stays pending", slog.String(logTurn, p.turn()), slog.String(logPost, p.PostID),
 			slog.Int("attempts", p.Attempts), slog.Int("parts_posted", len(p.Posted)),
 			slog.Duration("retry_in", wait), slog.Any(logError, err))
 		return nil
@@ -106,13 +161,13 @@ func (c *convo) flush(ctx context.Context) error {
 // fresh from this step may have been made by an earlier attempt whose
 // outcome is unknown: its parts are looked up in the thread first, and
 // only the missing ones posted.
-func (c *convo) attempt(ctx context.Context, p *pendingPost) error {
-	ctx, cancel := context.WithTimeout(ctx, c.e.opts.PostTimeout)
+func (o *outbox) attempt(ctx context.Context, p *pendingPost) error {
+	ctx, cancel := context.WithTimeout(ctx, o.opts.PostTimeout)
 	defer cancel()
-	fresh := c.fresh[p.PostID]
-	delete(c.fresh, p.PostID)
+	fresh := o.fresh[p.PostID]
+	delete(o.fresh, p.PostID)
 	if !fresh {
-		found, err := c.e.deps.Chat.FindPost(ctx, c.conv.Channel, c.conv.ThreadTS, p.PostID)
+		found, err := o.chat.FindPost(ctx, o.channel, o.thread, p.PostID)
 		if err != nil {
 			return fmt.Errorf("look for post %s: %w", p.PostID, err)
 		}
@@ -121,12 +176,11 @@ func (c *convo) attempt(ctx context.Context, p *pendingPost) error {
 		}
 		// Looking took time: a holder that lost the lock meanwhile must
 		// leave the post to the one that has it.
-		if err := c.e.deps.Store.CheckLock(ctx, c.lock); err != nil {
+		if err := o.locks.CheckLock(ctx, o.lock); err != nil {
 			return fmt.Errorf("agents: post %s: %w", p.PostID, err)
 		}
 	}
-	a, _ := c.agent(ctx, p.Agent)
-	posted, err := c.e.deps.Chat.PostReply(ctx, c.reply(a, p))
+	posted, err := o.chat.PostReply(ctx, o.reply(o.sender(ctx, p.Agent), p))
 	if len(posted) > len(p.Posted) {
 		p.Posted = posted
 	}
@@ -138,21 +192,35 @@ func (c *convo) attempt(ctx context.Context, p *pendingPost) error {
 
 // abandon gives up the first post of the outbox: an ERROR names it, and a
 // reply of which some parts were posted is recorded as it was meant.
-func (c *convo) abandon(ctx context.Context, permanent bool) {
-	p := c.st.Outbox[0]
-	c.st.Outbox = c.st.Outbox[1:]
+func (o *outbox) abandon(ctx context.Context, permanent bool) {
+	p := o.st.Outbox[0]
+	o.st.Outbox = o.st.Outbox[1:]
 	why := "retry window over"
 	if permanent {
 		why = "permanent error"
 	}
-	c.log.Error("post abandoned: "+why, slog.String(logTurn, p.turn()), slog.String(logPost, p.PostID),
+	o.log.Error("post abandoned: "+why, slog.String(logTurn, p.turn()), slog.String(logPost, p.PostID),
 		slog.String(logAgent, p.Agent), slog.Int("attempts", p.Attempts), slog.Int("parts_posted", len(p.Posted)),
 		slog.Time("first_attempt", p.First), slog.String(logError, p.LastError))
-	if c.e.deps.OnPostAbandoned != nil {
-		c.e.deps.OnPostAbandoned()
+	if o.abandoned != nil {
+		o.abandoned()
 	}
 	if len(p.Posted) > 0 && !p.Notice {
-		c.applyPost(ctx, &p, p.Posted[0])
+		o.posted(ctx, &p, p.Posted[0])
+	}
+}
+
+// reply is the transport's form of p, posted as agent a.
+func (o *outbox) reply(a ens.Agent, p *pendingPost) Reply {
+	return Reply{
+		Channel:  o.channel,
+		ThreadTS: o.thread,
+		Text:     p.Text,
+		Username: a.Name,
+		IconURL:  a.Avatar,
+		TurnID:   p.PostID,
+		Mention:  p.Mention,
+		Posted:   p.Posted,
 	}
 }
 

@@ -69,7 +69,7 @@ func (c *convo) entryOf(ctx context.Context, self string, m memory.Message) memo
 		e.Role = llm.RoleAssistant
 		return e
 	}
-	e.Author = c.label(ctx, m)
+	e.Author = c.view().label(ctx, m)
 	return e
 }
 
@@ -122,7 +122,7 @@ func (c *convo) bind(ctx context.Context, a ens.Agent, key string) {
 	c.st.Bindings[a.EnsDomain] = key
 	ns := c.expertNamespace(a.EnsDomain)
 	var entries []memory.SessionEntry
-	for _, m := range c.visibleTo(a) {
+	for _, m := range c.view().visibleTo(a) {
 		entries = append(entries, c.entryOf(ctx, a.EnsDomain, m))
 	}
 	c.appendSession(ns, key, entries...)

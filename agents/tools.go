@@ -50,7 +50,7 @@ func (e *Engine) toolsFor(agent string, fromSettings *[]string) []llm.Tool {
 // asked again, at most max_tool_rounds times; the request after the last
 // round offers no tools, so the model has to answer. Each call leaves one
 // history line "(used <tool>)".
-func (c *convo) complete(ctx context.Context, t *turn, req llm.Request) (llm.Response, error) {
+func (c runner) complete(ctx context.Context, t *turn, req llm.Request) (llm.Response, error) {
 	for round := 0; ; round++ {
 		if round >= c.e.opts.MaxToolRounds {
 			req.Tools = nil
@@ -79,7 +79,7 @@ func (c *convo) complete(ctx context.Context, t *turn, req llm.Request) (llm.Res
 // in the order of the calls. Only the tools offered run: a model naming
 // another tool of the same server gets an error, so an agent never uses
 // more than its selection.
-func (c *convo) runTools(ctx context.Context, t *turn, offered []llm.Tool, calls []llm.ToolCall) []string {
+func (c runner) runTools(ctx context.Context, t *turn, offered []llm.Tool, calls []llm.ToolCall) []string {
 	results := make([]string, len(calls))
 	ran := make([]bool, len(calls))
 	var wg sync.WaitGroup
@@ -105,16 +105,11 @@ func (c *convo) runTools(ctx context.Context, t *turn, offered []llm.Tool, calls
 	wg.Wait()
 	for i, call := range calls {
 		if ran[i] {
-			c.addToolNote(fmt.Sprintf("(used %s)", call.Name))
+			c.m.addNote(fmt.Sprintf("(used %s)", call.Name), c.e.now(), false)
 			t.report.ToolCalls++
 		}
 	}
 	return results
-}
-
-// addToolNote adds a history line that is never posted and wakes nobody.
-func (c *convo) addToolNote(text string) {
-	c.st.Notes = append(c.st.Notes, note{ID: c.st.nextID("n"), Text: text, At: c.e.now()})
 }
 
 // toolReason is what the model reads of a failed call: the first line of

@@ -15,6 +15,13 @@ import (
 	"github.com/conclavehq/conclave/templates"
 )
 
+// runner runs the turns of a loaded conversation, each from its prompt to
+// its pending post: an expert's or a clone's call (callTurn), the
+// facilitator's turn (facilitatorTurn) and the conclusion (concludeTurn).
+type runner struct{ *convo }
+
+func (c *convo) runner() runner { return runner{c} }
+
 // turn is one agent producing (or failing to produce) one reply.
 type turn struct {
 	id      string
@@ -26,7 +33,7 @@ type turn struct {
 	deadline time.Time
 }
 
-func (c *convo) newTurn(id string, a ens.Agent, phase string) *turn {
+func (c runner) newTurn(id string, a ens.Agent, phase string) *turn {
 	return &turn{
 		id:       id,
 		agent:    a,
@@ -45,7 +52,7 @@ func (c *convo) newTurn(id string, a ens.Agent, phase string) *turn {
 }
 
 // done logs the turn's one line and reports it.
-func (c *convo) done(t *turn) {
+func (c runner) done(t *turn) {
 	t.report.Duration = c.e.now().Sub(t.started)
 	r := t.report
 	attrs := []any{
@@ -68,151 +75,8 @@ func (c *convo) done(t *turn) {
 	}
 }
 
-// visibleTo returns the thread messages an agent sees: every one for the
-// facilitator; for the others the messages that name them and their own
-// replies.
-func (c *convo) visibleTo(a ens.Agent) []memory.Message {
-	if a.Role == ens.RoleFacilitator {
-		return c.msgs
-	}
-	var out []memory.Message
-	for _, m := range c.msgs {
-		if m.Kind == kindAgent && m.Agent == a.EnsDomain || slices.Contains(c.mentions(m), a.EnsDomain) {
-			out = append(out, m)
-		}
-	}
-	return out
-}
-
-// label is how a message's author is written for other agents.
-func (c *convo) label(ctx context.Context, m memory.Message) string {
-	if m.Kind == kindAgent || m.Kind == kindHuman {
-		a, _ := c.agent(ctx, m.Agent)
-		return speakerLabel(a.Name, m.Agent)
-	}
-	name := m.Name
-	if name == "" {
-		name = "someone"
-	}
-	return speakerLabel(name, "")
-}
-
-// member is a message's author as templates see it.
-func (c *convo) member(ctx context.Context, m memory.Message) templates.Member {
-	if m.Kind == kindAgent || m.Kind == kindHuman {
-		a, _ := c.agent(ctx, m.Agent)
-		return memberOf(a)
-	}
-	return templates.Person(m.Name)
-}
-
-// history turns thread messages into an agent's history: its own replies
-// as assistant, the others as user with their author; with notes, the
-// unposted history lines in time order.
-func (c *convo) history(ctx context.Context, a ens.Agent, msgs []memory.Message, withNotes bool) []HistoryMessage {
-	var notes []note
-	if withNotes {
-		notes = c.st.Notes
-	}
-	out := make([]HistoryMessage, 0, len(msgs)+len(notes))
-	n := 0
-	for _, m := range msgs {
-		for n < len(notes) && notes[n].At.Before(m.At) {
-			out = append(out, HistoryMessage{Role: llm.RoleUser, Content: notes[n].Text})
-			n++
-		}
-		if m.Kind == kindAgent && m.Agent == a.EnsDomain {
-			out = append(out, HistoryMessage{Role: llm.RoleAssistant, Content: m.Text})
-			continue
-		}
-		out = append(out, HistoryMessage{Role: llm.RoleUser, Author: c.label(ctx, m), Content: m.Text})
-	}
-	for ; n < len(notes); n++ {
-		out = append(out, HistoryMessage{Role: llm.RoleUser, Content: notes[n].Text})
-	}
-	return out
-}
-
-// members is ChannelMembers for agent self: itself, the channel's other
-// agents in registration order, then human agents and people in the order
-// they first wrote; no duplicates, never conclave's own bot user.
-func (c *convo) members(ctx context.Context, self ens.Agent) []templates.Member {
-	out := []templates.Member{memberOf(self)}
-	seen := map[string]bool{self.EnsDomain: true}
-	for _, n := range c.names {
-		if !seen[n] {
-			seen[n] = true
-			out = append(out, memberOf(c.agents[n]))
-		}
-	}
-	for _, p := range c.st.Participants {
-		switch {
-		case p.Agent != "":
-			if seen[p.Agent] {
-				continue
-			}
-			seen[p.Agent] = true
-			a, _ := c.agent(ctx, p.Agent)
-			out = append(out, memberOf(a))
-		case p.UserID == "" || p.UserID == c.e.opts.BotUserID:
-		default:
-			if seen["user:"+p.UserID] {
-				continue
-			}
-			seen["user:"+p.UserID] = true
-			out = append(out, templates.Person(p.Name))
-		}
-	}
-	return out
-}
-
-// data fills the template fields of a turn of agent a that sees visible.
-func (c *convo) data(ctx context.Context, a ens.Agent, visible []memory.Message, sessionID string, count int) templates.Data {
-	max := c.e.opts.MaxMessageChars
-	desc, err := c.e.deps.Chat.ChannelDescription(ctx, c.conv.Channel)
-	if err != nil {
-		c.log.Warn("channel description", slog.Any(logError, err))
-	}
-	d := templates.Data{
-		ConversationId:           c.conv.ID,
-		ChannelDescription:       capText(desc, max),
-		ChannelMembers:           c.members(ctx, a),
-		ConversationMessageCount: count,
-		MemorySessionId:          sessionID,
-	}
-	if a.Role == ens.RoleClone && a.CloneOf != "" {
-		if human, ok := c.agent(ctx, a.CloneOf); ok {
-			d.CloneOf = memberOf(human)
-		}
-	}
-	request := func(m memory.Message) templates.Request {
-		return templates.Request{Content: capText(m.Text, max), Author: c.member(ctx, m)}
-	}
-	initial := -1
-	for i, m := range visible {
-		if a.Role == ens.RoleFacilitator || slices.Contains(c.mentions(m), a.EnsDomain) {
-			initial = i
-			break
-		}
-	}
-	if initial < 0 && len(visible) > 0 {
-		initial = 0
-	}
-	if initial >= 0 {
-		d.InitialRequest = request(visible[initial])
-		d.LatestRequest = d.InitialRequest
-	}
-	for i := len(visible) - 1; i >= 0; i-- {
-		if m := visible[i]; !(m.Kind == kindAgent && m.Agent == a.EnsDomain) {
-			d.LatestRequest = request(m)
-			break
-		}
-	}
-	return d
-}
-
 // build renders and fits one request of a turn.
-func (c *convo) build(t *turn, prompt string, data templates.Data, history, tail []HistoryMessage) (llm.Request, error) {
+func (c runner) build(t *turn, prompt string, data templates.Data, history, tail []HistoryMessage) (llm.Request, error) {
 	req, info, err := BuildRequest(t.prompts, c.e.deps.Model, TurnPrompt{
 		Agent:           t.agent,
 		Prompt:          prompt,
@@ -243,7 +107,7 @@ var errTurnDeadline = errors.New("the turn passed its deadline")
 // ask calls the model, and the tools it calls, within what is left of the
 // turn's deadline (Options.TurnTimeout from its start). A reply cut by the
 // token limit is marked with " …".
-func (c *convo) ask(ctx context.Context, t *turn, req llm.Request) (string, error) {
+func (c runner) ask(ctx context.Context, t *turn, req llm.Request) (string, error) {
 	mctx, cancel := context.WithDeadline(ctx, t.deadline)
 	defer cancel()
 	resp, err := c.complete(mctx, t, req)
@@ -264,7 +128,7 @@ func (c *convo) ask(ctx context.Context, t *turn, req llm.Request) (string, erro
 // "thread"), never stored as a message. A cancelled context or a lost lock
 // is not a failure: the turn stays to be run again, by this replica or
 // another.
-func (c *convo) failed(ctx context.Context, t *turn, err error) error {
+func (c runner) failed(ctx context.Context, t *turn, err error) error {
 	if ctx.Err() != nil || errors.Is(err, memory.ErrLockLost) {
 		t.report.Outcome = "cancelled"
 		if ctx.Err() != nil {
@@ -283,33 +147,20 @@ func (c *convo) failed(ctx context.Context, t *turn, err error) error {
 // notify posts a ⚠️ notice through the outbox. One that cannot be posted
 // now stays pending there; a lost lock leaves it to the next holder, which
 // must not see it twice.
-func (c *convo) notify(ctx context.Context, t *turn, reason string) {
+func (c runner) notify(ctx context.Context, t *turn, reason string) {
 	if c.e.opts.Notify != NotifyThread {
 		return
 	}
 	text := fmt.Sprintf("⚠️ %s could not answer: %s (ref %s)", t.agent.Name, reason, t.id)
 	p := pendingPost{PostID: t.id + "-notice", Turn: t.id, Agent: t.agent.EnsDomain, Text: text, Notice: true}
-	if err := c.send(ctx, p); err != nil {
+	if err := c.out.send(ctx, p); err != nil {
 		c.log.Warn("post a failure notice", slog.String(logTurn, t.id), slog.Any(logError, err))
-	}
-}
-
-func (c *convo) reply(a ens.Agent, p *pendingPost) Reply {
-	return Reply{
-		Channel:  c.conv.Channel,
-		ThreadTS: c.conv.ThreadTS,
-		Text:     p.Text,
-		Username: a.Name,
-		IconURL:  a.Avatar,
-		TurnID:   p.PostID,
-		Mention:  p.Mention,
-		Posted:   p.Posted,
 	}
 }
 
 // mentionUsers lists the paired Slack users of the human agents a reply
 // names.
-func (c *convo) mentionUsers(ctx context.Context, text, self string) []string {
+func (c runner) mentionUsers(ctx context.Context, text, self string) []string {
 	var users []string
 	for _, n := range findMentions(text, c.forms) {
 		if n == self || c.agents[n].Role != ens.RoleHuman {
@@ -329,7 +180,7 @@ func (c *convo) mentionUsers(ctx context.Context, text, self string) []string {
 // callTurn runs the first queued turn: an expert or clone answering the
 // message that named it, unless its call timed out while waiting or it is
 // at its turn cap.
-func (c *convo) callTurn(ctx context.Context) error {
+func (c runner) callTurn(ctx context.Context) error {
 	q := c.st.Queue[0]
 	now := c.e.now()
 	a, registered := c.agents[q.Agent]
@@ -340,36 +191,32 @@ func (c *convo) callTurn(ctx context.Context) error {
 	t.report.Wait = now.Sub(q.Queued)
 	defer c.done(t)
 	endCall := func() {
-		c.st.Queue = slices.DeleteFunc(c.st.Queue, func(x queuedTurn) bool { return x.ID == q.ID })
-		delete(c.st.Noticed, noticeOverloaded) // the queue has room again
-		c.dequeued(ctx, q)
-		c.st.touch(c.e.now())
+		c.m.endCall(q, c.e.now())
+		c.react(ctx)
 	}
-	switch {
-	case !registered:
+	switch c.m.admit(q, registered, now) {
+	case notServed:
 		endCall()
 		c.couldNotAnswer(q.Agent, "it is no longer served in this channel")
 		t.report.Outcome = "failed"
 		t.report.Err = errors.New("agent no longer served in this channel")
 		return nil
-	case now.Sub(q.Queued) > c.e.opts.CallTimeout:
+	case callExpired:
 		endCall()
-		c.addNote(fmt.Sprintf("(%s did not answer: timeout)", q.Agent))
+		c.m.addNote(fmt.Sprintf("(%s did not answer: timeout)", q.Agent), c.e.now(), true)
 		t.report.Outcome = "timeout"
 		return nil
-	case c.st.AgentTurns[q.Agent] >= c.e.opts.MaxTurnsPerAgent:
+	case atCap:
 		endCall()
 		reason := fmt.Sprintf("it reached its limit of %d turns in this conversation", c.e.opts.MaxTurnsPerAgent)
 		c.couldNotAnswer(q.Agent, reason)
 		t.report.Outcome = "skipped"
-		if key := "cap:" + q.Agent; !c.st.Noticed[key] {
-			c.st.Noticed[key] = true
+		if c.m.capNotice(q.Agent) {
 			c.notify(ctx, t, reason)
 		}
 		return nil
 	}
-	c.st.Turns++
-	c.st.AgentTurns[q.Agent]++
+	c.m.startTurn(q.Agent)
 
 	var text, unanswered string
 	var meta map[string]string
@@ -405,18 +252,18 @@ func (c *convo) callTurn(ctx context.Context) error {
 // expert left unbound cannot answer (no key found, or its policy refused
 // a new session); it is empty when the expert answered or asked for the
 // key in its message.
-func (c *convo) expertTurn(ctx context.Context, t *turn) (text string, meta map[string]string, unanswered string, err error) {
+func (c runner) expertTurn(ctx context.Context, t *turn) (text string, meta map[string]string, unanswered string, err error) {
 	a := t.agent
 	if key := c.st.Bindings[a.EnsDomain]; key != "" {
 		text, err := c.contextFound(ctx, t, key)
 		return text, nil, "", err
 	}
-	visible := c.visibleTo(a)
-	data := c.data(ctx, a, visible, "", len(visible))
+	visible := c.view().visibleTo(a)
+	data := c.view().data(ctx, a, visible, "", len(visible))
 	if data.KnownSessions, err = c.e.deps.Store.RecentSessions(ctx, c.expertNamespace(a.EnsDomain), maxKnownSessions); err != nil {
 		return "", nil, "", fmt.Errorf("list sessions of %s: %w", a.EnsDomain, err)
 	}
-	req, err := c.build(t, templates.PromptContextNotFound, data, c.history(ctx, a, visible, false), nil)
+	req, err := c.build(t, templates.PromptContextNotFound, data, c.view().history(ctx, a, visible, false), nil)
 	if err != nil {
 		return "", nil, "", err
 	}
@@ -471,7 +318,7 @@ func (c *convo) expertTurn(ctx context.Context, t *turn) (text string, meta map[
 // chooseSession matches a threading key against the expert's sessions and
 // applies its new-session policy. "" leaves the expert unbound; refused
 // then says why when the policy refused a new session.
-func (c *convo) chooseSession(ctx context.Context, a ens.Agent, key string) (session, refused string, err error) {
+func (c runner) chooseSession(ctx context.Context, a ens.Agent, key string) (session, refused string, err error) {
 	if key == "" {
 		return "", "", nil
 	}
@@ -509,17 +356,17 @@ const maxKnownSessions = 50
 // couldNotAnswer records that a named agent cannot answer, and why, in a
 // history line never posted, which wakes the facilitator at once: it can
 // ask someone else or tell the person.
-func (c *convo) couldNotAnswer(agent, reason string) {
-	c.addNote(fmt.Sprintf("(%s could not answer: %s)", agent, reason))
+func (c runner) couldNotAnswer(agent, reason string) {
+	c.m.addNote(fmt.Sprintf("(%s could not answer: %s)", agent, reason), c.e.now(), true)
 }
 
 // contextFound answers as a bound expert.
-func (c *convo) contextFound(ctx context.Context, t *turn, key string) (string, error) {
+func (c runner) contextFound(ctx context.Context, t *turn, key string) (string, error) {
 	return c.sessionTurn(ctx, t, c.expertNamespace(t.agent.EnsDomain), key, templates.PromptContextFound)
 }
 
 // cloneTurn answers as a clone, on its human's group session.
-func (c *convo) cloneTurn(ctx context.Context, t *turn) (string, error) {
+func (c runner) cloneTurn(ctx context.Context, t *turn) (string, error) {
 	ns, key, _ := c.sessionOf(t.agent)
 	return c.sessionTurn(ctx, t, ns, key, templates.PromptDefault)
 }
@@ -527,15 +374,15 @@ func (c *convo) cloneTurn(ctx context.Context, t *turn) (string, error) {
 // sessionTurn runs prompt for an agent with a memory session: the
 // session's entries from other conversations, then what it sees of this
 // thread.
-func (c *convo) sessionTurn(ctx context.Context, t *turn, namespace, key, prompt string) (string, error) {
+func (c runner) sessionTurn(ctx context.Context, t *turn, namespace, key, prompt string) (string, error) {
 	a := t.agent
 	entries, err := c.otherConversations(ctx, namespace, key)
 	if err != nil {
 		return "", err
 	}
-	visible := c.visibleTo(a)
-	data := c.data(ctx, a, visible, key, len(visible))
-	history := append(sessionHistory(entries), c.history(ctx, a, visible, false)...)
+	visible := c.view().visibleTo(a)
+	data := c.view().data(ctx, a, visible, key, len(visible))
+	history := append(sessionHistory(entries), c.view().history(ctx, a, visible, false)...)
 	req, err := c.build(t, prompt, data, history, nil)
 	if err != nil {
 		return "", err
@@ -546,19 +393,16 @@ func (c *convo) sessionTurn(ctx context.Context, t *turn, namespace, key, prompt
 // facilitatorTurn runs the facilitator's default prompt over the whole
 // thread (START, BODY, or after a restart). A reply holding :end: asks for
 // the conclusion; what is left of it is posted first.
-func (c *convo) facilitatorTurn(ctx context.Context) error {
+func (c runner) facilitatorTurn(ctx context.Context) error {
 	f := c.agents[c.facilitator]
-	t := c.newTurn(c.turnID(), f, templates.PromptDefault)
+	t := c.newTurn(c.m.turnID(), f, templates.PromptDefault)
 	defer c.done(t)
 	// Messages that arrive during the turn are routed after it and wake
 	// the facilitator again.
-	wake := c.st.WakeBy
-	c.st.WakeBy, c.st.FacilitatorDue = nil, false
-	c.st.Turns++
-	c.st.AgentTurns[f.EnsDomain]++
+	wake := c.m.startFacilitator()
 
-	data := c.data(ctx, f, c.msgs, c.conv.ID, len(c.msgs))
-	req, err := c.build(t, templates.PromptDefault, data, c.history(ctx, f, c.msgs, true), nil)
+	data := c.view().data(ctx, f, c.msgs, c.conv.ID, len(c.msgs))
+	req, err := c.build(t, templates.PromptDefault, data, c.view().history(ctx, f, c.msgs, true), nil)
 	var text string
 	if err == nil {
 		text, err = c.ask(ctx, t, req)
@@ -566,30 +410,26 @@ func (c *convo) facilitatorTurn(ctx context.Context) error {
 	if err != nil && ctx.Err() != nil {
 		return c.failed(ctx, t, err) // to be run again: the messages keep their reaction
 	}
-	for _, ts := range wake {
-		c.working(ctx, ts, -1)
-	}
-	c.st.touch(c.e.now())
+	c.m.facilitatorDone(wake, c.e.now())
+	c.react(ctx)
 	if err != nil {
 		return c.failed(ctx, t, err)
 	}
 	rest, hadEnd := stripEnd(text)
-	if hadEnd && c.st.Reopened && rest == "" {
-		// An acknowledgement after a conclusion ("thanks"): nothing to
-		// conclude again.
-		c.closeSilently(ctx)
-		t.report.Outcome = "empty"
-		return nil
-	}
-	if hadEnd && !hasWords(rest) {
-		rest = "" // a lone signature ("🧭 :end:") is not worth a post
-	}
 	if hadEnd {
-		c.requestConclude(ctx, &concludeRequest{
-			Reason:     concludeByEnd,
-			EndReply:   text,
-			PrevPrompt: req.Messages[len(req.Messages)-1].Content,
-		})
+		r := &concludeRequest{Reason: concludeByEnd, EndReply: text, PrevPrompt: req.Messages[len(req.Messages)-1].Content}
+		// In a reopened thread, a reply of only :end: acknowledges ("thanks"):
+		// the thread closes again without a conclusion.
+		closed := c.m.facilitatorEnd(rest == "", r)
+		c.react(ctx)
+		if closed {
+			c.log.Info("conversation closed again without a conclusion")
+			t.report.Outcome = "empty"
+			return nil
+		}
+		if !hasWords(rest) {
+			rest = "" // a lone signature ("🧭 :end:") is not worth a post
+		}
 	}
 	if strings.TrimSpace(rest) == "" {
 		t.report.Outcome = "empty"
@@ -597,38 +437,19 @@ func (c *convo) facilitatorTurn(ctx context.Context) error {
 	return c.post(ctx, f, t.id, rest, pendingPost{Turn: t.id, EndReply: hadEnd})
 }
 
-// closeSilently concludes a reopened thread again without a conclude turn:
-// the facilitator's reply to the message that reopened it was only :end:.
-func (c *convo) closeSilently(ctx context.Context) {
-	c.cancelQueue(ctx)
-	c.settleFacilitator(ctx)
-	c.st.Status = statusConcluded
-	c.st.Reopened = false
-	c.e.reactions.set(ctx, c.conv.Channel, c.conv.ThreadTS, doneReaction, true)
-	c.log.Info("conversation closed again without a conclusion")
-}
-
 // concludeTurn runs the facilitator's conclude prompt once: the thread
 // (without the :end: reply), then the previous phase prompt and the :end:
 // reply when there was one. The conversation is concluded even when the
 // turn fails.
-func (c *convo) concludeTurn(ctx context.Context) error {
+func (c runner) concludeTurn(ctx context.Context) error {
 	r := c.st.Conclude
 	f, ok := c.agents[c.facilitator]
-	finish := func() {
-		c.st.Status = statusConcluded
-		c.st.Reopened = false
-		c.st.Conclude = nil
-		c.settleFacilitator(ctx)
-		c.cancelQueue(ctx)
-		c.working(ctx, r.Trigger, -1)
-		c.st.touch(c.e.now())
-	}
 	if !ok {
-		finish()
+		c.m.concluded(c.e.now(), false)
+		c.react(ctx)
 		return nil
 	}
-	t := c.newTurn(c.turnID(), f, templates.PromptConclude)
+	t := c.newTurn(c.m.turnID(), f, templates.PromptConclude)
 	defer c.done(t)
 	var msgs []memory.Message
 	for _, m := range c.msgs {
@@ -643,8 +464,8 @@ func (c *convo) concludeTurn(ctx context.Context) error {
 			{Role: llm.RoleAssistant, Content: r.EndReply},
 		}
 	}
-	data := c.data(ctx, f, msgs, c.conv.ID, len(msgs)+len(tail))
-	req, err := c.build(t, templates.PromptConclude, data, c.history(ctx, f, msgs, true), tail)
+	data := c.view().data(ctx, f, msgs, c.conv.ID, len(msgs)+len(tail))
+	req, err := c.build(t, templates.PromptConclude, data, c.view().history(ctx, f, msgs, true), tail)
 	var text string
 	if err == nil {
 		text, err = c.ask(ctx, t, req)
@@ -653,8 +474,8 @@ func (c *convo) concludeTurn(ctx context.Context) error {
 		t.report.Outcome = "cancelled"
 		return ctx.Err()
 	}
-	finish()
-	c.e.reactions.set(ctx, c.conv.Channel, c.conv.ThreadTS, doneReaction, true)
+	c.m.concluded(c.e.now(), true)
+	c.react(ctx)
 	c.log.Info("conversation concluded", slog.String("reason", r.Reason))
 	if err != nil {
 		return c.failed(ctx, t, err)

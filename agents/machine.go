@@ -1,0 +1,490 @@
+package agents
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/conclavehq/conclave/ens"
+)
+
+// limits are the guards of a conversation (the conversation.* settings).
+type limits struct {
+	MaxTurns         int           // agent turns before the conclusion is forced
+	MaxTurnsPerAgent int           // turns of one agent; past it its calls are skipped
+	MaxQueued        int           // turns waiting; past it a call is refused
+	CallTimeout      time.Duration // how long a call may wait for its answer
+	Timeout          time.Duration // inactivity before the conclusion; 0: never
+}
+
+// machine is one conversation's state machine. Its state is plain data
+// (convState); its methods are pure: they change the state and record the
+// reaction changes the caller is to make (fx), and nothing else: no store,
+// no clock (the time is passed in), no network, no log. The caller (the
+// loaded conversation) turns what happened into calls of these methods
+// and carries out what they return.
+type machine struct {
+	st          *convState
+	lim         limits
+	facilitator string // the channel's facilitator ("" when none)
+	idPrefix    string // turn ids start with it (the conversation id's head)
+	fx          []reactionChange
+}
+
+// reactionChange is a reaction to set or clear: the working reaction on a
+// message, or the done reaction (✅) on the thread's root.
+type reactionChange struct {
+	TS   string // the message; "" for the root (done)
+	Done bool   // the done reaction rather than the working one
+	Add  bool
+}
+
+// inbound is a message as the machine sees it: who wrote it, whom it
+// names, whether it asks for the end.
+type inbound struct {
+	TS     string
+	Kind   string // kindPerson, kindHuman, kindBot, kindAgent
+	Author string // the agent that wrote it ("" for a person or a bot)
+	UserID string
+	Name   string
+	At     time.Time
+	Named  []namedAgent // the registered agents it names, in order
+	End    bool         // holds :end:
+}
+
+// namedAgent is a registered agent a message names, with its role.
+type namedAgent struct {
+	Agent string
+	Role  ens.Role
+}
+
+// routed says what routing a message did that the caller acts on.
+type routed struct {
+	Restarted  bool     // a concluded conversation was reopened
+	Refused    []string // the agents not queued, the queue being full
+	Concluded  bool     // concluded at once: no facilitator to conclude
+	Conclusion string   // the reason of a conclusion asked for
+}
+
+// The actions next picks.
+type action int
+
+const (
+	actNone        action = iota // nothing to do now
+	actConclude                  // run the conclusion waiting (st.Conclude)
+	actGuard                     // max_turns reached: ask for the conclusion
+	actExpireCalls               // calls to human agents timed out
+	actCall                      // run the first queued turn
+	actFacilitator               // run the facilitator's turn
+	actSettle                    // the facilitator is due but the channel has none
+	actTimeout                   // inactivity: ask for the conclusion
+)
+
+// startsOnRoot decides whether a new root by a person starts a
+// conversation: it names an agent, or the channel starts on every message
+// and has a facilitator.
+func startsOnRoot(root inbound, start string, hasFacilitator bool) bool {
+	if !isPersonKind(root.Kind) {
+		return false
+	}
+	return len(root.Named) > 0 || start == StartAll && hasFacilitator
+}
+
+// receive routes one message: it is marked routed, its time is activity,
+// its author a participant when a person or human agent wrote it. With
+// triggers false (content only) or from a bot, that is all. Otherwise: a
+// person writing in a concluded conversation reopens it; :end: by a person
+// asks for the conclusion; a human agent writing answers its calls; the
+// agents named are queued (experts, clones) or called (human agents), as
+// of now; the facilitator is woken unless it wrote the message.
+func (m *machine) receive(in inbound, triggers bool, now time.Time) routed {
+	var out routed
+	st := m.st
+	st.Routed[in.TS] = true
+	st.touch(in.At)
+	if isPersonKind(in.Kind) {
+		m.addParticipant(in)
+	}
+	if !triggers || in.Kind == kindBot {
+		return out
+	}
+	if st.Status == statusConcluded {
+		if !isPersonKind(in.Kind) || in.End {
+			return out
+		}
+		m.restart()
+		out.Restarted = true
+	}
+	if st.Conclude != nil {
+		return out
+	}
+	if isPersonKind(in.Kind) && in.End {
+		out.Concluded = m.requestConclude(&concludeRequest{Reason: concludeByPerson, Trigger: in.TS})
+		out.Conclusion = concludeByPerson
+		return out
+	}
+	if in.Kind == kindHuman {
+		m.answered(in.Author)
+	}
+	for _, n := range in.Named {
+		if n.Agent == in.Author {
+			continue
+		}
+		switch n.Role {
+		case ens.RoleFacilitator:
+			// The facilitator sees every message; naming it only wakes it.
+		case ens.RoleHuman:
+			m.call(n.Agent, in.TS, now)
+		default:
+			if !m.enqueue(n.Agent, in.TS, now) {
+				out.Refused = append(out.Refused, n.Agent)
+			}
+		}
+	}
+	if in.Author == "" || in.Author != m.facilitator {
+		m.wakeFacilitator(in.TS)
+	}
+	return out
+}
+
+func (m *machine) addParticipant(in inbound) {
+	for i, p := range m.st.Participants {
+		if in.Kind == kindHuman && p.Agent == in.Author || in.Kind == kindPerson && p.Agent == "" && p.UserID == in.UserID {
+			if in.Name != "" {
+				m.st.Participants[i].Name = in.Name
+			}
+			return
+		}
+	}
+	p := participant{UserID: in.UserID, Name: in.Name}
+	if in.Kind == kindHuman {
+		p.Agent = in.Author
+	}
+	m.st.Participants = append(m.st.Participants, p)
+}
+
+// enqueue queues a turn for an expert or clone named by the message at
+// ts. An agent already waiting is not queued twice: its turn answers both
+// messages. False when the queue is full (max_queued): the turn is not
+// queued.
+func (m *machine) enqueue(name, ts string, now time.Time) bool {
+	st := m.st
+	for i, q := range st.Queue {
+		if q.Agent == name {
+			if !slices.Contains(q.triggers(), ts) {
+				st.Queue[i].Also = append(st.Queue[i].Also, ts)
+				m.working(ts, +1)
+			}
+			return true
+		}
+	}
+	if len(st.Queue) >= m.lim.MaxQueued {
+		return false
+	}
+	st.Queue = append(st.Queue, queuedTurn{ID: m.turnID(), Agent: name, Trigger: ts, Queued: now})
+	sort.SliceStable(st.Queue, func(i, j int) bool { return lessTS(st.Queue[i].Trigger, st.Queue[j].Trigger) })
+	m.working(ts, +1)
+	return true
+}
+
+// noticeOverloaded marks, in convState.Noticed, that the overload ⚠️ was
+// posted; it is cleared when a queued turn ends.
+const noticeOverloaded = "overloaded"
+
+// overloadNotice reports whether the overload ⚠️ is to be posted: once,
+// until the queue has room again.
+func (m *machine) overloadNotice() bool {
+	if m.st.Noticed[noticeOverloaded] {
+		return false
+	}
+	m.st.Noticed[noticeOverloaded] = true
+	return true
+}
+
+// call records a call to a human agent, bounded by call_timeout.
+func (m *machine) call(name, ts string, now time.Time) {
+	for _, h := range m.st.Calls {
+		if h.Agent == name {
+			return
+		}
+	}
+	m.st.Calls = append(m.st.Calls, humanCall{Agent: name, Trigger: ts, Deadline: now.Add(m.lim.CallTimeout)})
+}
+
+// answered ends the calls to a human agent that just wrote.
+func (m *machine) answered(name string) {
+	m.st.Calls = slices.DeleteFunc(m.st.Calls, func(h humanCall) bool { return h.Agent == name })
+}
+
+// wakeFacilitator marks the facilitator due because of the message at ts,
+// which carries the working reaction until the facilitator's turn ends.
+func (m *machine) wakeFacilitator(ts string) {
+	m.st.FacilitatorDue = true
+	if m.facilitator == "" || slices.Contains(m.st.WakeBy, ts) {
+		return
+	}
+	m.st.WakeBy = append(m.st.WakeBy, ts)
+	m.working(ts, +1)
+}
+
+// settleFacilitator clears the facilitator's due mark: its turn ran (or
+// will not run), so the messages that woke it lose the working reaction.
+func (m *machine) settleFacilitator() {
+	for _, ts := range m.st.WakeBy {
+		m.working(ts, -1)
+	}
+	m.st.WakeBy = nil
+	m.st.FacilitatorDue = false
+}
+
+// working counts the turns a message triggered; the message carries the
+// working reaction while any is queued or running.
+func (m *machine) working(ts string, delta int) {
+	if ts == "" {
+		return
+	}
+	before := m.st.Working[ts]
+	after := max(before+delta, 0)
+	if after == 0 {
+		delete(m.st.Working, ts)
+	} else {
+		m.st.Working[ts] = after
+	}
+	if (before == 0) != (after == 0) {
+		m.fx = append(m.fx, reactionChange{TS: ts, Add: after > 0})
+	}
+}
+
+// takeEffects returns the reaction changes recorded so far, in order, and
+// forgets them.
+func (m *machine) takeEffects() []reactionChange {
+	fx := m.fx
+	m.fx = nil
+	return fx
+}
+
+// turnID numbers a new turn.
+func (m *machine) turnID() string {
+	return m.st.nextID(m.idPrefix + "-t")
+}
+
+// addNote adds a history line that is never posted; wake makes the
+// facilitator due (a call that failed or timed out), a tool's line does
+// not.
+func (m *machine) addNote(text string, now time.Time, wake bool) {
+	m.st.Notes = append(m.st.Notes, note{ID: m.st.nextID("n"), Text: text, At: now})
+	if wake {
+		m.st.FacilitatorDue = true
+	}
+}
+
+// cancelQueue drops every queued turn and pending call.
+func (m *machine) cancelQueue() {
+	for _, q := range m.st.Queue {
+		m.dequeued(q)
+	}
+	m.st.Queue = nil
+	m.st.Calls = nil
+}
+
+// dequeued releases the working reaction of the messages a queued turn
+// answers.
+func (m *machine) dequeued(q queuedTurn) {
+	for _, ts := range q.triggers() {
+		m.working(ts, -1)
+	}
+}
+
+// requestConclude asks for the conclusion: queued turns are cancelled; the
+// facilitator runs conclude next, or, without one, the conversation ends
+// at once, silently (true).
+func (m *machine) requestConclude(r *concludeRequest) bool {
+	m.cancelQueue()
+	m.settleFacilitator()
+	if m.facilitator == "" {
+		m.st.Status = statusConcluded
+		return true
+	}
+	m.st.Conclude = r
+	m.working(r.Trigger, +1)
+	return false
+}
+
+// restart reopens a concluded conversation: the ✅ goes, the loop guards
+// start again; bindings and the group id stay.
+func (m *machine) restart() {
+	st := m.st
+	st.Status = statusOpen
+	st.Reopened = true
+	st.Turns = 0
+	st.AgentTurns = make(map[string]int)
+	for k := range st.Noticed {
+		if strings.HasPrefix(k, "cap:") {
+			delete(st.Noticed, k)
+		}
+	}
+	m.fx = append(m.fx, reactionChange{Done: true, Add: false})
+}
+
+// next picks what to do now: a pending conclusion, the max_turns guard,
+// expired calls, the next queued turn, the facilitator's wake-up, or the
+// inactivity conclusion. It changes nothing.
+func (m *machine) next(now time.Time) action {
+	st := m.st
+	switch {
+	case st.Status != statusOpen:
+		return actNone
+	case st.Conclude != nil:
+		return actConclude
+	case st.Turns >= m.lim.MaxTurns:
+		return actGuard
+	case slices.ContainsFunc(st.Calls, func(h humanCall) bool { return !h.Deadline.After(now) }):
+		return actExpireCalls
+	case len(st.Queue) > 0:
+		return actCall
+	case st.FacilitatorDue && len(st.Calls) == 0:
+		if m.facilitator == "" {
+			return actSettle
+		}
+		return actFacilitator
+	case !st.busy() && m.lim.Timeout > 0 && !st.LastActivity.IsZero() && !st.LastActivity.Add(m.lim.Timeout).After(now):
+		return actTimeout
+	}
+	return actNone
+}
+
+// expireCalls ends the calls whose deadline passed, each with a history
+// line that wakes the facilitator, and returns their agents.
+func (m *machine) expireCalls(now time.Time) []string {
+	var expired []string
+	m.st.Calls = slices.DeleteFunc(m.st.Calls, func(h humanCall) bool {
+		if h.Deadline.After(now) {
+			return false
+		}
+		expired = append(expired, h.Agent)
+		return true
+	})
+	for _, a := range expired {
+		m.addNote(fmt.Sprintf("(%s did not answer: timeout)", a), now, true)
+	}
+	return expired
+}
+
+// Verdicts on a queued turn about to start.
+type verdict int
+
+const (
+	runTurn     verdict = iota // run it
+	notServed                  // its agent is no longer served in the channel
+	callExpired                // it waited longer than call_timeout
+	atCap                      // its agent reached max_turns_per_agent
+)
+
+// admit decides whether the first queued turn runs. It changes nothing.
+func (m *machine) admit(q queuedTurn, served bool, now time.Time) verdict {
+	switch {
+	case !served:
+		return notServed
+	case now.Sub(q.Queued) > m.lim.CallTimeout:
+		return callExpired
+	case m.st.AgentTurns[q.Agent] >= m.lim.MaxTurnsPerAgent:
+		return atCap
+	}
+	return runTurn
+}
+
+// capNotice reports whether the ⚠️ of agent's turn cap is to be posted:
+// once per conversation (until a restart).
+func (m *machine) capNotice(agent string) bool {
+	key := "cap:" + agent
+	if m.st.Noticed[key] {
+		return false
+	}
+	m.st.Noticed[key] = true
+	return true
+}
+
+// startTurn counts a turn of agent against the guards.
+func (m *machine) startTurn(agent string) {
+	m.st.Turns++
+	m.st.AgentTurns[agent]++
+}
+
+// endCall takes a queued turn off the queue (it ran, failed or was
+// skipped): its messages lose the working reaction, and the queue has
+// room again.
+func (m *machine) endCall(q queuedTurn, now time.Time) {
+	m.st.Queue = slices.DeleteFunc(m.st.Queue, func(x queuedTurn) bool { return x.ID == q.ID })
+	delete(m.st.Noticed, noticeOverloaded)
+	m.dequeued(q)
+	m.st.touch(now)
+}
+
+// startFacilitator starts the facilitator's turn: it is no longer due,
+// and the messages that woke it are returned (they keep the working
+// reaction until facilitatorDone). Messages that arrive during the turn
+// wake it again.
+func (m *machine) startFacilitator() (wake []string) {
+	wake = m.st.WakeBy
+	m.st.WakeBy, m.st.FacilitatorDue = nil, false
+	m.startTurn(m.facilitator)
+	return wake
+}
+
+// facilitatorDone ends the facilitator's turn: the messages that woke it
+// lose the working reaction.
+func (m *machine) facilitatorDone(wake []string, now time.Time) {
+	for _, ts := range wake {
+		m.working(ts, -1)
+	}
+	m.st.touch(now)
+}
+
+// facilitatorEnd handles a facilitator reply that held :end:. In a thread a
+// person reopened, a reply of only :end: closes it again silently (true);
+// otherwise the conclusion r is asked for.
+func (m *machine) facilitatorEnd(onlyEnd bool, r *concludeRequest) (closedSilently bool) {
+	if m.st.Reopened && onlyEnd {
+		m.cancelQueue()
+		m.settleFacilitator()
+		m.st.Status = statusConcluded
+		m.st.Reopened = false
+		m.fx = append(m.fx, reactionChange{Done: true, Add: true})
+		return true
+	}
+	m.requestConclude(r)
+	return false
+}
+
+// concluded ends the conclusion (run or failed): the conversation is
+// concluded, its queue and calls dropped; with done, the root gets the ✅.
+func (m *machine) concluded(now time.Time, done bool) {
+	st := m.st
+	trigger := ""
+	if st.Conclude != nil {
+		trigger = st.Conclude.Trigger
+	}
+	st.Status = statusConcluded
+	st.Reopened = false
+	st.Conclude = nil
+	m.settleFacilitator()
+	m.cancelQueue()
+	m.working(trigger, -1)
+	st.touch(now)
+	if done {
+		m.fx = append(m.fx, reactionChange{Done: true, Add: true})
+	}
+}
+
+// workDue reports whether something waits to be done now.
+func (m *machine) workDue(now time.Time) bool {
+	d := m.deadline(now)
+	return !d.IsZero() && !d.After(now)
+}
+
+// deadline is when the conversation next needs attention (convState.deadline).
+func (m *machine) deadline(now time.Time) time.Time {
+	return m.st.deadline(now, m.lim.Timeout, m.lim.MaxTurns, m.facilitator != "")
+}

@@ -1,0 +1,162 @@
+package agents
+
+import (
+	"context"
+	"log/slog"
+	"slices"
+
+	"github.com/conclavehq/conclave/agents/llm"
+	"github.com/conclavehq/conclave/ens"
+	"github.com/conclavehq/conclave/memory"
+	"github.com/conclavehq/conclave/templates"
+)
+
+// view builds what a turn's prompts see of a loaded conversation: the
+// messages visible to an agent, its history, the channel's members and
+// the template fields (templates.Data). It changes nothing.
+type view struct{ *convo }
+
+func (c *convo) view() view { return view{c} }
+
+// visibleTo returns the thread messages an agent sees: every one for the
+// facilitator; for the others the messages that name them and their own
+// replies.
+func (c view) visibleTo(a ens.Agent) []memory.Message {
+	if a.Role == ens.RoleFacilitator {
+		return c.msgs
+	}
+	var out []memory.Message
+	for _, m := range c.msgs {
+		if m.Kind == kindAgent && m.Agent == a.EnsDomain || slices.Contains(c.mentions(m), a.EnsDomain) {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// label is how a message's author is written for other agents.
+func (c view) label(ctx context.Context, m memory.Message) string {
+	if m.Kind == kindAgent || m.Kind == kindHuman {
+		a, _ := c.agent(ctx, m.Agent)
+		return speakerLabel(a.Name, m.Agent)
+	}
+	name := m.Name
+	if name == "" {
+		name = "someone"
+	}
+	return speakerLabel(name, "")
+}
+
+// member is a message's author as templates see it.
+func (c view) member(ctx context.Context, m memory.Message) templates.Member {
+	if m.Kind == kindAgent || m.Kind == kindHuman {
+		a, _ := c.agent(ctx, m.Agent)
+		return memberOf(a)
+	}
+	return templates.Person(m.Name)
+}
+
+// history turns thread messages into an agent's history: its own replies
+// as assistant, the others as user with their author; with notes, the
+// unposted history lines in time order.
+func (c view) history(ctx context.Context, a ens.Agent, msgs []memory.Message, withNotes bool) []HistoryMessage {
+	var notes []note
+	if withNotes {
+		notes = c.st.Notes
+	}
+	out := make([]HistoryMessage, 0, len(msgs)+len(notes))
+	n := 0
+	for _, m := range msgs {
+		for n < len(notes) && notes[n].At.Before(m.At) {
+			out = append(out, HistoryMessage{Role: llm.RoleUser, Content: notes[n].Text})
+			n++
+		}
+		if m.Kind == kindAgent && m.Agent == a.EnsDomain {
+			out = append(out, HistoryMessage{Role: llm.RoleAssistant, Content: m.Text})
+			continue
+		}
+		out = append(out, HistoryMessage{Role: llm.RoleUser, Author: c.label(ctx, m), Content: m.Text})
+	}
+	for ; n < len(notes); n++ {
+		out = append(out, HistoryMessage{Role: llm.RoleUser, Content: notes[n].Text})
+	}
+	return out
+}
+
+// members is ChannelMembers for agent self: itself, the channel's other
+// agents in registration order, then human agents and people in the order
+// they first wrote; no duplicates, never conclave's own bot user.
+func (c view) members(ctx context.Context, self ens.Agent) []templates.Member {
+	out := []templates.Member{memberOf(self)}
+	seen := map[string]bool{self.EnsDomain: true}
+	for _, n := range c.names {
+		if !seen[n] {
+			seen[n] = true
+			out = append(out, memberOf(c.agents[n]))
+		}
+	}
+	for _, p := range c.st.Participants {
+		switch {
+		case p.Agent != "":
+			if seen[p.Agent] {
+				continue
+			}
+			seen[p.Agent] = true
+			a, _ := c.agent(ctx, p.Agent)
+			out = append(out, memberOf(a))
+		case p.UserID == "" || p.UserID == c.e.opts.BotUserID:
+		default:
+			if seen["user:"+p.UserID] {
+				continue
+			}
+			seen["user:"+p.UserID] = true
+			out = append(out, templates.Person(p.Name))
+		}
+	}
+	return out
+}
+
+// data fills the template fields of a turn of agent a that sees visible.
+func (c view) data(ctx context.Context, a ens.Agent, visible []memory.Message, sessionID string, count int) templates.Data {
+	max := c.e.opts.MaxMessageChars
+	desc, err := c.e.deps.Chat.ChannelDescription(ctx, c.conv.Channel)
+	if err != nil {
+		c.log.Warn("channel description", slog.Any(logError, err))
+	}
+	d := templates.Data{
+		ConversationId:           c.conv.ID,
+		ChannelDescription:       capText(desc, max),
+		ChannelMembers:           c.members(ctx, a),
+		ConversationMessageCount: count,
+		MemorySessionId:          sessionID,
+	}
+	if a.Role == ens.RoleClone && a.CloneOf != "" {
+		if human, ok := c.agent(ctx, a.CloneOf); ok {
+			d.CloneOf = memberOf(human)
+		}
+	}
+	request := func(m memory.Message) templates.Request {
+		return templates.Request{Content: capText(m.Text, max), Author: c.member(ctx, m)}
+	}
+	initial := -1
+	for i, m := range visible {
+		if a.Role == ens.RoleFacilitator || slices.Contains(c.mentions(m), a.EnsDomain) {
+			initial = i
+			break
+		}
+	}
+	if initial < 0 && len(visible) > 0 {
+		initial = 0
+	}
+	if initial >= 0 {
+		d.InitialRequest = request(visible[initial])
+		d.LatestRequest = d.InitialRequest
+	}
+	for i := len(visible) - 1; i >= 0; i-- {
+		if m := visible[i]; !(m.Kind == kindAgent && m.Agent == a.EnsDomain) {
+			d.LatestRequest = request(m)
+			break
+		}
+	}
+	return d
+}
