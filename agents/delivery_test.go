@@ -117,7 +117,7 @@ func answerLatest(req llmfake.Request) llmfake.Reply {
 // or its transport (to make it die at a point). It returns once it is
 // connected.
 type replica struct {
-	store memory.Store
+	store agents.Store
 	chat  agents.Chat
 }
 
@@ -492,7 +492,7 @@ func TestTwoReplicasRetryOnePendingPost(t *testing.T) {
 // dyingStore is a store that stops answering once die is called: the
 // process holding it is gone.
 type dyingStore struct {
-	memory.Store
+	agents.Store
 	dead atomic.Bool
 }
 

@@ -5,14 +5,12 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/conclavehq/conclave/memory"
 )
 
 // dueless is a store whose Due lists nothing, so that only the hand-off
 // from Handle can start a turn; it counts the Due calls.
 type dueless struct {
-	memory.Store
+	Store
 	dues atomic.Int64
 }
 

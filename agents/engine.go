@@ -176,63 +176,7 @@ type Engine struct {
 
 // New returns an engine; it starts nothing.
 func New(opts Options, deps Deps) *Engine {
-	if opts.CallTimeout <= 0 {
-		opts.CallTimeout = 3 * time.Minute
-	}
-	if opts.MaxTurns <= 0 {
-		opts.MaxTurns = 40
-	}
-	if opts.MaxTurnsPerAgent <= 0 {
-		opts.MaxTurnsPerAgent = 10
-	}
-	if opts.MaxParallel <= 0 {
-		opts.MaxParallel = 8
-	}
-	if opts.MaxQueued <= 0 {
-		opts.MaxQueued = 100
-	}
-	if opts.MaxMessageChars <= 0 {
-		opts.MaxMessageChars = 12000
-	}
-	if opts.MaxInputTokens <= 0 {
-		opts.MaxInputTokens = DefaultMaxInputTokens
-	}
-	if opts.MaxToolRounds <= 0 {
-		opts.MaxToolRounds = DefaultMaxToolRounds
-	}
-	if opts.MatchThreshold <= 0 {
-		opts.MatchThreshold = 0.75
-	}
-	if opts.SessionScope == "" {
-		opts.SessionScope = ScopeAgent
-	}
-	if opts.Notify == "" {
-		opts.Notify = NotifyThread
-	}
-	if opts.WorkingReaction == "" {
-		opts.WorkingReaction = "hourglass_flowing_sand"
-	}
-	if len(opts.BaseDomains) == 0 {
-		opts.BaseDomains = []string{"protocol6022.eth", "6022.eth"}
-	}
-	if opts.ShutdownGrace <= 0 {
-		opts.ShutdownGrace = 15 * time.Second
-	}
-	if opts.LockTTL <= 0 {
-		opts.LockTTL = 30 * time.Second
-	}
-	if opts.SweepInterval <= 0 {
-		opts.SweepInterval = time.Second
-	}
-	if opts.PostRetryWindow <= 0 {
-		opts.PostRetryWindow = 30 * time.Minute
-	}
-	if opts.TurnTimeout <= 0 {
-		opts.TurnTimeout = 10 * time.Minute
-	}
-	if opts.PostTimeout <= 0 {
-		opts.PostTimeout = time.Minute
-	}
+	opts = withFallbacks(opts)
 	if deps.Logger == nil {
 		deps.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -258,10 +202,68 @@ func New(opts Options, deps Deps) *Engine {
 	}
 	opts.BaseDomains = bases
 	e.opts = opts
-	agents := make(map[string]AgentSettings, len(opts.Agents))
-	for name, s := range opts.Agents {
+	e.opts.Agents = e.agentSettings(opts.Agents)
+	for _, c := range opts.Channels {
+		e.static[c.ID] = e.channel(c)
+	}
+	return e
+}
+
+// withFallbacks fills the options left zero. The configuration
+// (cmd/conclave) is where conclave's defaults are set, and `conclave run`
+// and `conclave chat` always pass them; these fallbacks, the same values,
+// serve callers that build Options by hand (tests, benchmarks), so that
+// a zero value never means no worker, no lock lease or no turn.
+func withFallbacks(opts Options) Options {
+	fallback := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	fallbackDuration := func(v *time.Duration, d time.Duration) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	fallback(&opts.MaxTurns, 40)
+	fallback(&opts.MaxTurnsPerAgent, 10)
+	fallback(&opts.MaxParallel, 8)
+	fallback(&opts.MaxQueued, 100)
+	fallback(&opts.MaxMessageChars, 12000)
+	fallback(&opts.MaxInputTokens, DefaultMaxInputTokens)
+	fallback(&opts.MaxToolRounds, DefaultMaxToolRounds)
+	fallbackDuration(&opts.CallTimeout, 3*time.Minute)
+	fallbackDuration(&opts.ShutdownGrace, 15*time.Second)
+	fallbackDuration(&opts.LockTTL, 30*time.Second)
+	fallbackDuration(&opts.SweepInterval, time.Second)
+	fallbackDuration(&opts.PostRetryWindow, 30*time.Minute)
+	fallbackDuration(&opts.TurnTimeout, 10*time.Minute)
+	fallbackDuration(&opts.PostTimeout, time.Minute)
+	if opts.MatchThreshold <= 0 {
+		opts.MatchThreshold = 0.75
+	}
+	if opts.SessionScope == "" {
+		opts.SessionScope = ScopeAgent
+	}
+	if opts.Notify == "" {
+		opts.Notify = NotifyThread
+	}
+	if opts.WorkingReaction == "" {
+		opts.WorkingReaction = "hourglass_flowing_sand"
+	}
+	if len(opts.BaseDomains) == 0 {
+		opts.BaseDomains = []string{"protocol6022.eth", "6022.eth"}
+	}
+	return opts
+}
+
+// agentSettings keys the agents' settings by canonical name and compiles
+// their session patterns (needs e.opts.BaseDomains set).
+func (e *Engine) agentSettings(in map[string]AgentSettings) map[string]AgentSettings {
+	out := make(map[string]AgentSettings, len(in))
+	for name, s := range in {
 		name = e.canonical(name)
-		agents[name] = s
+		out[name] = s
 		if s.SessionPolicy == SessionPattern {
 			re, err := regexp.Compile(`^(?:` + s.SessionPattern + `)$`)
 			if err != nil {
@@ -271,21 +273,23 @@ func New(opts Options, deps Deps) *Engine {
 			e.patterns[name] = re
 		}
 	}
-	e.opts.Agents = agents
-	for _, c := range opts.Channels {
-		names := make([]string, 0, len(c.Agents))
-		for _, n := range c.Agents {
-			if n = e.canonical(n); !slices.Contains(names, n) {
-				names = append(names, n)
-			}
+	return out
+}
+
+// channel is a configured channel with its agents canonical, each once,
+// and its start policy set.
+func (e *Engine) channel(c ChannelConfig) ChannelConfig {
+	names := make([]string, 0, len(c.Agents))
+	for _, n := range c.Agents {
+		if n = e.canonical(n); !slices.Contains(names, n) {
+			names = append(names, n)
 		}
-		c.Agents = names
-		if c.Start == "" {
-			c.Start = StartAll
-		}
-		e.static[c.ID] = c
 	}
-	return e
+	c.Agents = names
+	if c.Start == "" {
+		c.Start = StartAll
+	}
+	return c
 }
 
 // Log attribute keys.

@@ -103,7 +103,7 @@ func TestHandleIsDurableBeforeItReturns(t *testing.T) {
 
 // failingStore fails one method.
 type failingStore struct {
-	memory.Store
+	Store
 	fail string
 }
 
@@ -118,7 +118,7 @@ func (s *failingStore) RecordMessage(ctx context.Context, c memory.Conversation,
 // call fails and nothing more is written or released, as if the replica's
 // process had died at that point.
 type dyingStore struct {
-	memory.Store
+	Store
 	dead atomic.Bool
 }
 
@@ -385,7 +385,7 @@ func TestNoticeOnceWhenAReplicaDies(t *testing.T) {
 // flakyRenewals is a store whose lock renewals fail, without the lock
 // being lost, while failing is set.
 type flakyRenewals struct {
-	memory.Store
+	Store
 	failing  atomic.Bool
 	failures atomic.Int64
 }

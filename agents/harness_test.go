@@ -333,7 +333,7 @@ func (fakePrompts) Settings(agentENS, role, prompt string) (templates.Settings, 
 // rig is an engine on the in-process store with fakes around it.
 type rig struct {
 	t      testing.TB
-	store  memory.Store
+	store  testStore
 	chat   *fakeChat
 	model  *fakeModel
 	clock  *storetest.Clock
@@ -405,7 +405,7 @@ func (r *rig) engine(p Prompts, change ...func(*Deps)) *Engine {
 }
 
 // onStore makes an engine use store.
-func onStore(store memory.Store) func(*Deps) {
+func onStore(store Store) func(*Deps) {
 	return func(d *Deps) { d.Store = store }
 }
 
@@ -443,6 +443,18 @@ func (r *rig) nextTS() string {
 	return fmt.Sprintf("1700000000.%06d", r.seq*100)
 }
 
+// testStore is the store the tests arrange their fixtures in: the
+// engine's port, and the writes and reads a fixture or a check needs.
+type testStore interface {
+	Store
+	AcquireLock(ctx context.Context, convID string, ttl time.Duration) (memory.Lock, error)
+	PendingPosts(ctx context.Context) (int, error)
+	AppendSession(ctx context.Context, a memory.SessionAppend) error
+	PairHuman(ctx context.Context, userID, ens string) (prevAgent, prevUser string, err error)
+	LinkWallet(ctx context.Context, userID, address string) error
+	Close() error
+}
+
 // handle records ev and dispatches its ticket at once, as a transport
 // with nothing to acknowledge does.
 func handle(ctx context.Context, e *Engine, ev Event) error {
@@ -468,7 +480,7 @@ func (r *rig) settle() {
 	settleEngines(r.t, r.store, r.clock, r.e)
 }
 
-func settleEngines(t testing.TB, store memory.Store, clock *storetest.Clock, engines ...*Engine) {
+func settleEngines(t testing.TB, store Store, clock *storetest.Clock, engines ...*Engine) {
 	t.Helper()
 	ctx := context.Background()
 	for range 500 {

@@ -4,7 +4,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"sort"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 )
@@ -37,4 +39,33 @@ func GroupSessionID(names []string) string {
 	sort.Strings(group)
 	sum := sha256.Sum256([]byte(strings.Join(group, "\n")))
 	return "grp-" + hex.EncodeToString(sum[:])[:32]
+}
+
+// TSTime reads a Slack ts ("1700000000.000100") as a time, in UTC: zero
+// when it is not one. It is the one conversion of a ts to a time.
+func TSTime(ts string) time.Time {
+	sec, frac, _ := strings.Cut(ts, ".")
+	s, err := strconv.ParseInt(sec, 10, 64)
+	if err != nil || s <= 0 {
+		return time.Time{}
+	}
+	frac = (frac + "000000")[:6]
+	us, err := strconv.ParseInt(frac, 10, 64)
+	if err != nil {
+		us = 0
+	}
+	return time.Unix(s, us*1000).UTC()
+}
+
+// lessTS orders Slack timestamps numerically.
+func lessTS(a, b string) bool {
+	as, af, _ := strings.Cut(a, ".")
+	bs, bf, _ := strings.Cut(b, ".")
+	if len(as) != len(bs) {
+		return len(as) < len(bs)
+	}
+	if as != bs {
+		return as < bs
+	}
+	return af < bf
 }

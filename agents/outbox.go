@@ -224,12 +224,6 @@ func (o *outbox) reply(a ens.Agent, p *pendingPost) Reply {
 	}
 }
 
-// firstLine is the first line of an error, capped, for the log.
-func firstLine(s string) string {
-	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
-	return capText(s, 300)
-}
-
 // turn is the turn that made the post (older states only knew the post
 // id).
 func (p *pendingPost) turn() string {

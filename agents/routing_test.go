@@ -12,7 +12,6 @@ import (
 
 	"github.com/conclavehq/conclave/agents/llm"
 	"github.com/conclavehq/conclave/ens"
-	"github.com/conclavehq/conclave/memory"
 	"github.com/conclavehq/conclave/templates"
 )
 
@@ -342,10 +341,10 @@ func (f fixedPrompts) Settings(_, _, _ string) (templates.Settings, error) { ret
 func TestReplicas(t *testing.T) {
 	tests := []struct {
 		name  string
-		store func(t *testing.T, r *rig) memory.Store
+		store func(t *testing.T, r *rig) testStore
 	}{
-		{name: "in-process", store: func(t *testing.T, r *rig) memory.Store { return r.store }},
-		{name: "redis", store: func(t *testing.T, r *rig) memory.Store { withRedis(r); return r.store }},
+		{name: "in-process", store: func(t *testing.T, r *rig) testStore { return r.store }},
+		{name: "redis", store: func(t *testing.T, r *rig) testStore { withRedis(r); return r.store }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

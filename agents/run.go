@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -153,7 +151,7 @@ func (e *Engine) messageOf(ev Event, paired string) memory.Message {
 		At:      ev.At,
 	}
 	if m.At.IsZero() {
-		m.At = tsTime(ev.TS)
+		m.At = TSTime(ev.TS)
 	}
 	switch {
 	case isBotEvent(ev):
@@ -162,31 +160,6 @@ func (e *Engine) messageOf(ev Event, paired string) memory.Message {
 		m.Kind, m.Agent = kindHuman, e.canonical(paired)
 	}
 	return m
-}
-
-// tsTime reads a Slack ts ("1700000000.000100") as a time.
-func tsTime(ts string) time.Time {
-	sec, frac, _ := strings.Cut(ts, ".")
-	s, err := strconv.ParseInt(sec, 10, 64)
-	if err != nil {
-		return time.Time{}
-	}
-	frac = (frac + "000000")[:6]
-	us, _ := strconv.ParseInt(frac, 10, 64)
-	return time.Unix(s, us*1000).UTC()
-}
-
-// lessTS orders Slack timestamps numerically.
-func lessTS(a, b string) bool {
-	as, af, _ := strings.Cut(a, ".")
-	bs, bf, _ := strings.Cut(b, ".")
-	if len(as) != len(bs) {
-		return len(as) < len(bs)
-	}
-	if as != bs {
-		return as < bs
-	}
-	return af < bf
 }
 
 // Run runs the workers (at most MaxParallel conversations at once) and the

@@ -28,6 +28,13 @@ func capText(s string, max int) string {
 	return s
 }
 
+// firstLine is the first line of s, capped at 300 runes: what a log or
+// a model reads of an error.
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
+	return capText(s, 300)
+}
+
 // stripEnd removes every endToken from s, tidying the spaces it leaves
 // ("a :end: b" → "a b", "done :end:, bye" → "done, bye"), and reports
 // whether there was one.

@@ -92,7 +92,7 @@ func (c runner) runTools(ctx context.Context, t *turn, offered []llm.Tool, calls
 		wg.Go(func() {
 			text, err := c.e.deps.Tools.Call(ctx, call.Name, call.Arguments)
 			if err != nil {
-				text = "error: " + toolReason(err)
+				text = "error: " + firstLine(err.Error()) // the toolbox keeps servers' secrets out of it
 				c.log.Info("tool call failed", slog.String(logAgent, t.agent.EnsDomain), slog.String(logTurn, t.id),
 					slog.String("tool", call.Name), slog.Any(logError, err))
 			}
@@ -110,11 +110,4 @@ func (c runner) runTools(ctx context.Context, t *turn, offered []llm.Tool, calls
 		}
 	}
 	return results
-}
-
-// toolReason is what the model reads of a failed call: the first line of
-// the reason, capped (the toolbox keeps servers' secrets out of it).
-func toolReason(err error) string {
-	s, _, _ := strings.Cut(strings.TrimSpace(err.Error()), "\n")
-	return capText(s, 300)
 }

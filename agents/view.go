@@ -13,10 +13,22 @@ import (
 
 // view builds what a turn's prompts see of a loaded conversation: the
 // messages visible to an agent, its history, the channel's members and
-// the template fields (templates.Data). It changes nothing.
-type view struct{ *convo }
+// the template fields (templates.Data). It changes nothing of the
+// conversation (the roster learns identities it resolves).
+type view struct {
+	*roster
+	conv memory.Conversation
+	msgs []memory.Message // the thread, in ts order
+	st   *convState       // read only: participants and notes
+	opts *Options
+	chat Chat
+	log  *slog.Logger
+}
 
-func (c *convo) view() view { return view{c} }
+// view is the conversation as it stands, for a turn's prompts.
+func (c *convo) view() view {
+	return view{roster: &c.roster, conv: c.conv, msgs: c.msgs, st: c.st, opts: &c.e.opts, chat: c.e.deps.Chat, log: c.log}
+}
 
 // visibleTo returns the thread messages an agent sees: every one for the
 // facilitator; for the others the messages that name them and their own
@@ -104,7 +116,7 @@ func (c view) members(ctx context.Context, self ens.Agent) []templates.Member {
 			seen[p.Agent] = true
 			a, _ := c.agent(ctx, p.Agent)
 			out = append(out, memberOf(a))
-		case p.UserID == "" || p.UserID == c.e.opts.BotUserID:
+		case p.UserID == "" || p.UserID == c.opts.BotUserID:
 		default:
 			if seen["user:"+p.UserID] {
 				continue
@@ -118,8 +130,8 @@ func (c view) members(ctx context.Context, self ens.Agent) []templates.Member {
 
 // data fills the template fields of a turn of agent a that sees visible.
 func (c view) data(ctx context.Context, a ens.Agent, visible []memory.Message, sessionID string, count int) templates.Data {
-	max := c.e.opts.MaxMessageChars
-	desc, err := c.e.deps.Chat.ChannelDescription(ctx, c.conv.Channel)
+	max := c.opts.MaxMessageChars
+	desc, err := c.chat.ChannelDescription(ctx, c.conv.Channel)
 	if err != nil {
 		c.log.Warn("channel description", slog.Any(logError, err))
 	}

@@ -208,7 +208,7 @@ func TestEventIsAcknowledgedRightAfterHandle(t *testing.T) {
 	ev := r.rec.wait(t, 1)[0]
 	want := agents.Event{
 		ID: d.EventID, Team: "T0001", Channel: "C1", TS: d.TS, UserID: "U1",
-		Raw: "hi <@U2> &amp; <#C2|ops>", Text: "hi @Bob Stone & #ops", UserName: "ada.l", At: tsTime(d.TS),
+		Raw: "hi <@U2> &amp; <#C2|ops>", Text: "hi @Bob Stone & #ops", UserName: "ada.l", At: agents.TSTime(d.TS),
 	}
 	if ev != want {
 		t.Errorf("event\n got %+v\nwant %+v", ev, want)
@@ -792,11 +792,11 @@ func TestThreadHistory(t *testing.T) {
 	}
 	want := []agents.Event{
 		{Team: "T0001", Channel: "C1", TS: file.TS, ThreadTS: root.TS, UserID: "U2", Subtype: "file_share",
-			Raw: "see &lt;this&gt;\n[file: scan.png]", Text: "see <this>\n[file: scan.png]", UserName: "Bob Stone", At: tsTime(file.TS)},
+			Raw: "see &lt;this&gt;\n[file: scan.png]", Text: "see <this>\n[file: scan.png]", UserName: "Bob Stone", At: agents.TSTime(file.TS)},
 		{Team: "T0001", Channel: "C1", TS: own, ThreadTS: root.TS, UserID: "UBOT", BotID: "BBOT", Subtype: "bot_message",
-			Raw: "agent says", Text: "agent says", UserName: "Elen", At: tsTime(own)},
+			Raw: "agent says", Text: "agent says", UserName: "Elen", At: agents.TSTime(own)},
 		{Team: "T0001", Channel: "C1", TS: other.TS, ThreadTS: root.TS, BotID: "B2", Subtype: "bot_message",
-			Raw: "JIRA-1 <@U1>", Text: "JIRA-1 @ada.l", UserName: "Jira", At: tsTime(other.TS)},
+			Raw: "JIRA-1 <@U1>", Text: "JIRA-1 @ada.l", UserName: "Jira", At: agents.TSTime(other.TS)},
 	}
 	if len(evs) != len(want) {
 		t.Fatalf("got %d events %+v, want %d", len(evs), evs, len(want))

@@ -6,9 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"strings"
-	"time"
 
 	"github.com/slack-go/slack"
 	"github.com/slack-go/slack/socketmode"
@@ -296,7 +294,7 @@ func decodeMessage(payload []byte, self Identity) (agents.Event, skipReason, err
 	if m.ChannelType == "im" || m.ChannelType == "mpim" || strings.HasPrefix(m.Channel, "D") {
 		return agents.Event{}, skipDirect, nil
 	}
-	ev := agents.Event{ID: outer.EventID, Team: outer.TeamID, Channel: m.Channel, At: tsTime(m.EventTS)}
+	ev := agents.Event{ID: outer.EventID, Team: outer.TeamID, Channel: m.Channel, At: agents.TSTime(m.EventTS)}
 	if ev.Team == "" {
 		ev.Team = m.Team
 	}
@@ -323,7 +321,7 @@ func decodeMessage(payload []byte, self Identity) (agents.Event, skipReason, err
 		ev.ThreadTS = ""
 	}
 	if ev.At.IsZero() {
-		ev.At = tsTime(ev.TS)
+		ev.At = agents.TSTime(ev.TS)
 	}
 	return ev, "", nil
 }
@@ -415,20 +413,6 @@ func (b *Bot) normalize(ctx context.Context, ev *agents.Event) {
 			ev.UserName = ev.UserID
 		}
 	}
-}
-
-// tsTime reads a Slack ts ("1700000000.000100"); zero when it is not one.
-func tsTime(ts string) time.Time {
-	sec, frac, _ := strings.Cut(ts, ".")
-	s, err := strconv.ParseInt(sec, 10, 64)
-	if err != nil || s <= 0 {
-		return time.Time{}
-	}
-	var us int64
-	if len(frac) == 6 {
-		us, _ = strconv.ParseInt(frac, 10, 64)
-	}
-	return time.Unix(s, us*1000)
 }
 
 // errorCode is the error code of a Slack ok:false answer, or "".

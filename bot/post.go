@@ -307,7 +307,7 @@ func (b *Bot) ThreadHistory(ctx context.Context, channel, threadTS string, limit
 		m := &msgs[i]
 		ev := agents.Event{
 			Channel: channel, TS: m.TS, ThreadTS: m.ThreadTS, UserID: m.User, BotID: m.BotID,
-			Subtype: m.Subtype, Raw: withFiles(m.Text, m.Files), At: tsTime(m.TS), Team: self.TeamID,
+			Subtype: m.Subtype, Raw: withFiles(m.Text, m.Files), At: agents.TSTime(m.TS), Team: self.TeamID,
 		}
 		if ev.ThreadTS == ev.TS {
 			ev.ThreadTS = ""
