@@ -142,19 +142,19 @@ func (e *Engine) load(ctx context.Context, lock memory.Lock, snap memory.Snapsho
 	}
 	c.forms = e.forms(c.names)
 	c.unresolved = e.forms(unresolved)
-	c.m = &machine{st: st, lim: e.limits(), facilitator: c.facilitator, idPrefix: c.conv.ID[:min(8, len(c.conv.ID))]}
+	c.m = &machine{st: st, lim: limitsOf(&e.opts), facilitator: c.facilitator, idPrefix: c.conv.ID[:min(8, len(c.conv.ID))]}
 	c.out = c.newOutbox()
 	return c, nil
 }
 
-// limits are the guards the machine applies.
-func (e *Engine) limits() limits {
+// limitsOf are the guards the machine applies, as configured.
+func limitsOf(o *Options) limits {
 	return limits{
-		MaxTurns:         e.opts.MaxTurns,
-		MaxTurnsPerAgent: e.opts.MaxTurnsPerAgent,
-		MaxQueued:        e.opts.MaxQueued,
-		CallTimeout:      e.opts.CallTimeout,
-		Timeout:          e.opts.Timeout,
+		MaxTurns:         o.MaxTurns,
+		MaxTurnsPerAgent: o.MaxTurnsPerAgent,
+		MaxQueued:        o.MaxQueued,
+		CallTimeout:      o.CallTimeout,
+		Timeout:          o.Timeout,
 	}
 }
 

@@ -204,7 +204,7 @@ func New(opts Options, deps Deps) *Engine {
 	e.opts = opts
 	e.opts.Agents = e.agentSettings(opts.Agents)
 	for _, c := range opts.Channels {
-		e.static[c.ID] = e.channel(c)
+		e.static[c.ID] = canonicalChannel(c, e.canonical)
 	}
 	return e
 }
@@ -276,12 +276,12 @@ func (e *Engine) agentSettings(in map[string]AgentSettings) map[string]AgentSett
 	return out
 }
 
-// channel is a configured channel with its agents canonical, each once,
-// and its start policy set.
-func (e *Engine) channel(c ChannelConfig) ChannelConfig {
+// canonicalChannel is a configured channel with its agents canonical,
+// each once, and its start policy set.
+func canonicalChannel(c ChannelConfig, canonical func(string) string) ChannelConfig {
 	names := make([]string, 0, len(c.Agents))
 	for _, n := range c.Agents {
-		if n = e.canonical(n); !slices.Contains(names, n) {
+		if n = canonical(n); !slices.Contains(names, n) {
 			names = append(names, n)
 		}
 	}
