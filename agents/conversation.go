@@ -301,13 +301,11 @@ func (c *convo) open(ctx context.Context, fresh []memory.Message) bool {
 		c.st.Status = statusOpen
 		return true
 	}
-	first := "" // the first reply that adopts the thread
-	for _, m := range fresh {
-		if m.TS != c.conv.ThreadTS && m.Kind != kindBot && len(c.mentions(m)) > 0 {
-			first = m.TS
-			break
-		}
+	in := make([]inbound, len(fresh))
+	for i, m := range fresh {
+		in[i] = c.inbound(m)
 	}
+	first := adopter(in, c.conv.ThreadTS) // the first reply that adopts the thread
 	if first == "" {
 		return false
 	}

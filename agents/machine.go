@@ -92,6 +92,18 @@ func startsOnRoot(root inbound, start string, hasFacilitator bool) bool {
 	return len(root.Named) > 0 || start == StartAll && hasFacilitator
 }
 
+// adopter returns the ts of the first reply (not the root, not a bot's)
+// naming a registered agent, which makes a thread conclave did not start
+// a conversation; "" when there is none.
+func adopter(fresh []inbound, threadTS string) string {
+	for _, m := range fresh {
+		if m.TS != threadTS && m.Kind != kindBot && len(m.Named) > 0 {
+			return m.TS
+		}
+	}
+	return ""
+}
+
 // receive routes one message: it is marked routed, its time is activity,
 // its author a participant when a person or human agent wrote it. With
 // triggers false (content only) or from a bot, that is all. Otherwise: a

@@ -603,3 +603,23 @@ func TestMachineDeadline(t *testing.T) {
 		t.Errorf("with a post waiting: deadline %v", d)
 	}
 }
+
+// TestMachineAdopt covers a reply adopting a thread conclave did not start.
+func TestMachineAdopt(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		fresh []inbound
+		want  string
+	}{
+		{"no reply names an agent", []inbound{byPerson("1.2", "hi", false)}, ""},
+		{"the root naming an agent does not adopt", []inbound{byPerson("1.1", "cora?", false, namedExp)}, ""},
+		{"a bot naming an agent does not adopt", []inbound{{TS: "1.2", Kind: kindBot, Named: []namedAgent{namedExp}}}, ""},
+		{"the first reply naming an agent adopts", []inbound{
+			byPerson("1.2", "hi", false), byAgent("1.3", "x", namedExp), byPerson("1.4", "paul?", false, namedExp2),
+		}, "1.3"},
+	} {
+		if got := adopter(tt.fresh, "1.1"); got != tt.want {
+			t.Errorf("%s: adopter = %q, want %q", tt.name, got, tt.want)
+		}
+	}
+}
