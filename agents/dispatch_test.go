@@ -8,7 +8,7 @@ import (
 )
 
 // dueless is a store whose Due lists nothing, so that only the hand-off
-// from Handle can start a turn; it counts the Due calls.
+// from Record can start a turn; it counts the Due calls.
 type dueless struct {
 	Store
 	dues atomic.Int64
@@ -19,10 +19,10 @@ func (s *dueless) Due(context.Context, time.Time, int) ([]string, error) {
 	return nil, nil
 }
 
-// TestHandleHandsTheConversationToAWorker: a message recorded by this
+// TestRecordHandsTheConversationToAWorker: a message recorded by this
 // replica goes straight to a worker; no sweep of the store's due indexes
 // (one Lua script per shard on Redis) runs for it.
-func TestHandleHandsTheConversationToAWorker(t *testing.T) {
+func TestRecordHandsTheConversationToAWorker(t *testing.T) {
 	r := newRig(t)
 	r.opts.SweepInterval = time.Hour
 	store := &dueless{Store: r.store}

@@ -63,7 +63,7 @@ func TestRoundTripsPerTurn(t *testing.T) {
 			}
 			r.e.process(context.Background(), context.Background(), task{id: id, channel: chanA})
 			if n := handled - before; n > tt.handle {
-				t.Errorf("Handle took %d round trips, want at most %d", n, tt.handle)
+				t.Errorf("Record took %d round trips, want at most %d", n, tt.handle)
 			}
 			if n := trips.Count() - handled; n > tt.turn {
 				t.Errorf("the turn took %d round trips, want at most %d", n, tt.turn)
@@ -78,11 +78,11 @@ func TestRoundTripsPerTurn(t *testing.T) {
 	}
 }
 
-// TestHandleIsDurableBeforeItReturns: once Handle returned nil (and the
+// TestRecordIsDurableBeforeItReturns: once Record returned nil (and the
 // transport acknowledged the envelope), the message is in the store and its
 // conversation is due, even if no worker of this replica ever runs; when
-// the store fails, Handle fails, so the envelope is not acknowledged.
-func TestHandleIsDurableBeforeItReturns(t *testing.T) {
+// the store fails, Record fails, so the envelope is not acknowledged.
+func TestRecordIsDurableBeforeItReturns(t *testing.T) {
 	r := newRig(t)
 	root := r.send("", "U1", "Alice", "hello")
 	id := ConversationID(team, chanA, root.TS)
@@ -97,7 +97,7 @@ func TestHandleIsDurableBeforeItReturns(t *testing.T) {
 	e := r.engine(fakePrompts{}, onStore(failing))
 	ev := Event{ID: "Ev9", Team: team, Channel: chanA, TS: r.nextTS(), ThreadTS: root.TS, UserID: "U1", Text: "more"}
 	if err := handle(context.Background(), e, ev); err == nil {
-		t.Error("Handle returned nil though the message could not be recorded")
+		t.Error("Record returned nil though the message could not be recorded")
 	}
 }
 

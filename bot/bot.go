@@ -58,7 +58,7 @@ const (
 	// readyGrace is how long Ready keeps reporting ready while the socket
 	// reconnects (Slack asks clients to reconnect regularly).
 	readyGrace = 30 * time.Second
-	// handleTimeout bounds one Handler.Handle call so that, with the name
+	// handleTimeout bounds one Handler.Record call so that, with the name
 	// look-ups, an envelope is acknowledged within Slack's 3 s or not at
 	// all.
 	handleTimeout = 1500 * time.Millisecond

@@ -60,10 +60,10 @@ func (b *Bot) dispatch(ctx context.Context, ev socketmode.Event) {
 }
 
 // handleEnvelope records one events_api envelope: decode, drop what is not
-// for conclave, then normalise, Handle and ack, in arrival order within a
-// thread, and with Options.HandleParallel above 1 several threads at once
-// (each envelope must be acknowledged within 3 s, and recording takes
-// store round trips). A Handle error leaves the envelope unacknowledged so
+// for conclave, then normalise, Record, ack and dispatch, in arrival order
+// within a thread, and with Options.HandleParallel above 1 several threads
+// at once (each envelope must be acknowledged within 3 s, and recording
+// takes store round trips). A Record error leaves the envelope unacknowledged so
 // that Slack delivers it again.
 func (b *Bot) handleEnvelope(ctx context.Context, req socketmode.Request) {
 	log := b.log.With(slog.String(logEnvelope, req.EnvelopeID))
