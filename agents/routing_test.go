@@ -15,7 +15,7 @@ import (
 	"github.com/conclavehq/conclave/templates"
 )
 
-func TestHandleIgnores(t *testing.T) {
+func TestRecordIgnores(t *testing.T) {
 	r := newRig(t)
 	ctx := context.Background()
 	other := Event{ID: "Ev1", Team: team, Channel: "C-unregistered", TS: r.nextTS(), UserID: "U1", Text: "hello " + cora}
