@@ -137,12 +137,19 @@ func (out outcome) response(model string, attempts int, used usage) Response {
 	}
 }
 
-// attempt makes one call bounded by timeout and classifies its result.
-func (ep *endpoint) attempt(ctx context.Context, call openai.ChatCompletionRequest, timeout time.Duration) outcome {
+// attempt makes one call bounded by timeout, streamed when onText is
+// set, and classifies its result.
+func (ep *endpoint) attempt(ctx context.Context, call openai.ChatCompletionRequest, timeout time.Duration, onText func(string)) outcome {
 	var tr trace
 	actx, cancel := context.WithTimeout(context.WithValue(ctx, traceKey{}, &tr), timeout)
 	defer cancel()
-	reply, err := ep.api.CreateChatCompletion(actx, call)
+	var reply openai.ChatCompletionResponse
+	var err error
+	if onText != nil {
+		reply, err = ep.stream(actx, call, onText)
+	} else {
+		reply, err = ep.api.CreateChatCompletion(actx, call)
+	}
 	out := outcome{sent: tr.sent, status: tr.status, retryAfter: tr.retryAfter, cause: err}
 	if err == nil {
 		out.reply = reply
@@ -168,6 +175,8 @@ func (ep *endpoint) attempt(ctx context.Context, call openai.ChatCompletionReque
 		out.msg = fmt.Sprintf("no reply within %s", timeout.Round(time.Millisecond))
 	case tr.netErr != nil:
 		out.reason, out.retry, out.msg = ReasonConnection, true, tr.netErr.Error()
+	case errors.Is(err, errStreamCut):
+		out.reason, out.retry, out.msg = ReasonConnection, true, clip(err.Error(), 200)
 	case errors.As(err, &apiErr):
 		out.msg = fmt.Sprintf("status %d: %s", apiErr.HTTPStatusCode, clip(apiErr.Message, 300))
 		out.reason, out.retry = classifyStatus(apiErr.HTTPStatusCode)

@@ -228,10 +228,11 @@ func (c *Client) Complete(ctx context.Context, req Request) (Response, error) {
 	if err != nil {
 		return Response{}, ep.fail(call.Model, 0, outcome{reason: ReasonInvalid, msg: err.Error(), cause: err})
 	}
-	return c.run(ctx, ep, call, req)
+	return c.run(ctx, ep, call, req, nil)
 }
 
-func (c *Client) run(ctx context.Context, ep *endpoint, call openai.ChatCompletionRequest, req Request) (Response, error) {
+// run makes the attempts of one request; with onText they are streamed.
+func (c *Client) run(ctx context.Context, ep *endpoint, call openai.ChatCompletionRequest, req Request, onText func(string)) (Response, error) {
 	p := ep.profile
 	deadline := c.now().Add(p.TotalTimeout)
 	total, cancel := context.WithTimeout(ctx, p.TotalTimeout)
@@ -242,7 +243,7 @@ func (c *Client) run(ctx context.Context, ep *endpoint, call openai.ChatCompleti
 		if remaining <= 0 {
 			return Response{}, ep.fail(call.Model, attempt-1, deadlineOutcome(p))
 		}
-		out := ep.attempt(total, call, min(p.Timeout, remaining))
+		out := ep.attempt(total, call, min(p.Timeout, remaining), onText)
 		used.add(out.usage)
 		if out.reason == "" {
 			return out.response(call.Model, attempt, used), nil

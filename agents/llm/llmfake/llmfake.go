@@ -44,6 +44,14 @@ type Reply struct {
 	// Chunks splits Content for a streamed reply; by default Content is sent
 	// in pieces of about eight bytes, cut at rune boundaries.
 	Chunks []string
+	// Pace, when not nil, holds a streamed reply back before each piece
+	// after the first until a value is received from it (or the client
+	// goes away, or the server closes), so a test decides when the model
+	// writes on; closing it lets the rest flow.
+	Pace <-chan struct{}
+	// Cut ends a streamed reply after its pieces, with no finish reason
+	// and no [DONE], as a dropped connection leaves it.
+	Cut bool
 
 	// Status, when not 2xx, makes the reply an error: an OpenAI-style
 	// {"error":{…}} body with ErrorMessage and ErrorType, or Body verbatim.
@@ -319,7 +327,15 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(statusOr200(reply.Status))
 		_, _ = io.WriteString(w, reply.Body)
 	case req.Stream:
-		writeStream(w, req, reply)
+		writeStream(w, req, reply, func() bool {
+			select {
+			case <-reply.Pace:
+				return true
+			case <-r.Context().Done():
+			case <-s.done:
+			}
+			return false
+		})
 	default:
 		writeJSON(w, statusOr200(reply.Status), completion(req, reply))
 	}
@@ -541,8 +557,10 @@ func usage(req Request, reply Reply) *wireUsage {
 
 // writeStream answers as OpenAI streams: a first chunk with the role, the
 // content in pieces, a chunk with the finish reason, a usage chunk with no
-// choices when the request asked for it, then [DONE].
-func writeStream(w http.ResponseWriter, req Request, reply Reply) {
+// choices when the request asked for it, then [DONE]. With reply.Pace,
+// each piece after the first waits for pace; a false from it ends the
+// stream where it is, without a finish reason or [DONE].
+func writeStream(w http.ResponseWriter, req Request, reply Reply, pace func() bool) {
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(statusOr200(reply.Status))
@@ -558,8 +576,14 @@ func writeStream(w http.ResponseWriter, req Request, reply Reply) {
 	}
 	if !reply.NoChoices {
 		send([]wireChoice{{Delta: &wireMessage{Role: "assistant"}}}, nil)
-		for _, piece := range pieces(reply) {
+		for i, piece := range pieces(reply) {
+			if i > 0 && reply.Pace != nil && !pace() {
+				return
+			}
 			send([]wireChoice{{Delta: &wireMessage{Content: piece}}}, nil)
+		}
+		if reply.Cut {
+			return
 		}
 		if calls := wireCalls(reply, true); calls != nil {
 			send([]wireChoice{{Delta: &wireMessage{ToolCalls: calls}}}, nil)
