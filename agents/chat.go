@@ -57,6 +57,12 @@ type Reply struct {
 	// Posted holds the ts of the parts already posted, in order: they are
 	// not posted again.
 	Posted []string
+	// Update is the ts of a message streamed as the first part: that
+	// message is updated (chat.update) instead of a new one posted.
+	Update string
+	// Partial: Text is a streamed reply so far; only its first part is
+	// posted or updated.
+	Partial bool
 }
 
 // PostError is a failed post as the transport classifies it. An error of

@@ -195,6 +195,7 @@ func (c *convo) commit(ctx context.Context, mode commitMode) (bool, error) {
 		return false, fmt.Errorf("agents: commit conversation %s: %w", c.conv.ID, err)
 	}
 	c.newMsgs, c.sessions = nil, nil
+	c.conv.State = conv.State // what a streamed reply's marker is committed over
 	for _, n := range c.notices {
 		if err := c.e.deps.Chat.PostEphemeral(ctx, c.conv.Channel, n.user, n.text); err != nil {
 			c.log.Warn("post a notice of an agent that cannot be called", slog.String(logAgent, n.agent), slog.Any(logError, err))

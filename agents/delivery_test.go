@@ -71,6 +71,8 @@ type deliveryRig struct {
 	abandoned atomic.Int64
 	window    time.Duration // slack.post_retry_window
 	lockTTL   time.Duration // 0: the default
+	// engine, when set, adjusts each replica's engine options and deps.
+	engine func(*agents.Options, *agents.Deps)
 }
 
 func newDeliveryRig(t *testing.T) *deliveryRig {
@@ -152,14 +154,15 @@ func (r *deliveryRig) replica(parent context.Context, change ...func(*replica)) 
 	for _, f := range change {
 		f(rep)
 	}
-	eng.Engine = agents.New(agents.Options{
+	opts := agents.Options{
 		Channels:        []agents.ChannelConfig{{ID: deliveryChannel, Agents: []string{facilitator.EnsDomain}}},
 		BotUserID:       id.UserID,
 		SweepInterval:   5 * time.Millisecond,
 		PostRetryWindow: r.window,
 		ShutdownGrace:   time.Second,
 		LockTTL:         r.lockTTL,
-	}, agents.Deps{
+	}
+	deps := agents.Deps{
 		Store:           rep.store,
 		Chat:            rep.chat,
 		Model:           model,
@@ -169,7 +172,11 @@ func (r *deliveryRig) replica(parent context.Context, change ...func(*replica)) 
 		Now:             r.clock.Now,
 		Jitter:          func() float64 { return 1 },
 		OnPostAbandoned: func() { r.abandoned.Add(1) },
-	})
+	}
+	if r.engine != nil {
+		r.engine(&opts, &deps)
+	}
+	eng.Engine = agents.New(opts, deps)
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = eng.Run(ctx) })
 	wg.Go(func() { _ = b.Run(ctx) })

@@ -100,6 +100,12 @@ type Options struct {
 	LockTTL       time.Duration // per-conversation lock, renewed while a turn runs (30s)
 	SweepInterval time.Duration // how often Due is polled (1s)
 
+	// Stream shows plain-text replies while they are written
+	// (slack.stream); StreamInterval spaces their updates
+	// (slack.stream_interval, 1s).
+	Stream         bool
+	StreamInterval time.Duration
+
 	// Owns, when set, limits the conversations the sweeper hands to
 	// workers to those it accepts: `conclave chat` may share the store of
 	// a running conclave and must leave its conversations alone.
@@ -123,6 +129,9 @@ type Deps struct {
 	// Jitter, optional, draws the jitter of post retries, in [0, 1]
 	// (default: math/rand).
 	Jitter func() float64
+	// StreamTicker, optional, ticks every d while a reply is streamed
+	// (default: time.NewTicker); it returns the ticks and a stop.
+	StreamTicker func(d time.Duration) (<-chan time.Time, func())
 }
 
 // Resolver turns an agent name into an identity (an ens resolver chain).

@@ -96,6 +96,7 @@ func (c runner) post(ctx context.Context, a ens.Agent, postID, text string, p pe
 // conversation until it is made or given up); send fails only when the
 // conversation cannot go on (lock lost, store down, ctx over).
 func (o *outbox) send(ctx context.Context, p pendingPost) error {
+	o.adoptStream(&p)
 	o.st.Outbox = append(o.st.Outbox, p)
 	if o.fresh == nil {
 		o.fresh = make(map[string]bool)
@@ -166,7 +167,10 @@ func (o *outbox) attempt(ctx context.Context, p *pendingPost) error {
 	defer cancel()
 	fresh := o.fresh[p.PostID]
 	delete(o.fresh, p.PostID)
-	if !fresh {
+	if err := o.findStreamed(ctx, p); err != nil {
+		return err
+	}
+	if !fresh && !p.streaming() {
 		found, err := o.chat.FindPost(ctx, o.channel, o.thread, p.PostID)
 		if err != nil {
 			return fmt.Errorf("look for post %s: %w", p.PostID, err)
@@ -221,6 +225,7 @@ func (o *outbox) reply(a ens.Agent, p *pendingPost) Reply {
 		TurnID:   p.PostID,
 		Mention:  p.Mention,
 		Posted:   p.Posted,
+		Update:   p.updateOf(),
 	}
 }
 

@@ -81,6 +81,10 @@ type convState struct {
 	// moves it into Outbox.
 	Outbox  []pendingPost `json:"outbox,omitempty"`
 	Pending *pendingPost  `json:"pending,omitempty"`
+	// Streamed maps the post id of a reply being streamed by a turn not
+	// yet over to its message's ts ("" while unknown): a run again of
+	// the turn shows its reply in that message (see stream.go).
+	Streamed map[string]string `json:"streamed,omitempty"`
 	// Seq numbers notes and turn ids.
 	Seq int `json:"seq,omitempty"`
 }
@@ -159,6 +163,10 @@ type pendingPost struct {
 	Next  time.Time `json:"next,omitzero"`
 	// LastError is why the last attempt failed.
 	LastError string `json:"last_error,omitempty"`
+	// Stream: a message was (maybe) streamed for the first part, with ts
+	// StreamTS ("" while unknown); it is updated, not posted again.
+	Stream   bool   `json:"stream,omitempty"`
+	StreamTS string `json:"stream_ts,omitempty"`
 }
 
 func decodeState(b []byte) (*convState, error) {

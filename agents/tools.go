@@ -55,7 +55,7 @@ func (c runner) complete(ctx context.Context, t *turn, req llm.Request) (llm.Res
 		if round >= c.e.opts.MaxToolRounds {
 			req.Tools = nil
 		}
-		resp, err := c.e.deps.Model.Complete(ctx, req)
+		resp, err := c.callModel(ctx, t, req)
 		t.report.PromptTokens += resp.PromptTokens
 		t.report.CompletionTokens += resp.CompletionTokens
 		if err != nil || len(req.Tools) == 0 || len(resp.ToolCalls) == 0 {

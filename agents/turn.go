@@ -31,6 +31,7 @@ type turn struct {
 	started time.Time
 	// deadline ends its model calls (real time: contexts run on it).
 	deadline time.Time
+	stream   *streamer // while its reply is streamed
 }
 
 func (c runner) newTurn(id string, a ens.Agent, phase string) *turn {
@@ -148,7 +149,7 @@ func (c runner) failed(ctx context.Context, t *turn, err error) error {
 // now stays pending there; a lost lock leaves it to the next holder, which
 // must not see it twice.
 func (c runner) notify(ctx context.Context, t *turn, reason string) {
-	if c.e.opts.Notify != NotifyThread {
+	if c.e.opts.Notify != NotifyThread && !c.streamedFor(t.id) {
 		return
 	}
 	text := fmt.Sprintf("⚠️ %s could not answer: %s (ref %s)", t.agent.Name, reason, t.id)
@@ -387,7 +388,7 @@ func (c runner) sessionTurn(ctx context.Context, t *turn, namespace, key, prompt
 	if err != nil {
 		return "", err
 	}
-	return c.ask(ctx, t, req)
+	return c.askStreamed(ctx, t, req, c.st.Conclude == nil)
 }
 
 // facilitatorTurn runs the facilitator's default prompt over the whole
@@ -405,7 +406,7 @@ func (c runner) facilitatorTurn(ctx context.Context) error {
 	req, err := c.build(t, templates.PromptDefault, data, c.view().history(ctx, f, c.msgs, true), nil)
 	var text string
 	if err == nil {
-		text, err = c.ask(ctx, t, req)
+		text, err = c.askStreamed(ctx, t, req, true)
 	}
 	if err != nil && ctx.Err() != nil {
 		return c.failed(ctx, t, err) // to be run again: the messages keep their reaction
@@ -468,7 +469,7 @@ func (c runner) concludeTurn(ctx context.Context) error {
 	req, err := c.build(t, templates.PromptConclude, data, c.view().history(ctx, f, msgs, true), tail)
 	var text string
 	if err == nil {
-		text, err = c.ask(ctx, t, req)
+		text, err = c.askStreamed(ctx, t, req, false)
 	}
 	if err != nil && ctx.Err() != nil {
 		t.report.Outcome = "cancelled"

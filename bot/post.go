@@ -59,6 +59,9 @@ func (b *Bot) PostReply(ctx context.Context, r agents.Reply) ([]string, error) {
 		}
 	}
 	parts := splitText(b.inertMarkdown(ctx, strings.TrimSpace(r.Text)), blockLimit)
+	if r.Partial && len(parts) > 1 {
+		parts = parts[:1] // a reply being streamed shows its first part only
+	}
 	if len(parts) == 0 && len(mentions) == 0 {
 		return nil, &agents.PostError{Err: ErrEmptyReply, Permanent: true}
 	}
@@ -93,11 +96,9 @@ func (b *Bot) PostReply(ctx context.Context, r agents.Reply) ([]string, error) {
 		if part != "" {
 			blocks = append(blocks, slack.NewMarkdownBlock("", part))
 		}
-		opts := append(common[:len(common):len(common)],
-			slack.MsgOptionText(fallback, false),
-			slack.MsgOptionBlocks(blocks...))
+		content := []slack.MsgOption{slack.MsgOptionText(fallback, false), slack.MsgOptionBlocks(blocks...)}
 		if r.TurnID != "" {
-			opts = append(opts, slack.MsgOptionMetadata(slack.SlackMetadata{
+			content = append(content, slack.MsgOptionMetadata(slack.SlackMetadata{
 				EventType: turnEventType,
 				EventPayload: map[string]any{
 					"turn_id": r.TurnID, "part": i + 1, "parts": len(parts),
@@ -105,11 +106,7 @@ func (b *Bot) PostReply(ctx context.Context, r agents.Reply) ([]string, error) {
 				},
 			}))
 		}
-		var ts string
-		err := b.call(ctx, "chat.postMessage", false, func(ctx context.Context) (err error) {
-			_, ts, err = b.api.PostMessageContext(ctx, r.Channel, opts...)
-			return err
-		})
+		ts, err := b.sendPart(ctx, r, i, common, content)
 		if err != nil {
 			_, after := rateLimit(err)
 			return posted, &agents.PostError{

@@ -40,6 +40,7 @@ var methods = map[string]method{
 	"auth.test":             (*Server).authTest,
 	"chat.postMessage":      (*Server).chatPostMessage,
 	"chat.postEphemeral":    (*Server).chatPostEphemeral,
+	"chat.update":           (*Server).chatUpdate,
 	"reactions.add":         (*Server).reactionsAdd,
 	"reactions.remove":      (*Server).reactionsRemove,
 	"conversations.replies": (*Server).conversationsReplies,
