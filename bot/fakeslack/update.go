@@ -13,7 +13,11 @@ type Update struct {
 	Text     string
 	Blocks   json.RawMessage // as sent; nil when none
 	Metadata *Metadata       // nil when not sent
+	form     url.Values
 }
+
+// Form is everything the update sent, token removed.
+func (u Update) Form() url.Values { return u.form }
 
 // MarkdownTexts returns the text of each markdown block of the update.
 func (u Update) MarkdownTexts() []string { return Post{Blocks: u.Blocks}.MarkdownTexts() }
@@ -91,7 +95,7 @@ func (s *Server) Updates() []Update {
 		if c.Status != 200 || c.Error != "" {
 			continue
 		}
-		u := Update{Seq: c.Seq, Channel: c.Form.Get("channel"), TS: c.Form.Get("ts"), Text: c.Form.Get("text")}
+		u := Update{Seq: c.Seq, Channel: c.Form.Get("channel"), TS: c.Form.Get("ts"), Text: c.Form.Get("text"), form: c.Form}
 		if b := c.Form.Get("blocks"); b != "" {
 			u.Blocks = json.RawMessage(b)
 		}
