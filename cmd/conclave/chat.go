@@ -106,6 +106,7 @@ func runChat(ctx context.Context, args []string, e env) error {
 	})
 	opts := engineOptions(cfg, "")
 	opts.Owns = term.Owns // the store may be a running conclave's
+	opts.Stream = false   // the terminal prints whole replies
 	eng := agents.New(opts, agents.Deps{
 		Store:    store,
 		Chat:     term,

@@ -79,6 +79,9 @@ type SlackConfig struct {
 	// Delivery.
 	Timeout         Duration `toml:"timeout"`
 	PostRetryWindow Duration `toml:"post_retry_window"`
+	// Streaming replies.
+	Stream         bool     `toml:"stream"`
+	StreamInterval Duration `toml:"stream_interval"`
 }
 
 // LLMProfileConfig holds the keys of [llm] that a named profile may set.
@@ -249,6 +252,7 @@ func defaultConfig() Config {
 			IPFSGateway:     "https://ipfs.io/ipfs/",
 			Timeout:         Duration{10 * time.Second},
 			PostRetryWindow: Duration{30 * time.Minute},
+			StreamInterval:  Duration{agents.DefaultStreamInterval},
 		},
 		LLM: LLMConfig{LLMProfileConfig: LLMProfileConfig{
 			BaseURL:          ptr("https://api.openai.com/v1"),
@@ -708,6 +712,7 @@ func (c *Config) validate() error {
 	positive("conversation.call_timeout", c.Conversation.CallTimeout)
 	positive("slack.timeout", c.Slack.Timeout)
 	positive("slack.post_retry_window", c.Slack.PostRetryWindow)
+	positive("slack.stream_interval", c.Slack.StreamInterval)
 	for key, v := range map[string]int{
 		"conversation.max_queued":          c.Conversation.MaxQueued,
 		"conversation.max_turns":           c.Conversation.MaxTurns,

@@ -123,14 +123,16 @@ func TestEnvNames(t *testing.T) {
 		t.Errorf("%s takes CONCLAVE_CONFIG, the configuration file's variable", p)
 	}
 	for env, path := range map[string]string{
-		"CONCLAVE_MEMORY_REDIS_URL":     "memory.redis_url",
-		"CONCLAVE_CONVERSATION_TIMEOUT": "conversation.timeout",
-		"CONCLAVE_SHUTDOWN_GRACE":       "shutdown_grace",
-		"CONCLAVE_LLM_API_KEY":          "llm.api_key",
-		"CONCLAVE_LLM_PROFILES":         "llm.profiles",
-		"CONCLAVE_ENS_CHAINS":           "ens.chains",
-		"CONCLAVE_AGENTS":               "agents",
-		"CONCLAVE_HTTP_OPS_ADDR":        "http.ops_addr",
+		"CONCLAVE_MEMORY_REDIS_URL":      "memory.redis_url",
+		"CONCLAVE_CONVERSATION_TIMEOUT":  "conversation.timeout",
+		"CONCLAVE_SHUTDOWN_GRACE":        "shutdown_grace",
+		"CONCLAVE_LLM_API_KEY":           "llm.api_key",
+		"CONCLAVE_LLM_PROFILES":          "llm.profiles",
+		"CONCLAVE_ENS_CHAINS":            "ens.chains",
+		"CONCLAVE_AGENTS":                "agents",
+		"CONCLAVE_HTTP_OPS_ADDR":         "http.ops_addr",
+		"CONCLAVE_SLACK_STREAM":          "slack.stream",
+		"CONCLAVE_SLACK_STREAM_INTERVAL": "slack.stream_interval",
 	} {
 		if seen[env] != path {
 			t.Errorf("%s sets %q, want %q", env, seen[env], path)
@@ -302,6 +304,7 @@ headers = { Authorization = %q }
 		"[llm]", "api_key = '****'", "x-api-key = '****'",
 		"redis_url = '****'", "mainnet_rpc_url = '****'", "rpc_url = '****'",
 		"call_timeout = '90s'", "timeout = '10m'", "shutdown_grace = '45s'", "conversation_ttl = '720h'",
+		"stream = false", "stream_interval = '1s'",
 		"registry = '0x23dbc335f966d9869940FB55f61E919118AAD236'",
 		"CRM_KEY = '****'", "CRM_TOKEN = '$CRM_TOKEN'", "Authorization = '****'",
 	} {

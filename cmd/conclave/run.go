@@ -337,6 +337,8 @@ func engineOptions(cfg Config, botUserID string) agents.Options {
 		BaseDomains:      cfg.ENS.BaseDomains,
 		ShutdownGrace:    cfg.ShutdownGrace.Duration,
 		PostRetryWindow:  cfg.Slack.PostRetryWindow.Duration,
+		Stream:           cfg.Slack.Stream,
+		StreamInterval:   cfg.Slack.StreamInterval.Duration,
 		TurnTimeout:      3 * longestTotalTimeout(cfg.LLM),
 		PostTimeout:      6 * cfg.Slack.Timeout.Duration,
 		Agents:           map[string]agents.AgentSettings{},
