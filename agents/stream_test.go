@@ -218,3 +218,54 @@ func TestStreamedReplyExactlyOnceAfterACrash(t *testing.T) {
 		})
 	}
 }
+
+// The update that completes a streamed message fails: it stays pending
+// in the outbox and is retried with backoff until it is made.
+func TestStreamedReplyCompletedThroughFailures(t *testing.T) {
+	r, ctx := startDelivery(t, streaming(nil))
+	pace := make(chan struct{})
+	const final = "A first sentence. Then the rest, complete."
+	r.llm.Reply(llmfake.Reply{Content: final, Chunks: []string{"A first sentence. ", "Then the rest, complete."}, Pace: pace})
+	root := r.ask("", "q1")
+	first := r.waitPosts(ctx, root.TS, 1)[0]
+	r.slack.FailNext("chat.update", fakeslack.Failure{Times: 2, Error: "internal_error"})
+	close(pace)
+	r.until(ctx, "the update did not fail", func() bool { return len(r.slack.CallsTo("chat.update")) >= 1 })
+	stop := r.pump(time.Second)
+	defer stop()
+	r.settled(ctx, root.TS, 1)
+	if n := len(r.slack.CallsTo("chat.update")); n != 3 {
+		t.Errorf("%d chat.update calls, want 2 failed then 1 made", n)
+	}
+	if posts := r.waitPosts(ctx, root.TS, 1); len(posts) != 1 {
+		t.Errorf("%d posts, want the streamed message only", len(posts))
+	}
+	if got, _ := r.slack.Current(deliveryChannel, first.TS); !reflect.DeepEqual(got.MarkdownTexts(), []string{final}) {
+		t.Errorf("the streamed message reads %q, want %q", got.MarkdownTexts(), final)
+	}
+	if !strings.Contains(r.logs.String(), "post failed; it stays pending") {
+		t.Errorf("the failed update did not take the outbox's retry path:\n%s", r.logs)
+	}
+}
+
+// A turn that fails after its reply began to show: the ⚠️ notice takes
+// the streamed message's place; nothing half-written stays.
+func TestStreamedReplyOfAFailedTurn(t *testing.T) {
+	r, ctx := startDelivery(t, streaming(nil))
+	pace := make(chan struct{})
+	r.llm.Reply(
+		llmfake.Reply{Content: "A first sentence. Then", Chunks: []string{"A first sentence. ", "Then"}, Cut: true, Pace: pace},
+		llmfake.Error(400, "context too long"),
+	)
+	root := r.ask("", "q1")
+	first := r.waitPosts(ctx, root.TS, 1)[0]
+	close(pace) // the stream is cut; the retry is refused: the turn fails
+	posts := r.settled(ctx, root.TS, 1)
+	if len(posts) != 1 || posts[0].TS != first.TS {
+		t.Fatalf("%d posts %q, want the streamed message only", len(posts), textsOf(posts))
+	}
+	got, _ := r.slack.Current(deliveryChannel, first.TS)
+	if !strings.HasPrefix(got.Text, "⚠️ Elen could not answer") {
+		t.Errorf("the streamed message reads %q, want the notice in its place", got.Text)
+	}
+}
