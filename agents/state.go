@@ -82,9 +82,9 @@ type convState struct {
 	Outbox  []pendingPost `json:"outbox,omitempty"`
 	Pending *pendingPost  `json:"pending,omitempty"`
 	// Streamed maps the post id of a reply being streamed by a turn not
-	// yet over to its message's ts ("" while unknown): a run again of
-	// the turn shows its reply in that message (see stream.go).
-	Streamed map[string]string `json:"streamed,omitempty"`
+	// yet over to its message: a run again of the turn shows its reply in
+	// that message (see stream.go).
+	Streamed map[string]streamMark `json:"streamed,omitempty"`
 	// Seq numbers notes and turn ids.
 	Seq int `json:"seq,omitempty"`
 }

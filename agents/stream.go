@@ -27,6 +27,13 @@ import (
 // committed); the run again has the same post id, finds the marker and
 // updates that message instead of posting another.
 
+// streamMark is a message streamed by a turn not yet over.
+type streamMark struct {
+	TS     string `json:"ts,omitempty"` // "" while unknown
+	Agent  string `json:"agent"`
+	Prompt string `json:"prompt"`
+}
+
 // DefaultStreamInterval is slack.stream_interval when not set.
 const DefaultStreamInterval = time.Second
 
@@ -47,6 +54,7 @@ type streamer struct {
 	model   StreamModel
 	postID  string
 	agent   string
+	prompt  string
 	reply   Reply // who posts, where, with which post id
 	mention bool  // the text so far may mention paired users
 	base    []byte
@@ -84,16 +92,16 @@ func (c runner) askStreamed(ctx context.Context, t *turn, req llm.Request, menti
 	t.stream = nil
 	if s.marked {
 		if c.st.Streamed == nil {
-			c.st.Streamed = make(map[string]string)
+			c.st.Streamed = make(map[string]streamMark)
 		}
-		c.st.Streamed[s.postID] = s.ts
+		c.st.Streamed[s.postID] = s.mark()
 	}
 	return text, err
 }
 
 func (c runner) newStreamer(t *turn, sm StreamModel, mention bool) *streamer {
 	s := &streamer{
-		c: c, model: sm, postID: t.id, agent: t.agent.EnsDomain, mention: mention,
+		c: c, model: sm, postID: t.id, agent: t.agent.EnsDomain, prompt: t.report.Phase, mention: mention,
 		base: c.conv.State, conv: c.conv, lock: c.lock,
 		wake: make(chan struct{}, 1), stop: make(chan struct{}),
 	}
@@ -101,10 +109,10 @@ func (c runner) newStreamer(t *turn, sm StreamModel, mention bool) *streamer {
 		Channel: c.conv.Channel, ThreadTS: c.conv.ThreadTS, Username: t.agent.Name, IconURL: t.agent.Avatar,
 		TurnID: t.id, Partial: true,
 	}
-	if ts, ok := c.st.Streamed[t.id]; ok {
+	if m, ok := c.st.Streamed[t.id]; ok {
 		// An earlier run of this turn streamed (or tried to): its message
 		// is the one to show this run in.
-		s.marked, s.ts = true, ts
+		s.marked, s.ts = true, m.TS
 	}
 	return s
 }
@@ -235,9 +243,9 @@ func (s *streamer) commit(ctx context.Context) error {
 		return err
 	}
 	if st.Streamed == nil {
-		st.Streamed = make(map[string]string)
+		st.Streamed = make(map[string]streamMark)
 	}
-	st.Streamed[s.postID] = s.ts
+	st.Streamed[s.postID] = s.mark()
 	conv := s.conv
 	conv.State = st.encode()
 	_, err = c.e.deps.Store.Commit(ctx, s.lock, memory.Commit{
@@ -249,6 +257,23 @@ func (s *streamer) commit(ctx context.Context) error {
 		return fmt.Errorf("agents: record streamed post %s: %w", s.postID, err)
 	}
 	return nil
+}
+
+func (s *streamer) mark() streamMark {
+	return streamMark{TS: s.ts, Agent: s.agent, Prompt: s.prompt}
+}
+
+// turnIDFor is the id of a facilitator's turn running prompt: the id of
+// its run that streamed before its holder died, if any — so the run again
+// finds its message even when messages routed meanwhile took ids — else
+// a new one. (A called agent's turn keeps the id it was queued with.)
+func (c *convo) turnIDFor(agent, prompt string) string {
+	for id, m := range c.st.Streamed {
+		if m.Agent == agent && m.Prompt == prompt {
+			return id
+		}
+	}
+	return c.m.turnID()
 }
 
 // streamTicker ticks once per stream interval (Deps.StreamTicker in
@@ -273,12 +298,12 @@ func (o *outbox) adoptStream(p *pendingPost) {
 	if p.Notice {
 		key = p.turn()
 	}
-	ts, ok := o.st.Streamed[key]
+	m, ok := o.st.Streamed[key]
 	if !ok {
 		return
 	}
 	delete(o.st.Streamed, key)
-	p.Stream, p.StreamTS = true, ts
+	p.Stream, p.StreamTS = true, m.TS
 }
 
 // streamedFor reports whether a message was streamed for turn id's reply.

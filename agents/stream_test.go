@@ -152,7 +152,7 @@ type streamCrashStore struct {
 	afterRecord bool
 }
 
-var recordsTS = regexp.MustCompile(`"streamed":\{"[^"]+":"[^"]+"\}`)
+var recordsTS = regexp.MustCompile(`"streamed":\{"[^"]+":\{"ts":"[^"]+"`)
 
 func (s *streamCrashStore) Commit(ctx context.Context, l memory.Lock, c memory.Commit) (bool, error) {
 	if !recordsTS.Match(c.Conversation.State) {

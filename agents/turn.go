@@ -396,7 +396,7 @@ func (c runner) sessionTurn(ctx context.Context, t *turn, namespace, key, prompt
 // the conclusion; what is left of it is posted first.
 func (c runner) facilitatorTurn(ctx context.Context) error {
 	f := c.agents[c.facilitator]
-	t := c.newTurn(c.m.turnID(), f, templates.PromptDefault)
+	t := c.newTurn(c.turnIDFor(f.EnsDomain, templates.PromptDefault), f, templates.PromptDefault)
 	defer c.done(t)
 	// Messages that arrive during the turn are routed after it and wake
 	// the facilitator again.
@@ -450,7 +450,7 @@ func (c runner) concludeTurn(ctx context.Context) error {
 		c.react(ctx)
 		return nil
 	}
-	t := c.newTurn(c.m.turnID(), f, templates.PromptConclude)
+	t := c.newTurn(c.turnIDFor(f.EnsDomain, templates.PromptConclude), f, templates.PromptConclude)
 	defer c.done(t)
 	var msgs []memory.Message
 	for _, m := range c.msgs {

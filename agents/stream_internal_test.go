@@ -1,0 +1,49 @@
+package agents
+
+import (
+	"testing"
+
+)
+
+// The run again of a facilitator's turn that streamed before a crash takes
+// that turn's id, even when ids were taken meanwhile; other turns get new
+// ids.
+func TestTurnIDForReusesAStreamedTurn(t *testing.T) {
+	st := &convState{Seq: 7, Streamed: map[string]streamMark{
+		"conv-012-t3": {TS: "1.000002", Agent: "elen.eth", Prompt: "default"},
+	}}
+	c := &convo{st: st, m: &machine{st: st, idPrefix: "conv-012"}}
+	if got := c.turnIDFor("elen.eth", "default"); got != "conv-012-t3" {
+		t.Errorf("turnIDFor(default) = %q, want the streamed turn's id", got)
+	}
+	if got := c.turnIDFor("elen.eth", "conclude"); got == "conv-012-t3" || got == "" {
+		t.Errorf("turnIDFor(conclude) = %q, want a new id", got)
+	}
+	if got := c.turnIDFor("otto.eth", "default"); got == "conv-012-t3" || got == c.turnIDFor("otto.eth", "default") {
+		t.Errorf("turnIDFor(another agent) = %q, want new, distinct ids", got)
+	}
+}
+
+func TestShownText(t *testing.T) {
+	for _, tt := range []struct{ in, want string }{
+		{"Done. :end:", "Done."},
+		{"Done. :en", "Done."},
+		{"Here:\n```go\nx := 1", "Here:\n```go\nx := 1\n```"},
+		{"Plain text ", "Plain text"},
+	} {
+		if got := shownText(tt.in); got != tt.want {
+			t.Errorf("shownText(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+	for _, tt := range []struct {
+		in   string
+		want bool
+	}{
+		{"A first sentence. ", true}, {"A first sentence.", false}, {"Version 3.5 is", false},
+		{"A line\n", true}, {"Why? Because", true}, {"Quoted.\" Then", true}, {"No end yet", false},
+	} {
+		if got := firstSentence(tt.in); got != tt.want {
+			t.Errorf("firstSentence(%q) = %v, want %v", tt.in, got, tt.want)
+		}
+	}
+}
