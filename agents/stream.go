@@ -224,7 +224,7 @@ func (s *streamer) show(ctx context.Context, text string, ending bool) {
 		return
 	}
 	s.shown = text
-	if s.ts == "" {
+	if posted[0] != s.ts { // the first post, or one made anew for a message gone
 		s.ts = posted[0]
 		if err := s.commit(ctx); err != nil {
 			c.log.Info("streamed message not recorded; it is found by its post id", slog.String(logPost, s.postID), slog.Any(logError, err))
