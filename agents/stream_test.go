@@ -25,6 +25,17 @@ func streaming(ticks chan time.Time) func(*deliveryRig) {
 	}
 }
 
+// give sends v on ch, failing the test when ctx ends first (the engine or
+// the fake model stopped listening).
+func give[T any](t *testing.T, ctx context.Context, ch chan<- T, v T, what string) {
+	t.Helper()
+	select {
+	case ch <- v:
+	case <-ctx.Done():
+		t.Fatalf("%s: nobody took it", what)
+	}
+}
+
 // A reply with what rendering changes: code, entities, a mention, a link.
 var streamedChunks = []string{
 	"First, the short answer: use `a < b && c > d`. ",
@@ -63,8 +74,8 @@ func TestStreamedReply(t *testing.T) {
 	// Each tick of the interval allows one update, used by the next
 	// change of the text.
 	for i, words := range []string{"details follow", "A last line"} {
-		pace <- struct{}{}
-		ticks <- time.Now()
+		give(t, ctx, pace, struct{}{}, "the model's next piece")
+		give(t, ctx, ticks, time.Now(), "a tick")
 		r.until(ctx, "no update after a tick and a change", func() bool { return len(r.slack.Updates()) > i })
 		u := r.slack.Updates()[i]
 		if u.TS != first.TS || !strings.Contains(u.Text, words) {
@@ -117,8 +128,8 @@ func TestStreamedReplySplit(t *testing.T) {
 	r.llm.Reply(llmfake.Reply{Content: content, Chunks: chunks, Pace: pace})
 	root := r.ask("", "q1")
 	first := r.waitPosts(ctx, root.TS, 1)[0]
-	pace <- struct{}{} // the text now runs into the second part
-	ticks <- time.Now()
+	give(t, ctx, pace, struct{}{}, "the model's next piece") // the text now runs into the second part
+	give(t, ctx, ticks, time.Now(), "a tick")
 	r.until(ctx, "no update", func() bool { return len(r.slack.Updates()) == 1 })
 	shown := strings.Join(r.slack.Updates()[0].MarkdownTexts(), "")
 	if strings.Contains(shown, "s part 2.") || !strings.HasPrefix(shown, "s part 1.") {
