@@ -142,15 +142,16 @@ func (r *deliveryRig) replica(parent context.Context, change ...func(*replica)) 
 		t.Fatal(err)
 	}
 	eng := &engineHandler{}
-	b := bot.New(bot.Options{
+	web := bot.NewWebAPI(bot.Options{
 		AppToken: fakeslack.AppToken, BotToken: fakeslack.BotToken, APIURL: r.slack.APIURL(),
 		Timeout: 300 * time.Millisecond,
-	}, eng, log)
-	id, err := b.Identify(ctx)
+	}, log)
+	b := bot.New(web, eng, nil)
+	id, err := web.Identify(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep := &replica{store: r.db.Store(t, memory.Options{Now: r.clock.Now}), chat: b}
+	rep := &replica{store: r.db.Store(t, memory.Options{Now: r.clock.Now}), chat: web}
 	for _, f := range change {
 		f(rep)
 	}

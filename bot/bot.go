@@ -13,7 +13,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -43,13 +42,6 @@ type Handler interface {
 // Bot.ReplyToCommand.
 type CommandHandler interface {
 	HandleCommand(ctx context.Context, cmd slack.SlashCommand)
-}
-
-// RequiredScopes are the bot token scopes conclave uses.
-var RequiredScopes = []string{
-	"chat:write", "chat:write.customize", "reactions:write",
-	"channels:history", "groups:history", "channels:read", "groups:read",
-	"users:read", "commands", "im:history",
 }
 
 // Time limits fixed by Slack's 3 s acknowledgement window and by the
@@ -125,22 +117,23 @@ type Identity struct {
 	BotID  string // conclave's bot id, on every message it posts
 }
 
-// Bot is the Slack transport. Create it with New, then call Run.
+// Bot is the Socket Mode side of the transport: it keeps the connection
+// open (reconnecting with backoff), hands message events to the Handler,
+// acknowledging each envelope only once it is recorded, and slash
+// commands, direct messages and button presses to the command handler.
+// It talks to Slack's Web API through its WebAPI. Create it with New,
+// then call Run.
 type Bot struct {
 	opts     Options
+	web      *WebAPI
 	handler  Handler
+	commands CommandHandler // nil: commands are answered "not available"
 	log      *slog.Logger
-	api      *slack.Client
 	socket   *socketmode.Client
 	metrics  *metrics
 	now      func() time.Time
-	users    *ttlCache[string]
-	channels *ttlCache[channelInfo]
 
 	mu           sync.Mutex
-	self         Identity
-	identified   bool
-	commands     CommandHandler
 	connected    bool
 	everUp       bool
 	disconnected time.Time
@@ -151,36 +144,24 @@ type Bot struct {
 	draining     atomic.Bool // see Drain
 }
 
-var _ agents.Chat = (*Bot)(nil)
-
-// New builds a Bot. It starts nothing: Run connects.
-func New(opts Options, handler Handler, logger *slog.Logger) *Bot {
-	opts.setDefaults()
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
-	logger = logger.With(slog.String("component", "slack"))
-	apiOpts := []slack.Option{slack.OptionAPIURL(opts.APIURL), slack.OptionAppLevelToken(opts.AppToken)}
-	if opts.HTTPClient != nil {
-		apiOpts = append(apiOpts, slack.OptionHTTPClient(opts.HTTPClient))
-	}
-	api := slack.New(opts.BotToken, apiOpts...)
-	b := &Bot{
-		opts:    opts,
-		handler: handler,
-		log:     logger,
-		api:     api,
-		socket: socketmode.New(api,
-			socketmode.OptionPingInterval(opts.PingTimeout),
-			socketmode.OptionLog(slog.NewLogLogger(logger.Handler(), slog.LevelDebug))),
-		metrics:      newMetrics(opts.Registerer),
+// New builds the Socket Mode side over web: events go to handler, slash
+// commands (and direct events and button presses, when it handles them)
+// to commands, which may be nil. It starts nothing: Run connects.
+func New(web *WebAPI, handler Handler, commands CommandHandler) *Bot {
+	return &Bot{
+		opts:     web.opts,
+		web:      web,
+		handler:  handler,
+		commands: commands,
+		log:      web.log,
+		socket: socketmode.New(web.api,
+			socketmode.OptionPingInterval(web.opts.PingTimeout),
+			socketmode.OptionLog(slog.NewLogLogger(web.log.Handler(), slog.LevelDebug))),
+		metrics:      web.metrics,
 		now:          time.Now,
-		users:        newTTLCache[string](time.Hour, 10000),
-		channels:     newTTLCache[channelInfo](5*time.Minute, 2000),
 		commandSlots: make(chan struct{}, 4),
-		handling:     newThreadQueues(opts.HandleParallel),
+		handling:     newThreadQueues(web.opts.HandleParallel),
 	}
-	return b
 }
 
 // restartingText answers a slash command while conclave shuts down.
@@ -197,79 +178,13 @@ func (b *Bot) Drain() {
 	}
 }
 
-// SetCommandHandler sets who answers slash commands; call it before Run.
-// Without one, commands are answered with a short "not available" notice.
-func (b *Bot) SetCommandHandler(h CommandHandler) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.commands = h
-}
-
-// Identify calls auth.test (once; the answer is kept), learns conclave's
-// bot user and bot id, and logs any scope the token lacks. Run calls it;
-// wiring may call it earlier to learn the bot user id.
-func (b *Bot) Identify(ctx context.Context) (Identity, error) {
-	b.mu.Lock()
-	if b.identified {
-		defer b.mu.Unlock()
-		return b.self, nil
-	}
-	b.mu.Unlock()
-	if b.opts.BotToken == "" {
-		return Identity{}, errors.New("bot: no bot token (slack.bot_token or SLACK_BOT_TOKEN)")
-	}
-	var res *slack.AuthTestResponse
-	err := b.call(ctx, "auth.test", true, func(ctx context.Context) (err error) {
-		res, err = b.api.AuthTestContext(ctx)
-		return err
-	})
-	if err != nil {
-		return Identity{}, fmt.Errorf("bot: auth.test: %w", err)
-	}
-	self := Identity{TeamID: res.TeamID, Team: res.Team, UserID: res.UserID, BotID: res.BotID}
-	b.checkScopes(res.Header.Get("X-OAuth-Scopes"))
-	b.log.Info("slack identity", slog.String("team", self.TeamID), slog.String("bot_user", self.UserID), slog.String("bot_id", self.BotID))
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.self, b.identified = self, true
-	return self, nil
-}
-
-// checkScopes logs the required scopes missing from the X-OAuth-Scopes header.
-func (b *Bot) checkScopes(header string) {
-	if header == "" {
-		b.log.Warn("auth.test did not report the token's scopes; cannot check them")
-		return
-	}
-	have := strings.Split(header, ",")
-	for i := range have {
-		have[i] = strings.TrimSpace(have[i])
-	}
-	var missing []string
-	for _, s := range RequiredScopes {
-		if !slices.Contains(have, s) {
-			missing = append(missing, s)
-		}
-	}
-	if len(missing) > 0 {
-		b.log.Error("the Slack bot token lacks scopes conclave needs; add them to the app and reinstall it",
-			slog.String("missing", strings.Join(missing, ",")))
-	}
-}
-
-func (b *Bot) identity() Identity {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.self
-}
-
 // Run identifies the bot, connects over Socket Mode and handles envelopes
 // until ctx ends (then it returns nil) or the tokens are refused.
 func (b *Bot) Run(ctx context.Context) error {
 	if b.opts.AppToken == "" {
 		return errors.New("bot: no app-level token (slack.app_token or SLACK_APP_TOKEN)")
 	}
-	if _, err := b.Identify(ctx); err != nil {
+	if _, err := b.web.Identify(ctx); err != nil {
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -310,7 +225,7 @@ func (b *Bot) connect(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if isAuthError(err) {
+		if IsAuthError(err) {
 			b.log.Error("Slack refused the app-level token", slog.Any(logError, err))
 			return fmt.Errorf("bot: socket mode: %w", err)
 		}
@@ -327,8 +242,8 @@ func (b *Bot) connect(ctx context.Context) error {
 // doubling, capped at a minute, with jitter.
 var reconnects = backoff.Policy{Base: time.Second, Cap: time.Minute}
 
-// isAuthError reports whether Slack refused a token.
-func isAuthError(err error) bool {
+// IsAuthError reports whether Slack refused a token.
+func IsAuthError(err error) bool {
 	switch errorCode(err) {
 	case "invalid_auth", "not_authed", "account_inactive", "token_revoked", "token_expired", "not_allowed_token_type":
 		return true

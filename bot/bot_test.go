@@ -118,6 +118,7 @@ var (
 
 type rig struct {
 	fake *fakeslack.Server
+	web  *WebAPI
 	bot  *Bot
 	rec  *recorder
 	logs *syncBuffer
@@ -142,8 +143,14 @@ func newRig(t *testing.T, fopts fakeslack.Options, edit func(*Options)) *rig {
 	if edit != nil {
 		edit(&opts)
 	}
-	r.bot = New(opts, r.rec, slog.New(slog.NewTextHandler(r.logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	r.web = NewWebAPI(opts, slog.New(slog.NewTextHandler(r.logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	r.bot = New(r.web, r.rec, nil)
 	return r
+}
+
+// answerCommands gives the rig's transport a command handler (before run).
+func (r *rig) answerCommands(h CommandHandler) {
+	r.bot = New(r.web, r.rec, h)
 }
 
 // run starts the Bot and waits for its socket; Run's result is checked at
@@ -250,7 +257,7 @@ func TestOwnEchoNeverReachesHandle(t *testing.T) {
 	r := newRig(t, fakeslack.Options{EchoPosts: true}, nil)
 	r.run(t)
 	ctx := testContext(t)
-	if _, err := postFirst(ctx, r.bot, agents.Reply{Channel: "C1", ThreadTS: "1690000000.000001", Text: "an answer", Username: "Elen"}); err != nil {
+	if _, err := postFirst(ctx, r.web, agents.Reply{Channel: "C1", ThreadTS: "1690000000.000001", Text: "an answer", Username: "Elen"}); err != nil {
 		t.Fatal(err)
 	}
 	// Envelopes are handled in order: once the next message is handled,
@@ -452,7 +459,7 @@ func TestRefusedTokens(t *testing.T) {
 
 func TestIdentifyReportsMissingScopes(t *testing.T) {
 	r := newRig(t, fakeslack.Options{Scopes: []string{"chat:write", "channels:history", "users:read"}}, nil)
-	self, err := r.bot.Identify(testContext(t))
+	self, err := r.web.Identify(testContext(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -463,7 +470,7 @@ func TestIdentifyReportsMissingScopes(t *testing.T) {
 	if !strings.Contains(logs, "missing=chat:write.customize,reactions:write,groups:history,channels:read,groups:read,commands") {
 		t.Errorf("missing scopes not reported:\n%s", logs)
 	}
-	if _, err := r.bot.Identify(testContext(t)); err != nil {
+	if _, err := r.web.Identify(testContext(t)); err != nil {
 		t.Fatal(err)
 	}
 	if n := len(r.fake.CallsTo("auth.test")); n != 1 {
@@ -472,7 +479,7 @@ func TestIdentifyReportsMissingScopes(t *testing.T) {
 }
 
 // postFirst posts r and returns the ts of its first part.
-func postFirst(ctx context.Context, b *Bot, r agents.Reply) (string, error) {
+func postFirst(ctx context.Context, b *WebAPI, r agents.Reply) (string, error) {
 	posted, err := b.PostReply(ctx, r)
 	if len(posted) == 0 {
 		return "", err
@@ -484,7 +491,7 @@ func TestPostReplyIsInert(t *testing.T) {
 	r := newRig(t, fakeslack.Options{}, nil)
 	ctx := testContext(t)
 	text := "Hey <!channel> and <!here>, ask <@U123> or <!subteam^S1>. See <http://evil.example|safe> or [docs](http://evil.example/x). R&D > sales.\n> a quote"
-	ts, err := postFirst(ctx, r.bot, agents.Reply{
+	ts, err := postFirst(ctx, r.web, agents.Reply{
 		Channel: "C1", ThreadTS: "1690000000.000001", Text: text, Username: "Elen",
 		IconURL: "ipfs://bafyAvatar/elen.png", TurnID: "turn-1", Mention: []string{"U7", "U8> <!channel"},
 	})
@@ -536,7 +543,7 @@ func TestPostReplyNamesUsers(t *testing.T) {
 	r := newRig(t, fakeslack.Options{Users: append(slices.Clone(testUsers),
 		fakeslack.User{ID: "U5", Name: "mallory", DisplayName: "<!channel> [safe](http://evil.example)"})}, nil)
 	text := "Thanks <@U1>, <@U2|bobby> and <@UBOT>; <@U404|ghost>, <@W9> and <@U5>.\n```\n<@U1> is code\n```"
-	if _, err := postFirst(testContext(t), r.bot, agents.Reply{Channel: "C1", ThreadTS: "1690000000.000001", Text: text}); err != nil {
+	if _, err := postFirst(testContext(t), r.web, agents.Reply{Channel: "C1", ThreadTS: "1690000000.000001", Text: text}); err != nil {
 		t.Fatal(err)
 	}
 	// In code the mention stays as written but cannot form: a zero-width
@@ -554,7 +561,7 @@ func TestPostReplyNamesUsers(t *testing.T) {
 
 func TestPostEphemeralNamesUsers(t *testing.T) {
 	r := newRig(t, fakeslack.Options{}, nil)
-	if err := r.bot.PostEphemeral(testContext(t), "C1", "U2", "<@U1> asked for you"); err != nil {
+	if err := r.web.PostEphemeral(testContext(t), "C1", "U2", "<@U1> asked for you"); err != nil {
 		t.Fatal(err)
 	}
 	if e := r.fake.Ephemerals(); len(e) != 1 || e[0].Text != "@ada.l asked for you" {
@@ -574,7 +581,7 @@ func TestPostReplySplitsLongText(t *testing.T) {
 		}
 	}
 	text := b.String()
-	ts, err := postFirst(ctx, r.bot, agents.Reply{Channel: "C1", ThreadTS: "1690000000.000001", Text: text, TurnID: "t-long"})
+	ts, err := postFirst(ctx, r.web, agents.Reply{Channel: "C1", ThreadTS: "1690000000.000001", Text: text, TurnID: "t-long"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -614,7 +621,7 @@ func TestPostReplySplitsLongText(t *testing.T) {
 func TestPostReplyWaitsOutRateLimits(t *testing.T) {
 	r := newRig(t, fakeslack.Options{}, nil)
 	r.fake.FailNext("chat.postMessage", fakeslack.Failure{Times: 2, Status: http.StatusTooManyRequests, RetryAfter: 1})
-	ts, err := postFirst(testContext(t), r.bot, agents.Reply{Channel: "C1", Text: "eventually"})
+	ts, err := postFirst(testContext(t), r.web, agents.Reply{Channel: "C1", Text: "eventually"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -637,7 +644,7 @@ func TestPostReplyGivesUpWithItsContext(t *testing.T) {
 	r.fake.FailNext("chat.postMessage", fakeslack.Failure{Times: 100, Status: http.StatusTooManyRequests, RetryAfter: 30})
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
-	_, err := postFirst(ctx, r.bot, agents.Reply{Channel: "C1", Text: "never"})
+	_, err := postFirst(ctx, r.web, agents.Reply{Channel: "C1", Text: "never"})
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("err = %v, want the deadline", err)
 	}
@@ -649,20 +656,20 @@ func TestPostReplyGivesUpWithItsContext(t *testing.T) {
 func TestPostReplyErrors(t *testing.T) {
 	r := newRig(t, fakeslack.Options{}, nil)
 	ctx := testContext(t)
-	if _, err := postFirst(ctx, r.bot, agents.Reply{Channel: "C1", Text: " \n "}); !errors.Is(err, ErrEmptyReply) {
+	if _, err := postFirst(ctx, r.web, agents.Reply{Channel: "C1", Text: " \n "}); !errors.Is(err, ErrEmptyReply) {
 		t.Errorf("blank reply: %v", err)
 	}
-	if _, err := postFirst(ctx, r.bot, agents.Reply{Text: "x"}); err == nil {
+	if _, err := postFirst(ctx, r.web, agents.Reply{Text: "x"}); err == nil {
 		t.Error("a reply without a channel was accepted")
 	}
 	r.fake.FailNext("chat.postMessage", fakeslack.Failure{Error: "is_archived"})
-	if _, err := postFirst(ctx, r.bot, agents.Reply{Channel: "C1", Text: "x"}); err == nil || !strings.Contains(err.Error(), "is_archived") {
+	if _, err := postFirst(ctx, r.web, agents.Reply{Channel: "C1", Text: "x"}); err == nil || !strings.Contains(err.Error(), "is_archived") {
 		t.Errorf("err = %v, want is_archived", err)
 	}
 	if n := len(r.fake.CallsTo("chat.postMessage")); n != 1 {
 		t.Errorf("a refused post was tried %d times", n)
 	}
-	ts, err := postFirst(ctx, r.bot, agents.Reply{Channel: "C1", Text: "", Mention: []string{"U1"}})
+	ts, err := postFirst(ctx, r.web, agents.Reply{Channel: "C1", Text: "", Mention: []string{"U1"}})
 	if err != nil || ts == "" {
 		t.Fatalf("mention-only reply: %v", err)
 	}
@@ -672,7 +679,7 @@ func TestPostReplyErrors(t *testing.T) {
 }
 
 func TestAvatarURL(t *testing.T) {
-	b := New(Options{IPFSGateway: "https://gw.example/ipfs"}, nil, nil)
+	b := NewWebAPI(Options{IPFSGateway: "https://gw.example/ipfs"}, nil)
 	tests := []struct{ in, want string }{
 		{"ipfs://bafy123/a.png", "https://gw.example/ipfs/bafy123/a.png"},
 		{"ipfs://ipfs/bafy123", "https://gw.example/ipfs/bafy123"},
@@ -700,11 +707,11 @@ func TestReactions(t *testing.T) {
 		do   func() error
 		want []string
 	}{
-		{"working reaction by default", func() error { return r.bot.AddReaction(ctx, "C1", d.TS, "") }, []string{"hourglass_flowing_sand"}},
-		{"already there", func() error { return r.bot.AddReaction(ctx, "C1", d.TS, "hourglass_flowing_sand") }, []string{"hourglass_flowing_sand"}},
-		{"colons trimmed", func() error { return r.bot.AddReaction(ctx, "C1", d.TS, ":white_check_mark:") }, []string{"hourglass_flowing_sand", "white_check_mark"}},
-		{"removed", func() error { return r.bot.RemoveReaction(ctx, "C1", d.TS, "") }, []string{"white_check_mark"}},
-		{"not there", func() error { return r.bot.RemoveReaction(ctx, "C1", d.TS, "hourglass_flowing_sand") }, []string{"white_check_mark"}},
+		{"working reaction by default", func() error { return r.web.AddReaction(ctx, "C1", d.TS, "") }, []string{"hourglass_flowing_sand"}},
+		{"already there", func() error { return r.web.AddReaction(ctx, "C1", d.TS, "hourglass_flowing_sand") }, []string{"hourglass_flowing_sand"}},
+		{"colons trimmed", func() error { return r.web.AddReaction(ctx, "C1", d.TS, ":white_check_mark:") }, []string{"hourglass_flowing_sand", "white_check_mark"}},
+		{"removed", func() error { return r.web.RemoveReaction(ctx, "C1", d.TS, "") }, []string{"white_check_mark"}},
+		{"not there", func() error { return r.web.RemoveReaction(ctx, "C1", d.TS, "hourglass_flowing_sand") }, []string{"white_check_mark"}},
 	}
 	for _, s := range steps {
 		if err := s.do(); err != nil {
@@ -714,14 +721,14 @@ func TestReactions(t *testing.T) {
 			t.Errorf("%s: reactions = %v, want %v", s.name, got, s.want)
 		}
 	}
-	if err := r.bot.AddReaction(ctx, "C1", "1.000009", "eyes"); err == nil || !strings.Contains(err.Error(), "message_not_found") {
+	if err := r.web.AddReaction(ctx, "C1", "1.000009", "eyes"); err == nil || !strings.Contains(err.Error(), "message_not_found") {
 		t.Errorf("reaction on a missing message: %v", err)
 	}
 }
 
 func TestPostEphemeral(t *testing.T) {
 	r := newRig(t, fakeslack.Options{}, nil)
-	if err := r.bot.PostEphemeral(testContext(t), "C1", "U1", "foo.acme.137.protocol6022.eth is not in <!channel>"); err != nil {
+	if err := r.web.PostEphemeral(testContext(t), "C1", "U1", "foo.acme.137.protocol6022.eth is not in <!channel>"); err != nil {
 		t.Fatal(err)
 	}
 	e := r.fake.Ephemerals()
@@ -734,11 +741,11 @@ func TestFindPost(t *testing.T) {
 	r := newRig(t, fakeslack.Options{}, nil)
 	ctx := testContext(t)
 	root := r.fake.SendMessage(fakeslack.Message{Channel: "C1", User: "U1", Text: "root"})
-	first, err := postFirst(ctx, r.bot, agents.Reply{Channel: "C1", ThreadTS: root.TS, Text: "one", TurnID: "t1"})
+	first, err := postFirst(ctx, r.web, agents.Reply{Channel: "C1", ThreadTS: root.TS, Text: "one", TurnID: "t1"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := postFirst(ctx, r.bot, agents.Reply{Channel: "C1", ThreadTS: root.TS, Text: "two", TurnID: "t2"}); err != nil {
+	if _, err := postFirst(ctx, r.web, agents.Reply{Channel: "C1", ThreadTS: root.TS, Text: "two", TurnID: "t2"}); err != nil {
 		t.Fatal(err)
 	}
 	tests := []struct {
@@ -752,7 +759,7 @@ func TestFindPost(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.turn+"@"+tt.thread, func(t *testing.T) {
-			posted, err := r.bot.FindPost(ctx, "C1", tt.thread, tt.turn)
+			posted, err := r.web.FindPost(ctx, "C1", tt.thread, tt.turn)
 			ts := ""
 			if len(posted) > 0 {
 				ts = posted[0]
@@ -772,7 +779,7 @@ func TestFindPost(t *testing.T) {
 func TestThreadHistory(t *testing.T) {
 	r := newRig(t, fakeslack.Options{}, nil)
 	ctx := testContext(t)
-	if _, err := r.bot.Identify(ctx); err != nil {
+	if _, err := r.web.Identify(ctx); err != nil {
 		t.Fatal(err)
 	}
 	root := r.fake.SendMessage(fakeslack.Message{Channel: "C1", User: "U1", Text: "root"})
@@ -780,13 +787,13 @@ func TestThreadHistory(t *testing.T) {
 	r.fake.SendMessage(fakeslack.Message{Channel: "C1", User: "U2", Subtype: "channel_join", Text: "joined", ThreadTS: root.TS})
 	file := r.fake.SendMessage(fakeslack.Message{Channel: "C1", User: "U2", Subtype: "file_share", Text: "see &lt;this&gt;",
 		ThreadTS: root.TS, Files: []fakeslack.File{{ID: "F1", Name: "scan.png"}}})
-	own, err := postFirst(ctx, r.bot, agents.Reply{Channel: "C1", ThreadTS: root.TS, Text: "agent says", Username: "Elen"})
+	own, err := postFirst(ctx, r.web, agents.Reply{Channel: "C1", ThreadTS: root.TS, Text: "agent says", Username: "Elen"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	other := r.fake.SendMessage(fakeslack.Message{Channel: "C1", BotID: "B2", Username: "Jira", Subtype: "bot_message", Text: "JIRA-1 <@U1>", ThreadTS: root.TS})
 
-	evs, err := r.bot.ThreadHistory(ctx, "C1", root.TS, 3)
+	evs, err := r.web.ThreadHistory(ctx, "C1", root.TS, 3)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -806,7 +813,7 @@ func TestThreadHistory(t *testing.T) {
 			t.Errorf("event %d\n got %+v\nwant %+v", i, evs[i], want[i])
 		}
 	}
-	all, err := r.bot.ThreadHistory(ctx, "C1", root.TS, 0)
+	all, err := r.web.ThreadHistory(ctx, "C1", root.TS, 0)
 	if err != nil || len(all) != 5 || all[0].TS != root.TS || all[0].ThreadTS != "" {
 		t.Errorf("whole thread = %+v, %v; want 5 messages from the root", all, err)
 	}
@@ -816,10 +823,10 @@ func TestChannelDescription(t *testing.T) {
 	r := newRig(t, fakeslack.Options{}, nil)
 	var mu sync.Mutex
 	now := time.Unix(1800000000, 0)
-	r.bot.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	r.web.names.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	ctx := testContext(t)
 	for range 2 {
-		got, err := r.bot.ChannelDescription(ctx, "C1")
+		got, err := r.web.ChannelDescription(ctx, "C1")
 		if err != nil || got != "Claims desk: #ops & @ada.l" {
 			t.Fatalf("ChannelDescription = %q, %v", got, err)
 		}
@@ -831,10 +838,10 @@ func TestChannelDescription(t *testing.T) {
 	mu.Lock()
 	now = now.Add(5*time.Minute + time.Second)
 	mu.Unlock()
-	if got, err := r.bot.ChannelDescription(ctx, "C1"); err != nil || got != "New purpose" {
+	if got, err := r.web.ChannelDescription(ctx, "C1"); err != nil || got != "New purpose" {
 		t.Errorf("after five minutes: %q, %v", got, err)
 	}
-	if _, err := r.bot.ChannelDescription(ctx, "C404"); err == nil {
+	if _, err := r.web.ChannelDescription(ctx, "C404"); err == nil {
 		t.Error("an unknown channel has a description")
 	}
 }
@@ -860,8 +867,8 @@ func TestSlashCommands(t *testing.T) {
 	t.Run("handler answers after the ack", func(t *testing.T) {
 		r := newRig(t, fakeslack.Options{}, nil)
 		got := make(chan slack.SlashCommand, 1)
-		r.bot.SetCommandHandler(commandFunc(func(ctx context.Context, cmd slack.SlashCommand) {
-			if err := r.bot.ReplyToCommand(ctx, cmd, "No agents in this channel."); err != nil {
+		r.answerCommands(commandFunc(func(ctx context.Context, cmd slack.SlashCommand) {
+			if err := r.web.ReplyToCommand(ctx, cmd, "No agents in this channel."); err != nil {
 				cmd.Text = err.Error()
 			}
 			got <- cmd
@@ -898,7 +905,7 @@ func TestReplicasShareTheEvents(t *testing.T) {
 	for i := range 2 {
 		rec := newRecorder()
 		recs = append(recs, rec)
-		b := New(Options{AppToken: fakeslack.AppToken, BotToken: fakeslack.BotToken, APIURL: fake.APIURL()}, rec, nil)
+		b := New(NewWebAPI(Options{AppToken: fakeslack.AppToken, BotToken: fakeslack.BotToken, APIURL: fake.APIURL()}, nil), rec, nil)
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		go func() { done <- b.Run(ctx) }()
@@ -992,7 +999,7 @@ func TestSlowCommandsDoNotHoldUpEvents(t *testing.T) {
 	r := newRig(t, fakeslack.Options{}, nil)
 	release := make(chan struct{})
 	started := make(chan string, 16)
-	r.bot.SetCommandHandler(commandFunc(func(ctx context.Context, cmd slack.SlashCommand) {
+	r.answerCommands(commandFunc(func(ctx context.Context, cmd slack.SlashCommand) {
 		started <- cmd.Text
 		select {
 		case <-release:
@@ -1040,7 +1047,7 @@ func TestReplyToCommandKeepsTheResponseURLOutOfLogs(t *testing.T) {
 		Command: "/list-agents", UserID: "U1", ChannelID: "C1",
 		ResponseURL: "http://127.0.0.1:1/commands/T0001/42/secret-hook-token",
 	}
-	if err := r.bot.ReplyToCommand(testContext(t), cmd, "No agents in this channel."); err != nil {
+	if err := r.web.ReplyToCommand(testContext(t), cmd, "No agents in this channel."); err != nil {
 		t.Fatal(err)
 	}
 	if e := r.fake.Ephemerals(); len(e) != 1 || e[0].Text != "No agents in this channel." {

@@ -67,7 +67,7 @@ type CommandDeps struct {
 // Replies are ephemeral; additions, removals and pairings are also
 // announced in the channel and logged as audit records.
 type Commands struct {
-	bot  *Bot
+	web  *WebAPI
 	opts CommandOptions
 	deps CommandDeps
 	log  *slog.Logger
@@ -77,11 +77,11 @@ var _ CommandHandler = (*Commands)(nil)
 
 // NewCommands returns the command handler; set it with
 // Bot.SetCommandHandler.
-func NewCommands(b *Bot, opts CommandOptions, deps CommandDeps) *Commands {
+func NewCommands(web *WebAPI, opts CommandOptions, deps CommandDeps) *Commands {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Commands{bot: b, opts: opts, deps: deps, log: opts.Logger.With(slog.String("component", "commands"))}
+	return &Commands{web: web, opts: opts, deps: deps, log: opts.Logger.With(slog.String("component", "commands"))}
 }
 
 // Usage lines, one per command.
@@ -131,7 +131,7 @@ func (c *Commands) HandleCommand(ctx context.Context, cmd slack.SlashCommand) {
 	default:
 		reply = "conclave does not know the command " + escapeSlack(cmd.Command) + "."
 	}
-	if err := c.bot.ReplyToCommand(ctx, cmd, reply); err != nil {
+	if err := c.web.ReplyToCommand(ctx, cmd, reply); err != nil {
 		c.log.Warn("command reply not delivered", slog.String("command", cmd.Command),
 			slog.String(logUser, cmd.UserID), slog.Any(logError, err))
 	}
@@ -339,13 +339,13 @@ func (c *Commands) addAgent(ctx context.Context, cmd slack.SlashCommand, args []
 	}
 	c.audit(ctx, cmd, auditAdded, slog.String(logAgent, a.EnsDomain), slog.String(logRole, string(a.Role)))
 	reply := "Added " + describe(a) + " to this channel."
-	member, err := c.bot.botInChannel(ctx, cmd.ChannelID)
+	member, err := c.web.botInChannel(ctx, cmd.ChannelID)
 	if err != nil {
 		c.log.Warn("could not tell whether conclave is in the channel", slog.String(logChannel, cmd.ChannelID), slog.Any(logError, err))
 	}
 	if err == nil && !member {
 		return reply + "\n⚠️ conclave is not a member of this channel, so it cannot read or answer messages here: invite it with `/invite @" +
-			escapeSlack(c.bot.botName(ctx)) + "`."
+			escapeSlack(c.web.botName(ctx)) + "`."
 	}
 	c.announce(ctx, cmd.ChannelID, "<@"+cmd.UserID+"> added "+describe(a)+" to this channel.")
 	return reply
@@ -441,7 +441,7 @@ func (c *Commands) pair(ctx context.Context, cmd slack.SlashCommand, args []stri
 	if bad != "" {
 		return usage(usagePair, bad)
 	}
-	if reason := c.bot.checkUser(ctx, user); reason != "" {
+	if reason := c.web.checkUser(ctx, user); reason != "" {
 		return reason
 	}
 	a, err := c.resolveRef(ctx, ref)
@@ -462,7 +462,7 @@ func (c *Commands) pair(ctx context.Context, cmd slack.SlashCommand, args []stri
 	case agents.AlreadyPaired:
 		return "<@" + user + "> is already paired with " + describe(a) + "; nothing changed."
 	case agents.Offered:
-		if err := c.bot.sendPairingOffer(ctx, out.Offer, a); err != nil {
+		if err := c.web.sendPairingOffer(ctx, out.Offer, a); err != nil {
 			c.log.Warn("pairing offer not delivered", slog.String(logUser, user), slog.String(logAgent, a.EnsDomain), slog.Any(logError, err))
 			if err := c.deps.Pairing.Withdraw(ctx, out.Offer.ID); err != nil {
 				c.log.Warn("pairing offer not withdrawn", slog.Any(logError, err))
@@ -526,7 +526,7 @@ func (c *Commands) tellLoser(ctx context.Context, user string, a ens.Agent) {
 		return
 	}
 	text := "You are no longer paired with the human agent " + describe(a) + ": it was paired with someone else."
-	if err := c.bot.postNotice(ctx, user, text); err != nil {
+	if err := c.web.postNotice(ctx, user, text); err != nil {
 		c.log.Warn("replaced pairing not told", slog.String(logUser, user), slog.Any(logError, err))
 	}
 }
@@ -552,7 +552,7 @@ func (c *Commands) refused(cmd slack.SlashCommand, why string, attrs ...slog.Att
 // announce tells the channel what changed; a failure is only logged (the
 // person who ran the command got the reply).
 func (c *Commands) announce(ctx context.Context, channel, text string) {
-	if err := c.bot.postNotice(ctx, channel, text); err != nil {
+	if err := c.web.postNotice(ctx, channel, text); err != nil {
 		c.log.Warn("announcement not posted", slog.String(logChannel, channel), slog.Any(logError, err))
 	}
 }
@@ -560,9 +560,9 @@ func (c *Commands) announce(ctx context.Context, channel, text string) {
 // postNotice posts conclave's own mrkdwn text in a channel, as the bot,
 // with unfurling off. The text is sent as it is: callers escape what they
 // did not write.
-func (b *Bot) postNotice(ctx context.Context, channel, text string) error {
-	err := b.call(ctx, "chat.postMessage", false, func(ctx context.Context) error {
-		_, _, err := b.api.PostMessageContext(ctx, channel,
+func (w *WebAPI) postNotice(ctx context.Context, channel, text string) error {
+	err := w.call(ctx, "chat.postMessage", false, func(ctx context.Context) error {
+		_, _, err := w.api.PostMessageContext(ctx, channel,
 			slack.MsgOptionText(text, false), slack.MsgOptionLinkNames(false),
 			slack.MsgOptionDisableLinkUnfurl(), slack.MsgOptionDisableMediaUnfurl())
 		return err
@@ -575,10 +575,10 @@ func (b *Bot) postNotice(ctx context.Context, channel, text string) error {
 
 // botInChannel asks Slack, uncached, whether conclave is a member of a
 // channel. A private channel it cannot see counts as not a member.
-func (b *Bot) botInChannel(ctx context.Context, channel string) (bool, error) {
+func (w *WebAPI) botInChannel(ctx context.Context, channel string) (bool, error) {
 	var ch *slack.Channel
-	err := b.call(ctx, "conversations.info", true, func(ctx context.Context) (err error) {
-		ch, err = b.api.GetConversationInfoContext(ctx, &slack.GetConversationInfoInput{ChannelID: channel})
+	err := w.call(ctx, "conversations.info", true, func(ctx context.Context) (err error) {
+		ch, err = w.api.GetConversationInfoContext(ctx, &slack.GetConversationInfoInput{ChannelID: channel})
 		return err
 	})
 	if errorCode(err) == "channel_not_found" {
@@ -591,25 +591,25 @@ func (b *Bot) botInChannel(ctx context.Context, channel string) (bool, error) {
 }
 
 // botName is conclave's user name in Slack, for "/invite @name".
-func (b *Bot) botName(ctx context.Context) string {
-	if name, ok := b.userName(ctx, b.identity().UserID); ok {
+func (w *WebAPI) botName(ctx context.Context) string {
+	if name, ok := w.names.userName(ctx, w.identity().UserID); ok {
 		return name
 	}
 	return "conclave"
 }
 
 // checkUser says why a user id cannot be paired ("" when it can).
-func (b *Bot) checkUser(ctx context.Context, id string) string {
+func (w *WebAPI) checkUser(ctx context.Context, id string) string {
 	var u *slack.User
-	err := b.call(ctx, "users.info", true, func(ctx context.Context) (err error) {
-		u, err = b.api.GetUserInfoContext(ctx, id)
+	err := w.call(ctx, "users.info", true, func(ctx context.Context) (err error) {
+		u, err = w.api.GetUserInfoContext(ctx, id)
 		return err
 	})
 	switch {
 	case errorCode(err) == "user_not_found":
 		return "There is no Slack user " + id + " in this workspace; nothing changed."
 	case err != nil:
-		b.log.Warn("users.info failed", slog.String(logUser, id), slog.Any(logError, err))
+		w.log.Warn("users.info failed", slog.String(logUser, id), slog.Any(logError, err))
 		return "Could not look up the Slack user " + id + " right now; try again in a moment."
 	case u.IsBot:
 		return "<@" + id + "> is a bot; only people can be paired with human agents. Nothing changed."

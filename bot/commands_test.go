@@ -139,12 +139,12 @@ func newCommandRig(t *testing.T, o commandRigOptions) *commandRig {
 		t.Cleanup(r.wallet.Close)
 		wopts.PublicURL = r.wallet.URL
 	}
-	w, err := NewWalletVerifier(wopts, r.store, r.bot)
+	w, err := NewWalletVerifier(wopts, r.store, r.web)
 	if err != nil {
 		t.Fatal(err)
 	}
 	h = w
-	r.bot.SetCommandHandler(NewCommands(r.bot, CommandOptions{Admins: o.admins, Logger: log},
+	r.answerCommands(NewCommands(r.web, CommandOptions{Admins: o.admins, Logger: log},
 		CommandDeps{Registry: r.engine, Identities: r.ids, Pairing: agents.NewPairing(r.store, r.ids, o.now), Wallet: w}))
 	r.run(t)
 	return r

@@ -86,13 +86,32 @@ func (c *ttlCache[V]) put(key string, v V, now time.Time) {
 	c.m[key] = cacheEntry[V]{v: v, expires: now.Add(c.ttl)}
 }
 
+// directory names the users and channels of the workspace, from
+// users.info and conversations.info, with caches: names for an hour,
+// channels (name and purpose) for five minutes.
+type directory struct {
+	*client
+	now      func() time.Time
+	users    *ttlCache[string]
+	channels *ttlCache[channelInfo]
+}
+
+func newDirectory(c *client) *directory {
+	return &directory{
+		client:   c,
+		now:      time.Now,
+		users:    newTTLCache[string](time.Hour, 10000),
+		channels: newTTLCache[channelInfo](5*time.Minute, 2000),
+	}
+}
+
 // lookup resolves names for normalizeText with the caches behind it.
-func (b *Bot) lookup(ctx context.Context) nameLookup {
+func (d *directory) lookup(ctx context.Context) nameLookup {
 	return func(kind byte, id string) (string, bool) {
 		if kind == '@' {
-			return b.userName(ctx, id)
+			return d.userName(ctx, id)
 		}
-		info, err := b.channelInfo(ctx, id)
+		info, err := d.channelInfo(ctx, id)
 		if err != nil || info.name == "" {
 			return "", false
 		}
@@ -102,18 +121,18 @@ func (b *Bot) lookup(ctx context.Context) nameLookup {
 
 // userName is what a person is called in Slack: display name, else real
 // name, else user name. Names are cached for an hour; failures are not.
-func (b *Bot) userName(ctx context.Context, id string) (string, bool) {
+func (d *directory) userName(ctx context.Context, id string) (string, bool) {
 	if id == "" {
 		return "", false
 	}
-	name, err := b.users.load(ctx, id, b.now, func() (string, error) {
+	name, err := d.users.load(ctx, id, d.now, func() (string, error) {
 		var u *slack.User
-		err := b.call(ctx, "users.info", true, func(ctx context.Context) (err error) {
-			u, err = b.api.GetUserInfoContext(ctx, id)
+		err := d.call(ctx, "users.info", true, func(ctx context.Context) (err error) {
+			u, err = d.api.GetUserInfoContext(ctx, id)
 			return err
 		})
 		if err != nil {
-			b.log.Debug("user name not found", slog.String("user", id), slog.Any(logError, err))
+			d.log.Debug("user name not found", slog.String("user", id), slog.Any(logError, err))
 			return "", err
 		}
 		name := firstNonEmpty(u.Profile.DisplayName, u.RealName, u.Profile.RealName, u.Name)
@@ -136,11 +155,11 @@ type channelInfo struct {
 
 // channelInfo fetches a channel's name and purpose, cached for at most five
 // minutes.
-func (b *Bot) channelInfo(ctx context.Context, id string) (channelInfo, error) {
-	return b.channels.load(ctx, id, b.now, func() (channelInfo, error) {
+func (d *directory) channelInfo(ctx context.Context, id string) (channelInfo, error) {
+	return d.channels.load(ctx, id, d.now, func() (channelInfo, error) {
 		var ch *slack.Channel
-		err := b.call(ctx, "conversations.info", true, func(ctx context.Context) (err error) {
-			ch, err = b.api.GetConversationInfoContext(ctx, &slack.GetConversationInfoInput{ChannelID: id})
+		err := d.call(ctx, "conversations.info", true, func(ctx context.Context) (err error) {
+			ch, err = d.api.GetConversationInfoContext(ctx, &slack.GetConversationInfoInput{ChannelID: id})
 			return err
 		})
 		if err != nil {

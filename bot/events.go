@@ -74,7 +74,7 @@ func (b *Bot) handleEnvelope(ctx context.Context, req socketmode.Request) {
 	if req.RetryAttempt > 0 {
 		log = log.With(slog.Int("retry_attempt", req.RetryAttempt), slog.String("retry_reason", req.RetryReason))
 	}
-	ev, skip, err := decodeMessage(req.Payload, b.identity())
+	ev, skip, err := decodeMessage(req.Payload, b.web.identity())
 	switch {
 	case err != nil:
 		// It will not decode better next time: acknowledge and drop it.
@@ -83,7 +83,7 @@ func (b *Bot) handleEnvelope(ctx context.Context, req socketmode.Request) {
 		b.ack(ctx, req, nil)
 		return
 	case skip == skipDirect || skip == skipNotMessage:
-		if d, ok := decodeDirect(req.Payload, b.identity()); ok {
+		if d, ok := decodeDirect(req.Payload, b.web.identity()); ok {
 			b.ack(ctx, req, nil)
 			b.handleDirect(ctx, d)
 			return
@@ -156,9 +156,7 @@ func (b *Bot) handleCommand(ctx context.Context, ev socketmode.Event) {
 		b.ack(ctx, *ev.Request, map[string]any{"response_type": "ephemeral", "text": restartingText})
 		return
 	}
-	b.mu.Lock()
 	h := b.commands
-	b.mu.Unlock()
 	if !ok || h == nil {
 		b.ack(ctx, *ev.Request, map[string]any{
 			"response_type": "ephemeral",
@@ -183,21 +181,6 @@ func (b *Bot) beside(ctx context.Context, fn func()) {
 		defer func() { <-b.commandSlots }()
 		fn()
 	})
-}
-
-// ReplyToCommand answers a slash command privately to whoever typed it:
-// through its response_url (with unfurling off: a reply may carry a
-// one-time link), else with chat.postEphemeral. The text is sent as is
-// (mrkdwn); callers escape anything they did not write themselves.
-func (b *Bot) ReplyToCommand(ctx context.Context, cmd slack.SlashCommand, text string) error {
-	if cmd.ResponseURL != "" {
-		err := b.postToResponseURL(ctx, cmd.ResponseURL, slack.WebhookMessage{Text: text, ResponseType: slack.ResponseTypeEphemeral})
-		if err == nil {
-			return nil
-		}
-		b.log.Warn("command response_url failed; trying chat.postEphemeral", slog.Any(logError, err))
-	}
-	return b.postEphemeral(ctx, cmd.ChannelID, cmd.UserID, text)
 }
 
 // ack queues the acknowledgement of an envelope; it is written on the open
@@ -405,9 +388,9 @@ func (b *Bot) normalize(ctx context.Context, ev *agents.Event) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, lookupTimeout)
 	defer cancel()
-	ev.Text = normalizeText(ev.Raw, b.lookup(ctx))
+	ev.Text = normalizeText(ev.Raw, b.web.names.lookup(ctx))
 	if ev.UserName == "" && ev.UserID != "" {
-		if name, ok := b.userName(ctx, ev.UserID); ok {
+		if name, ok := b.web.names.userName(ctx, ev.UserID); ok {
 			ev.UserName = name
 		} else {
 			ev.UserName = ev.UserID

@@ -89,9 +89,7 @@ func decodeDirect(payload []byte, self Identity) (Direct, bool) {
 // handleDirect has the command handler answer a direct event, beside the
 // envelope loop, as commands are.
 func (b *Bot) handleDirect(ctx context.Context, d Direct) {
-	b.mu.Lock()
 	h, ok := b.commands.(DirectHandler)
-	b.mu.Unlock()
 	if !ok {
 		return
 	}
@@ -106,11 +104,11 @@ func (c *Commands) HandleDirect(ctx context.Context, d Direct) {
 	defer cancel()
 	switch d.Kind {
 	case DirectMessage:
-		if err := c.bot.postNotice(ctx, d.Channel, helpText); err != nil {
+		if err := c.web.postNotice(ctx, d.Channel, helpText); err != nil {
 			c.log.Warn("help not sent in a direct message", slog.String(logUser, d.User), slog.Any(logError, err))
 		}
 	case DirectHomeOpened:
-		if err := c.bot.publishHome(ctx, d.User, c.homeBlocks(ctx, d.User)); err != nil {
+		if err := c.web.publishHome(ctx, d.User, c.homeBlocks(ctx, d.User)); err != nil {
 			c.log.Warn("App Home not published", slog.String(logUser, d.User), slog.Any(logError, err))
 		}
 	}
@@ -128,7 +126,7 @@ func (c *Commands) homeBlocks(ctx context.Context, user string) []slack.Block {
 		slack.NewDividerBlock(),
 		section("*Agents in your channels*"),
 	}
-	channels, err := c.bot.userChannels(ctx, user)
+	channels, err := c.web.userChannels(ctx, user)
 	if err != nil {
 		c.log.Warn("list a user's channels for App Home", slog.String(logUser, user), slog.Any(logError, err))
 		return append(blocks, section("Could not list your channels right now."))
@@ -158,13 +156,13 @@ func (c *Commands) homeBlocks(ctx context.Context, user string) []slack.Block {
 
 // userChannels lists the public and private channels a user is in that
 // conclave can see.
-func (b *Bot) userChannels(ctx context.Context, user string) ([]slack.Channel, error) {
+func (w *WebAPI) userChannels(ctx context.Context, user string) ([]slack.Channel, error) {
 	var all []slack.Channel
 	cursor := ""
 	for range homeChannelPages {
 		var page []slack.Channel
-		err := b.call(ctx, "users.conversations", true, func(ctx context.Context) (err error) {
-			page, cursor, err = b.api.GetConversationsForUserContext(ctx, &slack.GetConversationsForUserParameters{
+		err := w.call(ctx, "users.conversations", true, func(ctx context.Context) (err error) {
+			page, cursor, err = w.api.GetConversationsForUserContext(ctx, &slack.GetConversationsForUserParameters{
 				UserID: user, Types: []string{"public_channel", "private_channel"}, ExcludeArchived: true,
 				Limit: homeChannelPerPage, Cursor: cursor,
 			})
@@ -182,9 +180,9 @@ func (b *Bot) userChannels(ctx context.Context, user string) ([]slack.Channel, e
 }
 
 // publishHome publishes a user's App Home tab.
-func (b *Bot) publishHome(ctx context.Context, user string, blocks []slack.Block) error {
-	err := b.call(ctx, "views.publish", true, func(ctx context.Context) error {
-		_, err := b.api.PublishViewContext(ctx, slack.PublishViewContextRequest{
+func (w *WebAPI) publishHome(ctx context.Context, user string, blocks []slack.Block) error {
+	err := w.call(ctx, "views.publish", true, func(ctx context.Context) error {
+		_, err := w.api.PublishViewContext(ctx, slack.PublishViewContextRequest{
 			UserID: user, View: slack.HomeTabViewRequest{Type: slack.VTHomeTab, Blocks: slack.Blocks{BlockSet: blocks}},
 		})
 		return err

@@ -34,9 +34,7 @@ const (
 func (b *Bot) handleInteraction(ctx context.Context, ev socketmode.Event) {
 	b.ack(ctx, *ev.Request, nil)
 	cb, ok := ev.Data.(slack.InteractionCallback)
-	b.mu.Lock()
 	h, handles := b.commands.(InteractionHandler)
-	b.mu.Unlock()
 	if !ok || !handles {
 		return
 	}
@@ -54,11 +52,11 @@ func (b *Bot) handleInteraction(ctx context.Context, ev socketmode.Event) {
 // postToResponseURL posts a message to a command's or an action's
 // response_url, with unfurling off. The URL lets whoever holds it answer as
 // conclave: it is kept out of errors and logs.
-func (b *Bot) postToResponseURL(ctx context.Context, responseURL string, msg slack.WebhookMessage) error {
-	return b.call(ctx, "response_url", false, func(ctx context.Context) error {
+func (w *WebAPI) postToResponseURL(ctx context.Context, responseURL string, msg slack.WebhookMessage) error {
+	return w.call(ctx, "response_url", false, func(ctx context.Context) error {
 		off := false
 		msg.UnfurlLinks, msg.UnfurlMedia = &off, &off
-		err := slack.PostWebhookCustomHTTPContext(ctx, responseURL, b.httpClient(), &msg)
+		err := slack.PostWebhookCustomHTTPContext(ctx, responseURL, w.httpClient(), &msg)
 		if ue, ok := errors.AsType[*url.Error](err); ok {
 			err = fmt.Errorf("post to the response_url: %w", ue.Err)
 		}
@@ -68,7 +66,7 @@ func (b *Bot) postToResponseURL(ctx context.Context, responseURL string, msg sla
 
 // sendPairingOffer sends the offered user a direct message with Accept and
 // Decline buttons.
-func (b *Bot) sendPairingOffer(ctx context.Context, o agents.PairingOffer, a ens.Agent) error {
+func (w *WebAPI) sendPairingOffer(ctx context.Context, o agents.PairingOffer, a ens.Agent) error {
 	text := "<@" + o.OfferedBy + "> offers to pair you with the human agent " + describe(a) +
 		". If you accept, your messages count as the agent's in conclave's conversations" +
 		" (and any pairing you or the agent have now is replaced). The offer stands until " +
@@ -82,8 +80,8 @@ func (b *Bot) sendPairingOffer(ctx context.Context, o agents.PairingOffer, a ens
 				slack.NewTextBlockObject(slack.PlainTextType, "Decline", false, false)).WithStyle(slack.StyleDanger),
 		),
 	}
-	err := b.call(ctx, "chat.postMessage", false, func(ctx context.Context) error {
-		_, _, err := b.api.PostMessageContext(ctx, o.User,
+	err := w.call(ctx, "chat.postMessage", false, func(ctx context.Context) error {
+		_, _, err := w.api.PostMessageContext(ctx, o.User,
 			slack.MsgOptionText(text, false), slack.MsgOptionBlocks(blocks...), slack.MsgOptionLinkNames(false),
 			slack.MsgOptionDisableLinkUnfurl(), slack.MsgOptionDisableMediaUnfurl())
 		return err
@@ -116,7 +114,7 @@ func (c *Commands) HandleInteraction(ctx context.Context, cb slack.InteractionCa
 	if cb.ResponseURL == "" {
 		return
 	}
-	if err := c.bot.postToResponseURL(ctx, cb.ResponseURL, slack.WebhookMessage{Text: reply, ReplaceOriginal: replace}); err != nil {
+	if err := c.web.postToResponseURL(ctx, cb.ResponseURL, slack.WebhookMessage{Text: reply, ReplaceOriginal: replace}); err != nil {
 		c.log.Warn("answer to a button not delivered", slog.String(logUser, cb.User.ID), slog.Any(logError, err))
 	}
 }
@@ -170,7 +168,7 @@ func (c *Commands) declineOffer(ctx context.Context, cb slack.InteractionCallbac
 		return c.offerFailure(cb, o, err)
 	}
 	c.auditOffer(ctx, o, auditDecline, slog.String("declined_by", cb.User.ID))
-	if err := c.bot.postNotice(ctx, o.OfferedBy, "<@"+o.User+"> declined your offer to pair them with "+code(o.Agent)+"; nothing changed."); err != nil {
+	if err := c.web.postNotice(ctx, o.OfferedBy, "<@"+o.User+"> declined your offer to pair them with "+code(o.Agent)+"; nothing changed."); err != nil {
 		c.log.Warn("decline not told", slog.String(logUser, o.OfferedBy), slog.Any(logError, err))
 	}
 	return "You declined the offer to pair with " + code(o.Agent) + "; nothing changed.", true

@@ -5,18 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
-	"net/http"
 	"regexp"
 	"slices"
 	"strings"
-	"time"
 	"unicode/utf8"
 
 	"github.com/slack-go/slack"
 
 	"github.com/conclavehq/conclave/agents"
-	"github.com/conclavehq/conclave/agents/backoff"
 )
 
 // Slack's limits, with room to spare.
@@ -46,7 +42,7 @@ var slackUserID = regexp.MustCompile(`^[UW][A-Z0-9]+$`)
 // limits are waited out for as long as ctx allows. It returns the ts of
 // every part posted, r.Posted's first; when a part fails, those before it
 // and the error, a *agents.PostError saying whether trying again may help.
-func (b *Bot) PostReply(ctx context.Context, r agents.Reply) ([]string, error) {
+func (w *WebAPI) PostReply(ctx context.Context, r agents.Reply) ([]string, error) {
 	if r.Channel == "" {
 		return nil, &agents.PostError{Err: errors.New("bot: post reply: no channel"), Permanent: true}
 	}
@@ -55,10 +51,10 @@ func (b *Bot) PostReply(ctx context.Context, r agents.Reply) ([]string, error) {
 		if slackUserID.MatchString(u) {
 			mentions = append(mentions, "<@"+u+">")
 		} else {
-			b.log.Warn("not a Slack user id; not mentioned", slog.String("user", u))
+			w.log.Warn("not a Slack user id; not mentioned", slog.String("user", u))
 		}
 	}
-	parts := splitText(b.inertMarkdown(ctx, strings.TrimSpace(r.Text)), blockLimit)
+	parts := splitText(w.inertMarkdown(ctx, strings.TrimSpace(r.Text)), blockLimit)
 	if r.Partial && len(parts) > 1 {
 		parts = parts[:1] // a reply being streamed shows its first part only
 	}
@@ -79,7 +75,7 @@ func (b *Bot) PostReply(ctx context.Context, r agents.Reply) ([]string, error) {
 	if name := truncateRunes(strings.TrimSpace(r.Username), usernameLimit); name != "" {
 		common = append(common, slack.MsgOptionUsername(name))
 	}
-	if icon := b.avatarURL(r.IconURL); icon != "" {
+	if icon := w.avatarURL(r.IconURL); icon != "" {
 		common = append(common, slack.MsgOptionIconURL(icon))
 	}
 
@@ -106,7 +102,7 @@ func (b *Bot) PostReply(ctx context.Context, r agents.Reply) ([]string, error) {
 				},
 			}))
 		}
-		ts, err := b.sendPart(ctx, r, i, common, content)
+		ts, err := w.sendPart(ctx, r, i, common, content)
 		if err != nil {
 			_, after := rateLimit(err)
 			return posted, &agents.PostError{
@@ -155,14 +151,14 @@ func truncateRunes(s string, n int) string {
 // avatarURL makes an agent's avatar usable as icon_url: ipfs:// through the
 // gateway, http(s) as it is; anything else (an NFT reference such as
 // eip155:1/erc721:…) is dropped.
-func (b *Bot) avatarURL(u string) string {
+func (w *WebAPI) avatarURL(u string) string {
 	u = strings.TrimSpace(u)
 	if rest, ok := strings.CutPrefix(u, "ipfs://"); ok {
 		rest = strings.TrimPrefix(rest, "ipfs/")
 		if rest == "" {
 			return ""
 		}
-		return b.opts.IPFSGateway + rest
+		return w.opts.IPFSGateway + rest
 	}
 	if strings.HasPrefix(u, "https://") || strings.HasPrefix(u, "http://") {
 		return u
@@ -174,30 +170,30 @@ func (b *Bot) avatarURL(u string) string {
 // (nameUsers, looked up within lookupTimeout), Markdown links
 // spelled out (spellOutLinks), then &, < and > escaped (escapeSlack), in
 // that order, so that nothing a name brings in escapes the later steps.
-func (b *Bot) inert(ctx context.Context, text string) string {
+func (w *WebAPI) inert(ctx context.Context, text string) string {
 	ctx, cancel := context.WithTimeout(ctx, lookupTimeout)
 	defer cancel()
-	return escapeSlack(spellOutLinks(nameUsers(text, b.lookup(ctx))))
+	return escapeSlack(spellOutLinks(nameUsers(text, w.names.lookup(ctx))))
 }
 
 // inertMarkdown is inert for a markdown block: code keeps its characters
 // (escapeMarkdown).
-func (b *Bot) inertMarkdown(ctx context.Context, text string) string {
+func (w *WebAPI) inertMarkdown(ctx context.Context, text string) string {
 	ctx, cancel := context.WithTimeout(ctx, lookupTimeout)
 	defer cancel()
-	return escapeMarkdown(spellOutLinks(nameUsers(text, b.lookup(ctx))))
+	return escapeMarkdown(spellOutLinks(nameUsers(text, w.names.lookup(ctx))))
 }
 
 // PostEphemeral shows text to one user in a channel. The text is made
 // inert like a reply.
-func (b *Bot) PostEphemeral(ctx context.Context, channel, user, text string) error {
-	return b.postEphemeral(ctx, channel, user, fallbackText(b.inert(ctx, text)))
+func (w *WebAPI) PostEphemeral(ctx context.Context, channel, user, text string) error {
+	return w.postEphemeral(ctx, channel, user, fallbackText(w.inert(ctx, text)))
 }
 
 // postEphemeral posts mrkdwn text as it is.
-func (b *Bot) postEphemeral(ctx context.Context, channel, user, text string) error {
-	err := b.call(ctx, "chat.postEphemeral", false, func(ctx context.Context) error {
-		_, err := b.api.PostEphemeralContext(ctx, channel, user,
+func (w *WebAPI) postEphemeral(ctx context.Context, channel, user, text string) error {
+	err := w.call(ctx, "chat.postEphemeral", false, func(ctx context.Context) error {
+		_, err := w.api.PostEphemeralContext(ctx, channel, user,
 			slack.MsgOptionText(text, false), slack.MsgOptionLinkNames(false))
 		return err
 	})
@@ -209,10 +205,10 @@ func (b *Bot) postEphemeral(ctx context.Context, channel, user, text string) err
 
 // AddReaction adds an emoji (default: Options.WorkingReaction) to a
 // message; one already there is not an error.
-func (b *Bot) AddReaction(ctx context.Context, channel, ts, name string) error {
-	name = b.reactionName(name)
-	err := b.call(ctx, "reactions.add", true, func(ctx context.Context) error {
-		return b.api.AddReactionContext(ctx, name, slack.NewRefToMessage(channel, ts))
+func (w *WebAPI) AddReaction(ctx context.Context, channel, ts, name string) error {
+	name = w.reactionName(name)
+	err := w.call(ctx, "reactions.add", true, func(ctx context.Context) error {
+		return w.api.AddReactionContext(ctx, name, slack.NewRefToMessage(channel, ts))
 	})
 	if err != nil && errorCode(err) != "already_reacted" {
 		return fmt.Errorf("bot: add reaction %s to %s/%s: %w", name, channel, ts, err)
@@ -222,10 +218,10 @@ func (b *Bot) AddReaction(ctx context.Context, channel, ts, name string) error {
 
 // RemoveReaction removes conclave's emoji (default:
 // Options.WorkingReaction) from a message; one not there is not an error.
-func (b *Bot) RemoveReaction(ctx context.Context, channel, ts, name string) error {
-	name = b.reactionName(name)
-	err := b.call(ctx, "reactions.remove", true, func(ctx context.Context) error {
-		return b.api.RemoveReactionContext(ctx, name, slack.NewRefToMessage(channel, ts))
+func (w *WebAPI) RemoveReaction(ctx context.Context, channel, ts, name string) error {
+	name = w.reactionName(name)
+	err := w.call(ctx, "reactions.remove", true, func(ctx context.Context) error {
+		return w.api.RemoveReactionContext(ctx, name, slack.NewRefToMessage(channel, ts))
 	})
 	if err != nil && errorCode(err) != "no_reaction" {
 		return fmt.Errorf("bot: remove reaction %s from %s/%s: %w", name, channel, ts, err)
@@ -233,10 +229,10 @@ func (b *Bot) RemoveReaction(ctx context.Context, channel, ts, name string) erro
 	return nil
 }
 
-func (b *Bot) reactionName(name string) string {
+func (w *WebAPI) reactionName(name string) string {
 	name = strings.Trim(strings.TrimSpace(name), ":")
 	if name == "" {
-		return b.opts.WorkingReaction
+		return w.opts.WorkingReaction
 	}
 	return name
 }
@@ -245,10 +241,10 @@ func (b *Bot) reactionName(name string) string {
 // with postID in its metadata, and returns their ts in part order, up to
 // the first part missing (the earliest message of a part, should one
 // have been posted twice). A thread that no longer exists holds none.
-func (b *Bot) FindPost(ctx context.Context, channel, threadTS, postID string) ([]string, error) {
-	self := b.identity()
+func (w *WebAPI) FindPost(ctx context.Context, channel, threadTS, postID string) ([]string, error) {
+	self := w.identity()
 	found := make(map[int]string)
-	err := b.replies(ctx, channel, threadTS, true, func(m slack.Message) bool {
+	err := w.replies(ctx, channel, threadTS, true, func(m slack.Message) bool {
 		md := m.Metadata
 		if md.EventType != turnEventType || md.EventPayload["turn_id"] != postID {
 			return true
@@ -282,10 +278,10 @@ func (b *Bot) FindPost(ctx context.Context, channel, threadTS, postID string) ([
 // ≤ 0), oldest first, as events with normalised text. Noise (joins, topic
 // changes) is left out; conclave's own posts are kept, with UserID set to
 // its bot user and UserName to the agent they were posted as.
-func (b *Bot) ThreadHistory(ctx context.Context, channel, threadTS string, limit int) ([]agents.Event, error) {
-	self := b.identity()
+func (w *WebAPI) ThreadHistory(ctx context.Context, channel, threadTS string, limit int) ([]agents.Event, error) {
+	self := w.identity()
 	var msgs []wireMessage
-	err := b.replies(ctx, channel, threadTS, false, func(m slack.Message) bool {
+	err := w.replies(ctx, channel, threadTS, false, func(m slack.Message) bool {
 		if !contentSubtypes[m.SubType] || m.Timestamp == "" {
 			return true
 		}
@@ -299,7 +295,7 @@ func (b *Bot) ThreadHistory(ctx context.Context, channel, threadTS string, limit
 		return nil, fmt.Errorf("bot: history of %s/%s: %w", channel, threadTS, err)
 	}
 	out := make([]agents.Event, 0, len(msgs))
-	lookup := b.lookup(ctx)
+	lookup := w.names.lookup(ctx)
 	for i := range msgs {
 		m := &msgs[i]
 		ev := agents.Event{
@@ -319,7 +315,7 @@ func (b *Bot) ThreadHistory(ctx context.Context, channel, threadTS string, limit
 			ev.UserName = botName(m)
 		case m.User != "":
 			ev.UserName = m.User
-			if name, ok := b.userName(ctx, m.User); ok {
+			if name, ok := w.names.userName(ctx, m.User); ok {
 				ev.UserName = name
 			}
 		}
@@ -348,7 +344,7 @@ func wireFromMessage(m slack.Message) wireMessage {
 
 // replies pages through conversations.replies, calling fn for each message
 // in order until it returns false.
-func (b *Bot) replies(ctx context.Context, channel, threadTS string, metadata bool, fn func(slack.Message) bool) error {
+func (w *WebAPI) replies(ctx context.Context, channel, threadTS string, metadata bool, fn func(slack.Message) bool) error {
 	params := &slack.GetConversationRepliesParameters{
 		ChannelID: channel, Timestamp: threadTS, Limit: 200, IncludeAllMetadata: metadata,
 	}
@@ -356,8 +352,8 @@ func (b *Bot) replies(ctx context.Context, channel, threadTS string, metadata bo
 		var msgs []slack.Message
 		var more bool
 		var next string
-		err := b.call(ctx, "conversations.replies", true, func(ctx context.Context) (err error) {
-			msgs, more, next, err = b.api.GetConversationRepliesContext(ctx, params)
+		err := w.call(ctx, "conversations.replies", true, func(ctx context.Context) (err error) {
+			msgs, more, next, err = w.api.GetConversationRepliesContext(ctx, params)
 			return err
 		})
 		if err != nil {
@@ -377,103 +373,10 @@ func (b *Bot) replies(ctx context.Context, channel, threadTS string, metadata bo
 
 // ChannelDescription returns a channel's purpose, normalised; it is cached
 // for at most five minutes.
-func (b *Bot) ChannelDescription(ctx context.Context, channel string) (string, error) {
-	info, err := b.channelInfo(ctx, channel)
+func (w *WebAPI) ChannelDescription(ctx context.Context, channel string) (string, error) {
+	info, err := w.names.channelInfo(ctx, channel)
 	if err != nil {
 		return "", fmt.Errorf("bot: channel %s: %w", channel, err)
 	}
-	return normalizeText(info.purpose, b.lookup(ctx)), nil
-}
-
-// callRetries spaces the retries of an idempotent Web API call: from 0.5 s,
-// doubling, capped at 2 s, with jitter.
-var callRetries = backoff.Policy{Base: 500 * time.Millisecond, Cap: 2 * time.Second}
-
-// errTimeout marks a Web API request that got no answer within
-// Options.Timeout.
-var errTimeout = errors.New("no answer in time (slack.timeout)")
-
-// call runs one Web API request, each attempt bounded by Options.Timeout
-// (slack.timeout). A rate limit (HTTP 429) is waited out, as long as its
-// Retry-After says (at least a second), for as long as ctx allows: Slack
-// did not act on the request, so retrying cannot double it. When
-// idempotent, a server error, a network failure or a timeout is retried up
-// to three times with backoff; other errors are returned at once.
-func (b *Bot) call(ctx context.Context, method string, idempotent bool, fn func(context.Context) error) error {
-	transient := 0
-	for {
-		err := b.attempt(ctx, fn)
-		if err == nil {
-			return nil
-		}
-		if ctx.Err() != nil {
-			return err
-		}
-		var wait time.Duration
-		if limited, after := rateLimit(err); limited {
-			wait = max(after, time.Second)
-			b.metrics.rateLimited.WithLabelValues(method).Inc()
-			b.log.Info("Slack rate limit; waiting", slog.String(logMethod, method), slog.Duration("for", wait))
-		} else if idempotent && transient < 3 && isTransient(err) {
-			transient++
-			wait = callRetries.Wait(transient, rand.Float64(), 0) // #nosec G404 -- backoff jitter, not a secret
-			b.log.Debug("Slack call failed; retrying", slog.String(logMethod, method), slog.Any(logError, err))
-		} else {
-			b.metrics.apiErrors.WithLabelValues(method).Inc()
-			return err
-		}
-		if serr := sleep(ctx, wait); serr != nil {
-			b.metrics.apiErrors.WithLabelValues(method).Inc()
-			return fmt.Errorf("%w (stopped waiting: %w)", err, serr)
-		}
-	}
-}
-
-// attempt runs fn once within Options.Timeout; a request that timed out
-// while ctx is still live fails with errTimeout.
-func (b *Bot) attempt(ctx context.Context, fn func(context.Context) error) error {
-	actx, cancel := context.WithTimeout(ctx, b.opts.Timeout)
-	defer cancel()
-	err := fn(actx)
-	if err != nil && ctx.Err() == nil && actx.Err() != nil {
-		return fmt.Errorf("%w: %w", errTimeout, err)
-	}
-	return err
-}
-
-// rateLimit reports whether err is Slack's rate limit, and the Retry-After.
-func rateLimit(err error) (bool, time.Duration) {
-	var rl *slack.RateLimitedError
-	if errors.As(err, &rl) {
-		return true, rl.RetryAfter
-	}
-	var sc slack.StatusCodeError
-	if errors.As(err, &sc) && sc.Code == http.StatusTooManyRequests || errorCode(err) == "ratelimited" {
-		return true, 0
-	}
-	return false, 0
-}
-
-// isTransient reports a failure worth retrying: a 5xx, a network error or
-// a timeout.
-func isTransient(err error) bool {
-	if errors.Is(err, errTimeout) {
-		return true
-	}
-	var sc slack.StatusCodeError
-	if errors.As(err, &sc) {
-		return sc.Code >= 500
-	}
-	if errorCode(err) != "" {
-		return false
-	}
-	limited, _ := rateLimit(err)
-	return !limited && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
-}
-
-func (b *Bot) httpClient() *http.Client {
-	if b.opts.HTTPClient != nil {
-		return b.opts.HTTPClient
-	}
-	return http.DefaultClient
+	return normalizeText(info.purpose, w.names.lookup(ctx)), nil
 }

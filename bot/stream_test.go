@@ -20,20 +20,20 @@ func TestPostReplyUpdatesAStreamedMessage(t *testing.T) {
 
 	partial := reply
 	partial.Text, partial.Partial = "Use `a < b", true
-	ts, err := postFirst(ctx, r.bot, partial)
+	ts, err := postFirst(ctx, r.web, partial)
 	if err != nil {
 		t.Fatal(err)
 	}
 	done := reply
 	done.Text, done.Update, done.Mention = final, ts, []string{"U2"}
-	posted, err := r.bot.PostReply(ctx, done)
+	posted, err := r.web.PostReply(ctx, done)
 	if err != nil || !reflect.DeepEqual(posted, []string{ts}) {
 		t.Fatalf("PostReply = %v, %v; want the streamed message %s", posted, err, ts)
 	}
 
 	once := reply
 	once.Text, once.Mention = final, []string{"U2"}
-	if _, err := r.bot.PostReply(ctx, once); err != nil {
+	if _, err := r.web.PostReply(ctx, once); err != nil {
 		t.Fatal(err)
 	}
 	posts := r.fake.Posts()
@@ -58,7 +58,7 @@ func TestPostReplyPartialPostsOnePart(t *testing.T) {
 	r := newRig(t, fakeslack.Options{}, nil)
 	ctx := testContext(t)
 	long := strings.Repeat(strings.Repeat("A sentence about claims. ", 100)+"\n\n", 10)
-	posted, err := r.bot.PostReply(ctx, agents.Reply{Channel: "C1", ThreadTS: "1690000000.000001", Text: long, TurnID: "t", Partial: true})
+	posted, err := r.web.PostReply(ctx, agents.Reply{Channel: "C1", ThreadTS: "1690000000.000001", Text: long, TurnID: "t", Partial: true})
 	if err != nil || len(posted) != 1 {
 		t.Fatalf("PostReply = %v, %v; want one part", posted, err)
 	}
@@ -72,7 +72,7 @@ func TestPostReplyPartialPostsOnePart(t *testing.T) {
 func TestPostReplyPostsAnewWhenTheStreamedMessageIsGone(t *testing.T) {
 	r := newRig(t, fakeslack.Options{}, nil)
 	ctx := testContext(t)
-	posted, err := r.bot.PostReply(ctx, agents.Reply{Channel: "C1", ThreadTS: "1690000000.000001", Text: "Final.", TurnID: "t", Update: "1690000000.999999"})
+	posted, err := r.web.PostReply(ctx, agents.Reply{Channel: "C1", ThreadTS: "1690000000.000001", Text: "Final.", TurnID: "t", Update: "1690000000.999999"})
 	if err != nil || len(posted) != 1 || posted[0] == "1690000000.999999" {
 		t.Fatalf("PostReply = %v, %v; want a new message", posted, err)
 	}

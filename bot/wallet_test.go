@@ -65,7 +65,7 @@ func newWalletRig(t *testing.T) *walletRig {
 	r.fake = fakeslack.New(t, fakeslack.Options{Users: testUsers, Channels: testChannels})
 	r.store = memory.NewInProcess(memory.Options{Now: r.clock.Now})
 	log := slog.New(slog.NewJSONHandler(r.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	b := New(Options{AppToken: fakeslack.AppToken, BotToken: fakeslack.BotToken, APIURL: r.fake.APIURL()}, newRecorder(), log)
+	b := NewWebAPI(Options{AppToken: fakeslack.AppToken, BotToken: fakeslack.BotToken, APIURL: r.fake.APIURL()}, log)
 	var h http.Handler
 	r.srv = httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, req *http.Request) { h.ServeHTTP(rw, req) }))
 	t.Cleanup(r.srv.Close)

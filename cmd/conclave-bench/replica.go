@@ -147,23 +147,22 @@ func runReplica(raw string) error {
 	}
 
 	var turns atomic.Int64
-	// The engine is built once the transport knows conclave's identity; the
-	// transport records each event, acknowledges it, then dispatches its
-	// ticket (the turn may start only then).
-	eng := &engineHandler{}
-	b := bot.New(bot.Options{AppToken: cfg.AppToken, BotToken: cfg.BotToken, APIURL: cfg.SlackAPIURL, HTTPClient: web, HandleParallel: 16},
-		eng, log)
-	id, err := b.Identify(ctx)
+	// The Web API side first: the engine needs it and conclave's identity;
+	// then the Socket Mode side over both. The transport records each
+	// event, acknowledges it, then dispatches its ticket (the turn may
+	// start only then).
+	slack := bot.NewWebAPI(bot.Options{AppToken: cfg.AppToken, BotToken: cfg.BotToken, APIURL: cfg.SlackAPIURL, HTTPClient: web, HandleParallel: 16}, log)
+	id, err := slack.Identify(ctx)
 	if err != nil {
 		return err
 	}
-	eng.Engine = agents.New(agents.Options{
+	eng := agents.New(agents.Options{
 		Channels:    []agents.ChannelConfig{{ID: cfg.Channel, Agents: []string{cfg.Facilitator.EnsDomain}}},
 		MaxParallel: cfg.MaxParallel,
 		BotUserID:   id.UserID,
 	}, agents.Deps{
 		Store:    store,
-		Chat:     b,
+		Chat:     slack,
 		Model:    model,
 		Prompts:  func() agents.Prompts { return lib.Current() },
 		Resolver: directory,
@@ -190,6 +189,7 @@ func runReplica(raw string) error {
 	go func() { _ = srv.Serve(ln) }()
 	defer srv.Close()
 
+	b := bot.New(slack, eng, nil)
 	engineDone := make(chan error, 1)
 	go func() { engineDone <- eng.Run(ctx) }()
 	slackDone := make(chan error, 1)
@@ -204,10 +204,6 @@ func runReplica(raw string) error {
 	}
 	return runErr
 }
-
-// engineHandler hands the transport's events, and their
-// acknowledgements, to the engine.
-type engineHandler struct{ *agents.Engine }
 
 // fetchStats reads a replica's stats.
 func fetchStats(url string) (replicaStats, error) {

@@ -22,80 +22,117 @@ import (
 // it runs), model endpoint and store of `conclave run`, with the terminal
 // instead of Slack.
 func runChat(ctx context.Context, args []string, e env) error {
-	fs := newFlags("chat", e)
-	load := configFlag(fs, e)
-	channel := fs.String("channel", "", "the channel whose agents answer (default: the first [[channels]])")
-	as := fs.String("as", "", "your name in the conversation (default $USER)")
-	if err := parseFlags(fs, args, e); err != nil {
-		return err
-	}
-	cfg, _, err := load()
+	cfg, channel, person, err := chatConfig(args, e)
 	if err != nil {
 		return err
 	}
-	if *channel == "" {
-		if len(cfg.Channels) == 0 {
-			return fmt.Errorf("%w: no channel: pass --channel or declare one in [[channels]]", errUsage)
-		}
-		*channel = cfg.Channels[0].ID
+	interactive := isTerminal(e.stdin)
+	log := chatLogger(cfg, e)
+	p, err := openChat(ctx, cfg, log, e)
+	defer p.close()
+	if err != nil {
+		return err
 	}
-	person := strings.TrimSpace(*as)
+	term := chatTerminal(channel, person, !interactive, e, p.directory)
+	eng := chatEngine(cfg, p, term)
+	list, err := eng.ChannelAgents(ctx, channel)
+	if err != nil {
+		return err
+	}
+	if len(list) == 0 {
+		return fmt.Errorf("%w: channel %q has no agents: declare them in [[channels]] or add them with /add-agent", errUsage, channel)
+	}
+	if interactive {
+		fmt.Fprintf(e.stderr, "conclave chat in %s as %s, with %s.\n%s\n", channel, term.Person(), agentNames(list), terminal.Help)
+	}
+	return converse(ctx, eng, p.lib, term, e, log)
+}
+
+// chatConfig reads the flags and the configuration of `conclave chat`:
+// the channel (default: the first [[channels]]) and who is typing
+// (default: $USER).
+func chatConfig(args []string, e env) (cfg Config, channel, person string, err error) {
+	fs := newFlags("chat", e)
+	load := configFlag(fs, e)
+	ch := fs.String("channel", "", "the channel whose agents answer (default: the first [[channels]])")
+	as := fs.String("as", "", "your name in the conversation (default $USER)")
+	if err := parseFlags(fs, args, e); err != nil {
+		return Config{}, "", "", err
+	}
+	if cfg, _, err = load(); err != nil {
+		return Config{}, "", "", err
+	}
+	channel = *ch
+	if channel == "" {
+		if len(cfg.Channels) == 0 {
+			return Config{}, "", "", fmt.Errorf("%w: no channel: pass --channel or declare one in [[channels]]", errUsage)
+		}
+		channel = cfg.Channels[0].ID
+	}
+	person = strings.TrimSpace(*as)
 	if person == "" {
 		person = e.getenv("USER")
 	}
-	interactive := isTerminal(e.stdin)
+	return cfg, channel, person, nil
+}
 
-	// The terminal is for the conversation: only warnings and errors are
-	// logged, unless log.level asks for debug.
+// chatLogger logs only warnings and errors (the terminal is for the
+// conversation), unless log.level asks for debug.
+func chatLogger(cfg Config, e env) *slog.Logger {
 	logCfg := LogConfig{Level: "warn", Format: "text"}
 	if cfg.Log.Level == "debug" {
 		logCfg.Level = "debug"
 	}
-	log := newLogger(logCfg, e.stderr)
+	return newLogger(logCfg, e.stderr)
+}
 
+// openChat opens what the engine of `conclave chat` runs on, as `conclave
+// run` does but quietly and without metrics. The instance returned is
+// never nil: close it, even on an error.
+func openChat(ctx context.Context, cfg Config, log *slog.Logger, e env) (*instance, error) {
+	p := &instance{cfg: cfg, log: log, e: e}
 	store, err := openStore(ctx, cfg.Memory, slog.New(slog.DiscardHandler))
 	if err != nil {
-		return err
+		return p, err
 	}
-	defer store.Close()
-	lib, _, err := openTemplates(cfg.Templates.Dir, templates.Options{Logger: log.With(slog.String(logComponent, "templates"))},
-		func(string) {})
-	if err != nil {
-		return err
+	p.store = store
+	p.closers = append(p.closers, func() { _ = store.Close() })
+	if p.lib, _, err = openTemplates(cfg.Templates.Dir, templates.Options{Logger: log.With(slog.String(logComponent, "templates"))},
+		func(string) {}); err != nil {
+		return p, err
 	}
-	directory, err := ens.New(ensOptions(cfg.ENS, log), staticAgents(cfg.Agents))
-	if err != nil {
-		return err
+	if p.directory, err = ens.New(ensOptions(cfg.ENS, log), staticAgents(cfg.Agents)); err != nil {
+		return p, err
 	}
-	defer directory.Close()
+	p.closers = append(p.closers, func() { _ = p.directory.Close() })
 	def, named := llmProfiles(cfg.LLM)
-	client, err := llm.New(def, named, llm.WithLogger(log.With(slog.String(logComponent, "llm"))),
-		llm.WithHTTPClient(webClient(cfg.Conversation.MaxParallel)))
-	if err != nil {
-		return err
+	if p.model, err = llm.New(def, named, llm.WithLogger(log.With(slog.String(logComponent, "llm"))),
+		llm.WithHTTPClient(webClient(cfg.Conversation.MaxParallel))); err != nil {
+		return p, err
 	}
-
 	// The agents' MCP servers run as under `conclave run`.
 	servers, err := mcpServers(cfg.MCP, e.getenv)
+	if err != nil || len(servers) == 0 {
+		return p, err
+	}
+	hub, err := tools.New(servers, tools.Options{Logger: log, HTTPClient: webClient(cfg.Conversation.MaxParallel)})
 	if err != nil {
-		return err
+		return p, err
 	}
-	var toolbox agents.Toolbox
-	if len(servers) > 0 {
-		hub, err := tools.New(servers, tools.Options{Logger: log, HTTPClient: webClient(cfg.Conversation.MaxParallel)})
-		if err != nil {
-			return err
-		}
-		defer startHub(ctx, hub)()
-		toolbox = hub
-	}
+	p.closers = append(p.closers, startHub(ctx, hub))
+	p.toolbox = hub
+	return p, nil
+}
 
-	term := terminal.New(terminal.Options{
-		Channel: *channel,
+// chatTerminal is the terminal transport of `conclave chat`; agents are
+// named by their ENS records, else by their names' first label.
+func chatTerminal(channel, person string, wait bool, e env, directory *ens.Directory) *terminal.Terminal {
+	return terminal.New(terminal.Options{
+		Channel: channel,
 		Person:  person,
 		Out:     e.stdout,
 		Status:  e.stderr,
-		Wait:    !interactive,
+		Wait:    wait,
 		Names: func(ctx context.Context, name string) string {
 			if a, err := directory.Resolve(ctx, name); err == nil && a.Name != "" {
 				return a.Name
@@ -104,31 +141,27 @@ func runChat(ctx context.Context, args []string, e env) error {
 			return first
 		},
 	})
+}
+
+// chatEngine is the engine of `conclave chat`, posting to the terminal.
+func chatEngine(cfg Config, p *instance, term *terminal.Terminal) *agents.Engine {
 	opts := engineOptions(cfg, "")
 	opts.Owns = term.Owns // the store may be a running conclave's
 	opts.Stream = false   // the terminal prints whole replies
-	eng := agents.New(opts, agents.Deps{
-		Store:    store,
+	return agents.New(opts, agents.Deps{
+		Store:    p.store,
 		Chat:     term,
-		Model:    term.Working(client),
-		Prompts:  func() agents.Prompts { return lib.Current() },
-		Resolver: directory,
-		Logger:   log,
-		Tools:    toolbox,
+		Model:    term.Working(p.model),
+		Prompts:  func() agents.Prompts { return p.lib.Current() },
+		Resolver: p.directory,
+		Logger:   p.log,
+		Tools:    p.toolbox,
 	})
-	list, err := eng.ChannelAgents(ctx, *channel)
-	if err != nil {
-		return err
-	}
-	if len(list) == 0 {
-		return fmt.Errorf("%w: channel %q has no agents: declare them in [[channels]] or add them with /add-agent", errUsage, *channel)
-	}
-	if interactive {
-		fmt.Fprintf(e.stderr, "conclave chat in %s as %s, with %s.\n%s\n", *channel, term.Person(), agentNames(list), terminal.Help)
-	}
+}
 
-	// The engine drains its turns in flight after the input ends; the
-	// template watcher stops with it.
+// converse runs the conversation until the input ends; the engine then
+// drains its turns in flight, and the template watcher stops with it.
+func converse(ctx context.Context, eng *agents.Engine, lib *templates.Library, term *terminal.Terminal, e env, log *slog.Logger) error {
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	var wg sync.WaitGroup
@@ -139,7 +172,7 @@ func runChat(ctx context.Context, args []string, e env) error {
 			log.Error("templates: watching stopped", slog.Any(logErr, err))
 		}
 	})
-	err = term.Run(ctx, e.stdin, eng)
+	err := term.Run(ctx, e.stdin, eng)
 	stop()
 	wg.Wait()
 	return errors.Join(err, engineErr)

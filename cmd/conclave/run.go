@@ -39,14 +39,29 @@ const (
 // client, Slack transport and engine, and runs them until ctx ends
 // (SIGTERM), then drains in-flight turns within shutdown_grace.
 func runBot(ctx context.Context, args []string, e env) error {
+	cfg, log, err := loadRun(args, e)
+	if err != nil {
+		return err
+	}
+	p := newInstance(cfg, log, e)
+	defer p.close()
+	if err := p.open(ctx); err != nil {
+		return err
+	}
+	return p.run(ctx)
+}
+
+// loadRun reads the flags and the configuration of `conclave run` and sets
+// up the log, warning of what the configuration leaves to fix.
+func loadRun(args []string, e env) (Config, *slog.Logger, error) {
 	fs := newFlags("run", e)
 	load := configFlag(fs, e)
 	if err := parseFlags(fs, args, e); err != nil {
-		return err
+		return Config{}, nil, err
 	}
 	cfg, secretsInFile, err := load()
 	if err != nil {
-		return err
+		return Config{}, nil, err
 	}
 	log := newLogger(cfg.Log, e.stderr)
 	routeLibraryLogs(log)
@@ -55,174 +70,166 @@ func runBot(ctx context.Context, args []string, e env) error {
 		log.Warn("a secret is written in the configuration file; prefer its environment variable", slog.String("key", key))
 	}
 	warnMissingModelKeys(cfg, log)
-	summary := startupSummary{store: storeKind(cfg.Memory), agents: len(cfg.Agents), channels: len(cfg.Channels), slackTeam: "not configured"}
+	return cfg, log, nil
+}
 
+// instance is what `conclave run` builds: the parts, opened in order by
+// open and closed in reverse by close, with what the startup summary and
+// the readiness endpoint report of them.
+type instance struct {
+	cfg     Config
+	log     *slog.Logger
+	e       env
+	reg     *prometheus.Registry
+	metrics *runMetrics
+	summary startupSummary
+	checks  []readinessCheck
+	closers []func()
+
+	store     memory.Store
+	lib       *templates.Library
+	directory *ens.Directory
+	web       *http.Client
+	model     agents.Model
+	toolbox   agents.Toolbox
+	hub       *tools.Hub
+}
+
+func newInstance(cfg Config, log *slog.Logger, e env) *instance {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	metrics := newRunMetrics(reg)
+	return &instance{
+		cfg: cfg, log: log, e: e, reg: reg, metrics: newRunMetrics(reg),
+		summary: startupSummary{store: storeKind(cfg.Memory), agents: len(cfg.Agents), channels: len(cfg.Channels), slackTeam: "not configured"},
+	}
+}
 
-	rawStore, err := openStore(ctx, cfg.Memory, log)
-	if err != nil {
-		return err
+// close closes what open opened, last first.
+func (p *instance) close() {
+	for i := len(p.closers) - 1; i >= 0; i-- {
+		p.closers[i]()
 	}
-	defer rawStore.Close()
-	store := metrics.observeStore(rawStore)
-	metrics.watchPosts(rawStore, log)
+}
 
-	lib, templatesDir, err := openTemplates(cfg.Templates.Dir, templates.Options{Logger: log.With(slog.String(logComponent, "templates"))},
-		func(msg string) { log.Info(msg) })
-	if err != nil {
-		return err
-	}
-	summary.templates, summary.templateProblem = "built-in", len(lib.Current().Problems())
-	if templatesDir != "" {
-		summary.templates, summary.templateFiles = templatesDir, countTemplates(templatesDir)
-	}
-	metrics.watchTemplates(lib)
-
-	directory, err := ens.New(ensOptions(cfg.ENS, log), staticAgents(cfg.Agents))
-	if err != nil {
-		return err
-	}
-	defer directory.Close()
-	metrics.watchENS(directory.CacheStats)
-	warnSharedMemory(ctx, cfg, directory, log)
-
-	web := webClient(cfg.Conversation.MaxParallel)
-	def, named := llmProfiles(cfg.LLM)
-	client, err := llm.New(def, named, llm.WithLogger(log.With(slog.String(logComponent, "llm"))),
-		llm.WithHTTPClient(metrics.llmHTTP(web)))
-	if err != nil {
-		return err
-	}
-	model := metrics.observeModel(client)
-
-	servers, err := mcpServers(cfg.MCP, e.getenv)
-	if err != nil {
-		return err
-	}
-	var toolbox agents.Toolbox
-	var hub *tools.Hub
-	if len(servers) > 0 {
-		// The connection pool is shared, not the client: a Streamable HTTP
-		// session keeps a long-lived stream that a client timeout would cut.
-		hub, err = tools.New(servers, tools.Options{Logger: log, OnCall: metrics.observeToolCall, HTTPClient: &http.Client{Transport: web.Transport}})
-		if err != nil {
+// open opens the parts the engine runs on: the store, the prompts, the
+// identities, the model client and the tools.
+func (p *instance) open(ctx context.Context) error {
+	for _, step := range []func(context.Context) error{p.openMemory, p.openPrompts, p.openIdentities, p.openModel, p.openTools} {
+		if err := step(ctx); err != nil {
 			return err
 		}
-		toolbox = hub
 	}
+	p.checks = append(p.checks, readinessCheck{"templates", "not loaded", func(context.Context) error {
+		if p.lib.Current() == nil {
+			return errors.New("not loaded")
+		}
+		return p.lib.Err()
+	}})
+	if p.cfg.Memory.RedisURL != "" {
+		p.checks = append(p.checks, readinessCheck{"redis", "unreachable", p.store.Ping})
+	}
+	return nil
+}
 
-	checks := []readinessCheck{
-		{"templates", "not loaded", func(context.Context) error {
-			if lib.Current() == nil {
-				return errors.New("not loaded")
-			}
-			return lib.Err()
-		}},
+func (p *instance) openMemory(ctx context.Context) error {
+	raw, err := openStore(ctx, p.cfg.Memory, p.log)
+	if err != nil {
+		return err
 	}
-	if cfg.Memory.RedisURL != "" {
-		checks = append(checks, readinessCheck{"redis", "unreachable", store.Ping})
-	}
+	p.closers = append(p.closers, func() { _ = raw.Close() })
+	p.store = p.metrics.observeStore(raw)
+	p.metrics.watchPosts(raw, p.log)
+	return nil
+}
 
+func (p *instance) openPrompts(context.Context) error {
+	lib, dir, err := openTemplates(p.cfg.Templates.Dir, templates.Options{Logger: p.log.With(slog.String(logComponent, "templates"))},
+		func(msg string) { p.log.Info(msg) })
+	if err != nil {
+		return err
+	}
+	p.lib = lib
+	p.summary.templates, p.summary.templateProblem = "built-in", len(lib.Current().Problems())
+	if dir != "" {
+		p.summary.templates, p.summary.templateFiles = dir, countTemplates(dir)
+	}
+	p.metrics.watchTemplates(lib)
+	return nil
+}
+
+func (p *instance) openIdentities(ctx context.Context) error {
+	directory, err := ens.New(ensOptions(p.cfg.ENS, p.log), staticAgents(p.cfg.Agents))
+	if err != nil {
+		return err
+	}
+	p.directory = directory
+	p.closers = append(p.closers, func() { _ = directory.Close() })
+	p.metrics.watchENS(directory.CacheStats)
+	warnSharedMemory(ctx, p.cfg, directory, p.log)
+	return nil
+}
+
+func (p *instance) openModel(context.Context) error {
+	p.web = webClient(p.cfg.Conversation.MaxParallel)
+	def, named := llmProfiles(p.cfg.LLM)
+	client, err := llm.New(def, named, llm.WithLogger(p.log.With(slog.String(logComponent, "llm"))),
+		llm.WithHTTPClient(p.metrics.llmHTTP(p.web)))
+	if err != nil {
+		return err
+	}
+	p.model = p.metrics.observeModel(client)
+	return nil
+}
+
+func (p *instance) openTools(context.Context) error {
+	servers, err := mcpServers(p.cfg.MCP, p.e.getenv)
+	if err != nil || len(servers) == 0 {
+		return err
+	}
+	// The connection pool is shared, not the client: a Streamable HTTP
+	// session keeps a long-lived stream that a client timeout would cut.
+	hub, err := tools.New(servers, tools.Options{Logger: p.log, OnCall: p.metrics.observeToolCall, HTTPClient: &http.Client{Transport: p.web.Transport}})
+	if err != nil {
+		return err
+	}
+	p.hub, p.toolbox = hub, hub
+	return nil
+}
+
+// run runs every part until ctx ends or one fails, then shuts down in
+// order: Slack drains, the engine finishes its turns, Slack stops, then
+// the HTTP servers.
+func (p *instance) run(ctx context.Context) error {
 	// Everything that runs until shutdown; each part's error ends the run.
 	runCtx, cancelRun := context.WithCancel(ctx)
 	defer cancelRun()
 	var parts partGroup
-	parts.start(runCtx, cancelRun, log, "templates", lib.Run)
-	parts.start(runCtx, cancelRun, log, "reload", func(ctx context.Context) error {
-		return reloadOnHUP(ctx, e.hup, lib, log)
+	parts.start(runCtx, cancelRun, p.log, "templates", p.lib.Run)
+	parts.start(runCtx, cancelRun, p.log, "reload", func(ctx context.Context) error {
+		return reloadOnHUP(ctx, p.e.hup, p.lib, p.log)
 	})
-	if hub != nil {
+	if p.hub != nil {
 		// The servers outlive the engine's drain: turns finishing after
 		// SIGTERM may still call tools.
-		defer startHub(ctx, hub)()
+		defer startHub(ctx, p.hub)()
 	}
-
 	// The engine gets its own context: when the process is told to stop,
 	// the Slack transport stops reading events at once (runCtx) while the
 	// engine drains in-flight turns within shutdown_grace.
 	engineCtx, stopEngine := context.WithCancel(ctx)
 	defer stopEngine()
-	engineDone := make(chan struct{})
 	// The Slack transport outlives runCtx: it keeps the socket until the
 	// engine is done, draining meanwhile (see bot.Drain).
 	slackCtx, stopSlack := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopSlack()
-	drain := func() {}
-	var wallet *bot.WalletVerifier
-	if cfg.Slack.AppToken == "" || cfg.Slack.BotToken == "" {
-		close(engineDone)
-		log.Error("Slack tokens are not set: not connecting to Slack; set SLACK_APP_TOKEN (xapp-…) and SLACK_BOT_TOKEN (xoxb-…), see README")
-		checks = append(checks, readinessCheck{"slack", "not configured", func(context.Context) error { return errors.New("no tokens") }})
-	} else {
-		eng := &engineHandler{}
-		b := bot.New(bot.Options{
-			AppToken:        cfg.Slack.AppToken,
-			BotToken:        cfg.Slack.BotToken,
-			APIURL:          cfg.Slack.APIURL,
-			WorkingReaction: cfg.Slack.WorkingReaction,
-			IPFSGateway:     cfg.Slack.IPFSGateway,
-			HTTPClient:      web,
-			Timeout:         cfg.Slack.Timeout.Duration,
-			HandleParallel:  16,
-			Registerer:      reg,
-		}, eng, log)
-		checks = append(checks, readinessCheck{"slack", "not connected", func(context.Context) error { return b.Ready() }})
-		id, err := identify(runCtx, b, log)
-		if err != nil {
-			return err
-		}
-		summary.slackTeam = teamName(id.Team, id.TeamID)
-		eng.Engine = agents.New(engineOptions(cfg, id.UserID), agents.Deps{
-			Store:    store,
-			Chat:     b,
-			Model:    model,
-			Prompts:  func() agents.Prompts { return lib.Current() },
-			Resolver: directory,
-			Tools:    toolbox,
-			Logger:   log,
-			OnTurn:   metrics.observeTurn,
-
-			OnPostAbandoned: metrics.observePostAbandoned,
-		})
-		if wallet, err = wireCommands(cfg, b, eng.Engine, store, directory, log); err != nil {
-			return err
-		}
-		go func() {
-			defer close(engineDone)
-			if err := eng.Run(engineCtx); err != nil {
-				log.Error("engine stopped", slog.Any(logErr, err))
-				cancelRun()
-			}
-		}()
-		drain = b.Drain
-		parts.start(slackCtx, cancelRun, log, "slack", b.Run)
+	side := slackSide{runCtx: runCtx, engineCtx: engineCtx, slackCtx: slackCtx, cancelRun: cancelRun, parts: &parts}
+	if err := p.startSlack(&side); err != nil {
+		return err
 	}
-
 	httpCtx, stopHTTP := context.WithCancel(context.Background())
 	defer stopHTTP()
 	httpDone := make(chan error, 1)
-	var walletPage http.Handler // stays nil (no route) without Slack
-	if wallet != nil {
-		walletPage = wallet
-	}
-	// The summary goes out once every listener is bound (ops first).
-	serving := e
-	serving.opsReady = func(addr string) {
-		summary.opsAddr = addr
-		if e.opsReady != nil {
-			e.opsReady(addr)
-		}
-	}
-	serving.ready = func(addr string) {
-		summary.addr = addr
-		summary.log(log)
-		if e.ready != nil {
-			e.ready(addr)
-		}
-	}
-	listeners := httpListeners(cfg.HTTP, newOpsMux(checks, log), promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}), walletPage, serving, log)
+	listeners := p.listeners(side.wallet)
 	go func() { httpDone <- serveHTTP(httpCtx, listeners) }()
 
 	var httpErr error
@@ -231,24 +238,122 @@ func runBot(ctx context.Context, args []string, e env) error {
 	case httpErr = <-httpDone:
 		cancelRun()
 	}
-	log.Info("shutting down")
-	drain()
+	p.log.Info("shutting down")
+	side.drain()
 	stopEngine()
-	<-engineDone
+	<-side.engineDone
 	stopSlack()
 	parts.wait()
 	stopHTTP()
 	if httpErr == nil {
 		httpErr = <-httpDone
 	}
+	return p.stopped(httpErr, parts.err())
+}
+
+// stopped is run's result once everything has stopped.
+func (p *instance) stopped(httpErr, partErr error) error {
 	if httpErr != nil {
 		return httpErr
 	}
-	if err := parts.err(); err != nil {
+	if partErr != nil {
+		return partErr
+	}
+	p.log.Info("stopped")
+	return nil
+}
+
+// slackSide is the Slack transport and the engine behind it: the contexts
+// they run under (in), and what the shutdown needs of them (out).
+type slackSide struct {
+	runCtx, engineCtx, slackCtx context.Context
+	cancelRun                   context.CancelFunc
+	parts                       *partGroup
+
+	drain      func()
+	engineDone chan struct{}
+	wallet     http.Handler // the wallet page; nil (no route) without Slack
+}
+
+// startSlack builds and starts the Slack transport and the engine, each
+// complete when built: the Web API side first (the engine posts through
+// it, and it learns conclave's identity), then the engine, the commands
+// over both, and the Socket Mode side over all three. Without tokens,
+// nothing is started and readiness says why.
+func (p *instance) startSlack(s *slackSide) error {
+	s.drain, s.engineDone = func() {}, make(chan struct{})
+	if p.cfg.Slack.AppToken == "" || p.cfg.Slack.BotToken == "" {
+		close(s.engineDone)
+		p.log.Error("Slack tokens are not set: not connecting to Slack; set SLACK_APP_TOKEN (xapp-…) and SLACK_BOT_TOKEN (xoxb-…), see README")
+		p.checks = append(p.checks, readinessCheck{"slack", "not configured", func(context.Context) error { return errors.New("no tokens") }})
+		return nil
+	}
+	web := bot.NewWebAPI(bot.Options{
+		AppToken:        p.cfg.Slack.AppToken,
+		BotToken:        p.cfg.Slack.BotToken,
+		APIURL:          p.cfg.Slack.APIURL,
+		WorkingReaction: p.cfg.Slack.WorkingReaction,
+		IPFSGateway:     p.cfg.Slack.IPFSGateway,
+		HTTPClient:      p.web,
+		Timeout:         p.cfg.Slack.Timeout.Duration,
+		HandleParallel:  16,
+		Registerer:      p.reg,
+	}, p.log)
+	id, err := identify(s.runCtx, web, p.log)
+	if err != nil {
 		return err
 	}
-	log.Info("stopped")
+	p.summary.slackTeam = teamName(id.Team, id.TeamID)
+	eng := agents.New(engineOptions(p.cfg, id.UserID), agents.Deps{
+		Store:    p.store,
+		Chat:     web,
+		Model:    p.model,
+		Prompts:  func() agents.Prompts { return p.lib.Current() },
+		Resolver: p.directory,
+		Tools:    p.toolbox,
+		Logger:   p.log,
+		OnTurn:   p.metrics.observeTurn,
+
+		OnPostAbandoned: p.metrics.observePostAbandoned,
+	})
+	commands, wallet, err := wireCommands(p.cfg, web, eng, p.store, p.directory, p.log)
+	if err != nil {
+		return err
+	}
+	b := bot.New(web, eng, commands)
+	p.checks = append(p.checks, readinessCheck{"slack", "not connected", func(context.Context) error { return b.Ready() }})
+	s.wallet = wallet
+	go func() {
+		defer close(s.engineDone)
+		if err := eng.Run(s.engineCtx); err != nil {
+			p.log.Error("engine stopped", slog.Any(logErr, err))
+			s.cancelRun()
+		}
+	}()
+	s.drain = b.Drain
+	s.parts.start(s.slackCtx, s.cancelRun, p.log, "slack", b.Run)
 	return nil
+}
+
+// listeners are the HTTP listeners of the process; the startup summary
+// goes out once every one is bound (ops first).
+func (p *instance) listeners(walletPage http.Handler) []listener {
+	serving := p.e
+	serving.opsReady = func(addr string) {
+		p.summary.opsAddr = addr
+		if p.e.opsReady != nil {
+			p.e.opsReady(addr)
+		}
+	}
+	serving.ready = func(addr string) {
+		p.summary.addr = addr
+		p.summary.log(p.log)
+		if p.e.ready != nil {
+			p.e.ready(addr)
+		}
+	}
+	metrics := promhttp.HandlerFor(p.reg, promhttp.HandlerOpts{Registry: p.reg})
+	return httpListeners(p.cfg.HTTP, newOpsMux(p.checks, p.log), metrics, walletPage, serving, p.log)
 }
 
 // httpListeners lays out what conclave serves: one listener (http.addr)
@@ -281,21 +386,17 @@ func httpListeners(c HTTPConfig, ops *http.ServeMux, metrics http.Handler, walle
 	}
 }
 
-// engineHandler hands the transport's events to the engine, which is built
-// once the transport knows conclave's identity (before it runs).
-type engineHandler struct{ *agents.Engine }
-
 // identify learns conclave's own Slack identity, retrying while Slack
 // cannot be reached; a token Slack refuses is a configuration error.
-func identify(ctx context.Context, b *bot.Bot, log *slog.Logger) (bot.Identity, error) {
+func identify(ctx context.Context, web *bot.WebAPI, log *slog.Logger) (bot.Identity, error) {
 	wait := time.Second
 	for {
-		id, err := b.Identify(ctx)
+		id, err := web.Identify(ctx)
 		if err == nil {
 			return id, nil
 		}
 		var slackErr slack.SlackErrorResponse
-		if errors.As(err, &slackErr) || isAuthError(err) {
+		if errors.As(err, &slackErr) || bot.IsAuthError(err) {
 			return bot.Identity{}, fmt.Errorf("slack: the bot token was refused: %w", err)
 		}
 		log.Warn("cannot reach Slack; retrying", slog.Any(logErr, err), slog.Duration("in", wait))
@@ -306,15 +407,6 @@ func identify(ctx context.Context, b *bot.Bot, log *slog.Logger) (bot.Identity, 
 		}
 		wait = min(2*wait, 30*time.Second)
 	}
-}
-
-func isAuthError(err error) bool {
-	for _, s := range []string{"invalid_auth", "not_authed", "token_revoked", "account_inactive", "token_expired"} {
-		if strings.Contains(err.Error(), s) {
-			return true
-		}
-	}
-	return false
 }
 
 // engineOptions maps the configuration onto the engine's options.

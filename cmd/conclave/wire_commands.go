@@ -9,22 +9,23 @@ import (
 	"github.com/conclavehq/conclave/memory"
 )
 
-// wireCommands sets the slash command handler on b and returns the wallet
-// verifier, whose page is served under /wallet/ (when http.public_url is
-// empty it serves nothing and /verify-wallet says so).
-func wireCommands(cfg Config, b *bot.Bot, eng *agents.Engine, store memory.Store, directory *ens.Directory, log *slog.Logger) (*bot.WalletVerifier, error) {
-	wallet, err := bot.NewWalletVerifier(bot.WalletOptions{PublicURL: cfg.HTTP.PublicURL, Logger: log}, store, b)
+// wireCommands builds the slash command handler over the Web API side and
+// the engine, and the wallet verifier, whose page is served under /wallet/
+// (when http.public_url is empty it serves nothing and /verify-wallet says
+// so).
+func wireCommands(cfg Config, web *bot.WebAPI, eng *agents.Engine, store memory.Store, directory *ens.Directory, log *slog.Logger) (*bot.Commands, *bot.WalletVerifier, error) {
+	wallet, err := bot.NewWalletVerifier(bot.WalletOptions{PublicURL: cfg.HTTP.PublicURL, Logger: log}, store, web)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	b.SetCommandHandler(bot.NewCommands(b, bot.CommandOptions{Admins: cfg.Slack.Admins, Logger: log}, bot.CommandDeps{
+	commands := bot.NewCommands(web, bot.CommandOptions{Admins: cfg.Slack.Admins, Logger: log}, bot.CommandDeps{
 		Registry:   eng,
 		Identities: directory,
 		Pairing:    agents.NewPairing(store, directory, nil),
 		Wallet:     wallet,
-	}))
+	})
 	if !wallet.Configured() {
 		log.Info("wallet verification is off: http.public_url is not set")
 	}
-	return wallet, nil
+	return commands, wallet, nil
 }
