@@ -45,7 +45,7 @@ func runChat(ctx context.Context, args []string, e env) error {
 	if interactive {
 		fmt.Fprintf(e.stderr, "conclave chat in %s as %s, with %s.\n%s\n", channel, term.Person(), agentNames(list), terminal.Help)
 	}
-	return converse(ctx, eng, p.lib, term, e, log)
+	return chatUntilEOF(ctx, eng, p.lib, term, e, log)
 }
 
 // chatConfig reads the flags and the configuration of `conclave chat`:
@@ -159,9 +159,9 @@ func chatEngine(cfg Config, p *instance, term *terminal.Terminal) *agents.Engine
 	})
 }
 
-// converse runs the conversation until the input ends; the engine then
+// chatUntilEOF runs the conversation until the input ends; the engine then
 // drains its turns in flight, and the template watcher stops with it.
-func converse(ctx context.Context, eng *agents.Engine, lib *templates.Library, term *terminal.Terminal, e env, log *slog.Logger) error {
+func chatUntilEOF(ctx context.Context, eng *agents.Engine, lib *templates.Library, term *terminal.Terminal, e env, log *slog.Logger) error {
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	var wg sync.WaitGroup

@@ -519,111 +519,148 @@ var (
 
 // validate checks values the decoder cannot: every error names its key.
 func (c *Config) validate() error {
-	var errs []string
-	bad := func(key, format string, args ...any) {
-		errs = append(errs, key+": "+fmt.Sprintf(format, args...))
+	var p problems
+	p.positive("shutdown_grace", c.ShutdownGrace)
+	c.validateSlack(&p)
+	c.validateProfile("llm", c.LLM.LLMProfileConfig, p.bad)
+	for name, profile := range c.LLM.Profiles {
+		c.validateProfile("llm.profiles."+name, profile, p.bad)
 	}
-	positive := func(key string, d Duration) {
-		if d.Duration <= 0 {
-			bad(key, "must be a positive duration")
-		}
+	c.validateMemory(&p)
+	c.validateENS(&p)
+	static := c.validateAgents(&p)
+	if c.LLM.MaxToolRounds <= 0 {
+		p.bad("llm.max_tool_rounds", "must be > 0")
 	}
-	positive("shutdown_grace", c.ShutdownGrace)
+	c.validateMCP(&p)
+	c.validateChannels(&p, static)
+	c.validateConversation(&p)
+	c.validateHTTP(&p)
+	c.validateLog(&p)
+	if len(p) > 0 {
+		return fmt.Errorf("config: %s", strings.Join(p, "; "))
+	}
+	return nil
+}
+
+// problems collects what is wrong with a configuration, as "key: why".
+type problems []string
+
+func (p *problems) bad(key, format string, args ...any) {
+	*p = append(*p, key+": "+fmt.Sprintf(format, args...))
+}
+
+func (p *problems) positive(key string, d Duration) {
+	if d.Duration <= 0 {
+		p.bad(key, "must be a positive duration")
+	}
+}
+
+// validateSlack checks [slack]'s URL, admins and tokens.
+func (c *Config) validateSlack(p *problems) {
 	if !strings.HasSuffix(c.Slack.APIURL, "/") {
-		bad("slack.api_url", "must end with \"/\" (got %q)", c.Slack.APIURL)
+		p.bad("slack.api_url", "must end with \"/\" (got %q)", c.Slack.APIURL)
 	}
 	for i, a := range c.Slack.Admins {
 		if !slackUserID.MatchString(a) {
-			bad(fmt.Sprintf("slack.admins[%d]", i), "%q is not a Slack user id (U… or W…)", a)
+			p.bad(fmt.Sprintf("slack.admins[%d]", i), "%q is not a Slack user id (U… or W…)", a)
 		}
 	}
 	if c.Slack.AppToken != "" && !strings.HasPrefix(c.Slack.AppToken, "xapp-") {
-		bad("slack.app_token", "must be an app-level token starting with xapp-")
+		p.bad("slack.app_token", "must be an app-level token starting with xapp-")
 	}
 	if c.Slack.BotToken != "" && !strings.HasPrefix(c.Slack.BotToken, "xoxb-") {
-		bad("slack.bot_token", "must be a bot token starting with xoxb-")
+		p.bad("slack.bot_token", "must be a bot token starting with xoxb-")
 	}
-	c.validateProfile("llm", c.LLM.LLMProfileConfig, bad)
-	for name, p := range c.LLM.Profiles {
-		c.validateProfile("llm.profiles."+name, p, bad)
-	}
+}
+
+func (c *Config) validateMemory(p *problems) {
 	if c.Memory.MaxSessionMessages <= 0 {
-		bad("memory.max_session_messages", "must be > 0")
+		p.bad("memory.max_session_messages", "must be > 0")
 	}
-	positive("memory.conversation_ttl", c.Memory.ConversationTTL)
+	p.positive("memory.conversation_ttl", c.Memory.ConversationTTL)
 	if c.Memory.RedisURL != "" {
 		if u, err := url.Parse(c.Memory.RedisURL); err != nil || u.Scheme == "" {
-			bad("memory.redis_url", "not a URL (expected redis://host:port/db)")
+			p.bad("memory.redis_url", "not a URL (expected redis://host:port/db)")
 		}
 	}
+}
+
+// validateENS checks [ens]: base domains, caches, chains, collections.
+func (c *Config) validateENS(p *problems) {
 	if len(c.ENS.BaseDomains) == 0 {
-		bad("ens.base_domains", "needs at least one base domain")
+		p.bad("ens.base_domains", "needs at least one base domain")
 	}
 	for i, b := range c.ENS.BaseDomains {
 		if b != strings.ToLower(b) || !strings.HasSuffix(b, ".eth") {
-			bad(fmt.Sprintf("ens.base_domains[%d]", i), "%q must be a lowercase .eth name", b)
+			p.bad(fmt.Sprintf("ens.base_domains[%d]", i), "%q must be a lowercase .eth name", b)
 		}
 	}
-	positive("ens.cache_ttl", c.ENS.CacheTTL)
-	positive("ens.negative_ttl", c.ENS.NegativeTTL)
-	positive("ens.rpc_timeout", c.ENS.RPCTimeout)
+	p.positive("ens.cache_ttl", c.ENS.CacheTTL)
+	p.positive("ens.negative_ttl", c.ENS.NegativeTTL)
+	p.positive("ens.rpc_timeout", c.ENS.RPCTimeout)
 	if c.ENS.StaleMax.Duration < 0 {
-		bad("ens.stale_max", "must not be negative")
+		p.bad("ens.stale_max", "must not be negative")
 	}
 	seenChain := map[uint64]bool{}
 	for i, ch := range c.ENS.Chains {
 		key := fmt.Sprintf("ens.chains[%d]", i)
 		if ch.ChainID == 0 {
-			bad(key+".chain_id", "is required")
+			p.bad(key+".chain_id", "is required")
 		}
 		if seenChain[ch.ChainID] {
-			bad(key+".chain_id", "chain %d is listed twice", ch.ChainID)
+			p.bad(key+".chain_id", "chain %d is listed twice", ch.ChainID)
 		}
 		seenChain[ch.ChainID] = true
 		if !evmAddress.MatchString(ch.Registry) {
-			bad(key+".registry", "%q is not an address", ch.Registry)
+			p.bad(key+".registry", "%q is not an address", ch.Registry)
 		}
 	}
 	for i, col := range c.ENS.Collections {
 		key := fmt.Sprintf("ens.collections[%d]", i)
 		if col.ChainID == 0 {
-			bad(key+".chain_id", "is required")
+			p.bad(key+".chain_id", "is required")
 		}
 		if !evmAddress.MatchString(col.Address) {
-			bad(key+".address", "%q is not an address", col.Address)
+			p.bad(key+".address", "%q is not an address", col.Address)
 		}
 		if !collLabel.MatchString(col.Label) {
-			bad(key+".label", "%q is not a valid label (lowercase a-z 0-9 -)", col.Label)
+			p.bad(key+".label", "%q is not a valid label (lowercase a-z 0-9 -)", col.Label)
 		}
 	}
+}
+
+// validateAgents checks [[agents]] (normalising their names) and
+// [agent_settings]; it returns the static agents by name.
+func (c *Config) validateAgents(p *problems) map[string]AgentConfig {
 	static := map[string]AgentConfig{}
 	for i, a := range c.Agents {
 		key := fmt.Sprintf("agents[%d]", i)
 		name := strings.ToLower(strings.TrimSpace(a.ENS))
 		switch {
 		case name == "":
-			bad(key+".ens", "is required")
+			p.bad(key+".ens", "is required")
 		case !strings.HasSuffix(name, ".eth"):
-			bad(key+".ens", "%q is not an ENS name ending in .eth", a.ENS)
+			p.bad(key+".ens", "%q is not an ENS name ending in .eth", a.ENS)
 		case static[name].ENS != "":
-			bad(key+".ens", "%q is declared twice", a.ENS)
+			p.bad(key+".ens", "%q is declared twice", a.ENS)
 		}
 		c.Agents[i].ENS = name
 		static[name] = c.Agents[i]
 		if !knownRoles[strings.ToLower(a.Role)] {
-			bad(key+".role", "%q is not one of facilitator, expert, clone, human", a.Role)
+			p.bad(key+".role", "%q is not one of facilitator, expert, clone, human", a.Role)
 		}
 		if a.Owner != "" && !evmAddress.MatchString(a.Owner) {
-			bad(key+".owner", "%q is not an address", a.Owner)
+			p.bad(key+".owner", "%q is not an address", a.Owner)
 		}
 		if a.LLMProfile != "" && !c.hasProfile(a.LLMProfile) {
-			bad(key+".llm_profile", "unknown profile %q (define [llm.profiles.%s])", a.LLMProfile, a.LLMProfile)
+			p.bad(key+".llm_profile", "unknown profile %q (define [llm.profiles.%s])", a.LLMProfile, a.LLMProfile)
 		}
 		if a.CloneOf != "" && strings.ToLower(a.Role) != "clone" {
-			bad(key+".clone_of", "only clones have clone_of")
+			p.bad(key+".clone_of", "only clones have clone_of")
 		}
-		validatePolicy(key, a.SessionPolicy, a.SessionPattern, bad)
-		c.validateTools(key, a.Tools, bad)
+		validatePolicy(key, a.SessionPolicy, a.SessionPattern, p.bad)
+		c.validateTools(key, a.Tools, p.bad)
 	}
 	for i, a := range c.Agents {
 		if a.CloneOf == "" {
@@ -631,88 +668,99 @@ func (c *Config) validate() error {
 		}
 		h, ok := static[strings.ToLower(a.CloneOf)]
 		if ok && strings.ToLower(h.Role) != "human" {
-			bad(fmt.Sprintf("agents[%d].clone_of", i), "%q is not a human agent", a.CloneOf)
+			p.bad(fmt.Sprintf("agents[%d].clone_of", i), "%q is not a human agent", a.CloneOf)
 		}
 	}
 	for ens, s := range c.AgentSetting {
 		key := fmt.Sprintf("agent_settings.%q", ens)
 		if s.LLMProfile != "" && !c.hasProfile(s.LLMProfile) {
-			bad(key+".llm_profile", "unknown profile %q", s.LLMProfile)
+			p.bad(key+".llm_profile", "unknown profile %q", s.LLMProfile)
 		}
-		validatePolicy(key, s.SessionPolicy, s.SessionPattern, bad)
-		c.validateTools(key, s.Tools, bad)
+		validatePolicy(key, s.SessionPolicy, s.SessionPattern, p.bad)
+		c.validateTools(key, s.Tools, p.bad)
 	}
-	if c.LLM.MaxToolRounds <= 0 {
-		bad("llm.max_tool_rounds", "must be > 0")
-	}
+	return static
+}
+
+func (c *Config) validateMCP(p *problems) {
 	seenServer := map[string]bool{}
 	for i, s := range c.MCP.Servers {
 		key := fmt.Sprintf("mcp.servers[%d]", i)
 		switch {
 		case !tools.ServerNameRE.MatchString(s.Name):
-			bad(key+".name", "%q must be [a-z0-9_-]+", s.Name)
+			p.bad(key+".name", "%q must be [a-z0-9_-]+", s.Name)
 		case seenServer[s.Name]:
-			bad(key+".name", "%q is used twice", s.Name)
+			p.bad(key+".name", "%q is used twice", s.Name)
 		}
 		seenServer[s.Name] = true
 		switch {
 		case (len(s.Command) > 0) == (s.URL != ""):
-			bad(key, "needs exactly one of command (stdio) and url (Streamable HTTP)")
+			p.bad(key, "needs exactly one of command (stdio) and url (Streamable HTTP)")
 		case len(s.Command) > 0 && strings.TrimSpace(s.Command[0]) == "":
-			bad(key+".command", "the program is empty")
+			p.bad(key+".command", "the program is empty")
 		case s.URL != "" && !isHTTPURL(s.URL):
-			bad(key+".url", "is not an http(s) URL")
+			p.bad(key+".url", "is not an http(s) URL")
 		}
 		if s.URL != "" && len(s.Env) > 0 {
-			bad(key+".env", "is for stdio servers (command); an HTTP server takes headers")
+			p.bad(key+".env", "is for stdio servers (command); an HTTP server takes headers")
 		}
 		if len(s.Command) > 0 && len(s.Headers) > 0 {
-			bad(key+".headers", "is for HTTP servers (url); a stdio server takes env")
+			p.bad(key+".headers", "is for HTTP servers (url); a stdio server takes env")
 		}
 		switch {
 		case s.Timeout.Duration == 0:
 			c.MCP.Servers[i].Timeout = Duration{tools.DefaultTimeout}
 		case s.Timeout.Duration < 0:
-			bad(key+".timeout", "must be a positive duration")
+			p.bad(key+".timeout", "must be a positive duration")
 		}
 	}
+}
+
+// validateChannels checks [[channels]] (normalising their agents' names)
+// against the static agents.
+func (c *Config) validateChannels(p *problems, static map[string]AgentConfig) {
 	seenChan := map[string]bool{}
 	for i, ch := range c.Channels {
 		key := fmt.Sprintf("channels[%d]", i)
 		if !slackChanID.MatchString(ch.ID) {
-			bad(key+".id", "%q is not a channel id (C… or G…)", ch.ID)
+			p.bad(key+".id", "%q is not a channel id (C… or G…)", ch.ID)
 		}
 		if seenChan[ch.ID] {
-			bad(key+".id", "channel %s is listed twice", ch.ID)
+			p.bad(key+".id", "channel %s is listed twice", ch.ID)
 		}
 		seenChan[ch.ID] = true
 		switch ch.Start {
 		case "", "all", "mention":
 		default:
-			bad(key+".start", "%q is not one of all, mention", ch.Start)
+			p.bad(key+".start", "%q is not one of all, mention", ch.Start)
 		}
 		facilitators := 0
 		for j, a := range ch.Agents {
 			name := strings.ToLower(strings.TrimSpace(a))
 			c.Channels[i].Agents[j] = name
 			if !strings.HasSuffix(name, ".eth") {
-				bad(fmt.Sprintf("%s.agents[%d]", key, j), "%q is not an ENS name", a)
+				p.bad(fmt.Sprintf("%s.agents[%d]", key, j), "%q is not an ENS name", a)
 			}
 			if s, ok := static[name]; ok && strings.ToLower(s.Role) == "facilitator" {
 				facilitators++
 			}
 		}
 		if facilitators > 1 {
-			bad(key+".agents", "at most one facilitator per channel (found %d)", facilitators)
+			p.bad(key+".agents", "at most one facilitator per channel (found %d)", facilitators)
 		}
 	}
+}
+
+// validateConversation checks the limits and timeouts of conversations,
+// and of Slack calls, and [expert] and [errors].
+func (c *Config) validateConversation(p *problems) {
 	if c.Conversation.Timeout.Duration < 0 {
-		bad("conversation.timeout", "must not be negative (\"0\" turns it off)")
+		p.bad("conversation.timeout", "must not be negative (\"0\" turns it off)")
 	}
-	positive("conversation.call_timeout", c.Conversation.CallTimeout)
-	positive("slack.timeout", c.Slack.Timeout)
-	positive("slack.post_retry_window", c.Slack.PostRetryWindow)
-	positive("slack.stream_interval", c.Slack.StreamInterval)
+	p.positive("conversation.call_timeout", c.Conversation.CallTimeout)
+	p.positive("slack.timeout", c.Slack.Timeout)
+	p.positive("slack.post_retry_window", c.Slack.PostRetryWindow)
+	p.positive("slack.stream_interval", c.Slack.StreamInterval)
 	for key, v := range map[string]int{
 		"conversation.max_queued":          c.Conversation.MaxQueued,
 		"conversation.max_turns":           c.Conversation.MaxTurns,
@@ -721,49 +769,51 @@ func (c *Config) validate() error {
 		"conversation.max_message_chars":   c.Conversation.MaxMessageChars,
 	} {
 		if v <= 0 {
-			bad(key, "must be > 0")
+			p.bad(key, "must be > 0")
 		}
 	}
 	if t := c.Expert.MatchThreshold; t <= 0 || t > 1 {
-		bad("expert.match_threshold", "must be in (0, 1]")
+		p.bad("expert.match_threshold", "must be in (0, 1]")
 	}
 	switch c.Expert.SessionScope {
 	case "agent", "channel":
 	default:
-		bad("expert.session_scope", "%q is not one of agent, channel", c.Expert.SessionScope)
+		p.bad("expert.session_scope", "%q is not one of agent, channel", c.Expert.SessionScope)
 	}
 	switch c.Errors.Notify {
 	case "thread", "log":
 	default:
-		bad("errors.notify", "%q is not one of thread, log", c.Errors.Notify)
+		p.bad("errors.notify", "%q is not one of thread, log", c.Errors.Notify)
 	}
+}
+
+func (c *Config) validateHTTP(p *problems) {
 	if c.HTTP.PublicURL != "" && !isHTTPURL(c.HTTP.PublicURL) {
-		bad("http.public_url", "%q is not an http(s) URL", c.HTTP.PublicURL)
+		p.bad("http.public_url", "%q is not an http(s) URL", c.HTTP.PublicURL)
 	}
 	if _, _, err := net.SplitHostPort(c.HTTP.Addr); err != nil {
-		bad("http.addr", "%q is not a listen address such as \":8080\"", c.HTTP.Addr)
+		p.bad("http.addr", "%q is not a listen address such as \":8080\"", c.HTTP.Addr)
 	}
 	if c.HTTP.OpsAddr != "" {
 		if _, _, err := net.SplitHostPort(c.HTTP.OpsAddr); err != nil {
-			bad("http.ops_addr", "%q is not a listen address such as \":9090\"", c.HTTP.OpsAddr)
+			p.bad("http.ops_addr", "%q is not a listen address such as \":9090\"", c.HTTP.OpsAddr)
 		} else if c.HTTP.OpsAddr == c.HTTP.Addr && !strings.HasSuffix(c.HTTP.Addr, ":0") {
-			bad("http.ops_addr", "must differ from http.addr (leave it empty to share the listener)")
+			p.bad("http.ops_addr", "must differ from http.addr (leave it empty to share the listener)")
 		}
 	}
+}
+
+func (c *Config) validateLog(p *problems) {
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":
 	default:
-		bad("log.level", "%q is not one of debug, info, warn, error", c.Log.Level)
+		p.bad("log.level", "%q is not one of debug, info, warn, error", c.Log.Level)
 	}
 	switch c.Log.Format {
 	case "json", "text":
 	default:
-		bad("log.format", "%q is not one of json, text", c.Log.Format)
+		p.bad("log.format", "%q is not one of json, text", c.Log.Format)
 	}
-	if len(errs) > 0 {
-		return fmt.Errorf("config: %s", strings.Join(errs, "; "))
-	}
-	return nil
 }
 
 // validateTools checks an agent's tools: each names a configured server,
