@@ -19,6 +19,7 @@ import (
 //
 //   - only the agent's current owner may pair it: a caller one of whose
 //     verified wallets is the owner read fresh from the chain;
+//   - only people are paired, never bots;
 //   - only human agents are paired;
 //   - pairing oneself takes effect at once;
 //   - pairing anyone else is an offer, kept 24 hours, that takes effect only
@@ -34,6 +35,8 @@ const PairingOfferTTL = 24 * time.Hour
 
 // Pairing errors callers branch on.
 var (
+	// ErrNotPerson: only people are paired with human agents, not bots.
+	ErrNotPerson = errors.New("not a person")
 	// ErrNotHuman: only human agents are paired with Slack users.
 	ErrNotHuman = errors.New("not a human agent")
 	// ErrNotOwner: none of the caller's verified wallets owns the agent.
@@ -92,6 +95,7 @@ type PairingOutcome struct {
 type PairingRequest struct {
 	Caller  string // the Slack user asking
 	User    string // the Slack user to pair
+	UserBot bool   // User is a bot (as the transport's directory says)
 	Team    string
 	Channel string
 	Agent   ens.Agent
@@ -135,9 +139,12 @@ func NewPairing(store PairingStore, ids PairingIdentities, now func() time.Time)
 func offerKey(id string) string { return "pairing-offer:" + id }
 
 // Request applies a pairing request: the caller pairs themself at once, or
-// offers the agent to another user. Errors wrap ErrNotHuman, ErrNoWallet,
-// ErrNotOwner or ErrOwnerUnknown, or are the store's.
+// offers the agent to another user. Errors wrap ErrNotPerson, ErrNotHuman,
+// ErrNoWallet, ErrNotOwner or ErrOwnerUnknown, or are the store's.
 func (p *Pairing) Request(ctx context.Context, r PairingRequest) (PairingOutcome, error) {
+	if r.UserBot {
+		return PairingOutcome{}, ErrNotPerson
+	}
 	if r.Agent.Role != ens.RoleHuman {
 		return PairingOutcome{}, ErrNotHuman
 	}

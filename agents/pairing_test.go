@@ -43,6 +43,9 @@ func TestPairingRules(t *testing.T) {
 		wantRepl  Replaced
 		wantPairs map[string]string // user → agent right after the request
 	}{
+		{name: "a bot", wallets: []string{pairOwner},
+			req:     PairingRequest{Caller: "U1", User: "B1", UserBot: true, Agent: hugo},
+			wantErr: ErrNotPerson},
 		{name: "not a human", wallets: []string{pairOwner},
 			req:     PairingRequest{Caller: "U1", User: "U1", Agent: ens.Agent{EnsDomain: "x.eth", Role: ens.RoleExpert}},
 			wantErr: ErrNotHuman},

@@ -422,7 +422,7 @@ func (c *Commands) verifyWallet(ctx context.Context, cmd slack.SlashCommand, arg
 		return "Could not create a verification link right now; try again in a moment."
 	}
 	return fmt.Sprintf("Open <%s|this link> within %d minutes to link an Ethereum wallet to your Slack account. "+
-		"Your browser wallet signs a message there; it costs nothing. The link works once: do not share it.", link, int(walletLinkTTL/time.Minute))
+		"Your browser wallet signs a message there; it costs nothing. The link works once: do not share it.", link, int(agents.WalletLinkTTL/time.Minute))
 }
 
 // slackUserArg reads U…, W…, <@U…> or <@U…|name>.
@@ -441,7 +441,8 @@ func (c *Commands) pair(ctx context.Context, cmd slack.SlashCommand, args []stri
 	if bad != "" {
 		return usage(usagePair, bad)
 	}
-	if reason := c.web.checkUser(ctx, user); reason != "" {
+	isBot, reason := c.web.checkUser(ctx, user)
+	if reason != "" {
 		return reason
 	}
 	a, err := c.resolveRef(ctx, ref)
@@ -453,9 +454,9 @@ func (c *Commands) pair(ctx context.Context, cmd slack.SlashCommand, args []stri
 		announceIn = "" // nothing is announced in a direct message
 	}
 	out, err := c.deps.Pairing.Request(ctx, agents.PairingRequest{
-		Caller: cmd.UserID, User: user, Team: cmd.TeamID, Channel: announceIn, Agent: a,
+		Caller: cmd.UserID, User: user, UserBot: isBot, Team: cmd.TeamID, Channel: announceIn, Agent: a,
 	})
-	if refusal := c.pairingRefusal(cmd, a, err); refusal != "" {
+	if refusal := c.pairingRefusal(cmd, user, a, err); refusal != "" {
 		return refusal
 	}
 	switch out.Kind {
@@ -486,10 +487,12 @@ func (c *Commands) pair(ctx context.Context, cmd slack.SlashCommand, args []stri
 }
 
 // pairingRefusal renders a pairing the rules refused ("" when err is nil).
-func (c *Commands) pairingRefusal(cmd slack.SlashCommand, a ens.Agent, err error) string {
+func (c *Commands) pairingRefusal(cmd slack.SlashCommand, user string, a ens.Agent, err error) string {
 	switch {
 	case err == nil:
 		return ""
+	case errors.Is(err, agents.ErrNotPerson):
+		return "<@" + user + "> is a bot; only people can be paired with human agents. Nothing changed."
 	case errors.Is(err, agents.ErrNotHuman):
 		return describe(a) + " is not a human agent; only human agents are paired with Slack users. Nothing changed."
 	case errors.Is(err, agents.ErrNoWallet):
@@ -598,8 +601,9 @@ func (w *WebAPI) botName(ctx context.Context) string {
 	return "conclave"
 }
 
-// checkUser says why a user id cannot be paired ("" when it can).
-func (w *WebAPI) checkUser(ctx context.Context, id string) string {
+// checkUser looks a user up: whether it is a bot, or why it cannot be
+// looked up (unknown, or Slack unreachable), as a reply.
+func (w *WebAPI) checkUser(ctx context.Context, id string) (isBot bool, failure string) {
 	var u *slack.User
 	err := w.call(ctx, "users.info", true, func(ctx context.Context) (err error) {
 		u, err = w.api.GetUserInfoContext(ctx, id)
@@ -607,12 +611,10 @@ func (w *WebAPI) checkUser(ctx context.Context, id string) string {
 	})
 	switch {
 	case errorCode(err) == "user_not_found":
-		return "There is no Slack user " + id + " in this workspace; nothing changed."
+		return false, "There is no Slack user " + id + " in this workspace; nothing changed."
 	case err != nil:
 		w.log.Warn("users.info failed", slog.String(logUser, id), slog.Any(logError, err))
-		return "Could not look up the Slack user " + id + " right now; try again in a moment."
-	case u.IsBot:
-		return "<@" + id + "> is a bot; only people can be paired with human agents. Nothing changed."
+		return false, "Could not look up the Slack user " + id + " right now; try again in a moment."
 	}
-	return ""
+	return u.IsBot, ""
 }

@@ -3,46 +3,24 @@ package bot
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	_ "embed"
 	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"html/template"
 	"io"
 	"log/slog"
-	"math/big"
 	"net/http"
 	"net/url"
-	"regexp"
 	"strings"
 	"time"
 
-	"github.com/ethereum/go-ethereum/accounts"
 	"github.com/ethereum/go-ethereum/common"
-	"github.com/ethereum/go-ethereum/common/hexutil"
-	"github.com/ethereum/go-ethereum/crypto"
 
-	"github.com/conclavehq/conclave/memory"
+	"github.com/conclavehq/conclave/agents"
 )
-
-// WalletStore keeps wallet links and the one-time nonces of pending
-// verifications (a memory.Store).
-type WalletStore interface {
-	// LinkWallet links a verified address to a Slack user (idempotent).
-	LinkWallet(ctx context.Context, userID, address string) error
-	// PutNonce stores a one-time value for ttl.
-	PutNonce(ctx context.Context, nonce string, value []byte, ttl time.Duration) error
-	// PeekNonce reads a nonce without spending it; memory.ErrNotFound when
-	// unknown, spent or expired.
-	PeekNonce(ctx context.Context, nonce string) ([]byte, error)
-	// SpendNonce reads and deletes a nonce atomically; memory.ErrNotFound
-	// when unknown, spent or expired.
-	SpendNonce(ctx context.Context, nonce string) ([]byte, error)
-}
 
 // Notifier shows a short message to one Slack user in a channel (Bot's
 // PostEphemeral).
@@ -55,8 +33,6 @@ type Notifier interface {
 var ErrWalletNotConfigured = errors.New("wallet verification is not configured")
 
 const (
-	// walletLinkTTL is how long a /verify-wallet link works.
-	walletLinkTTL = 10 * time.Minute
 	// walletRequestTimeout bounds the store and Slack calls of one request
 	// to the wallet page.
 	walletRequestTimeout = 10 * time.Second
@@ -90,14 +66,14 @@ type WalletRequest struct {
 // /wallet/), where a browser wallet signs an EIP-4361 message written by
 // conclave; a valid EIP-191 signature links the address to the user.
 //
-// A link's record lives in the store for walletLinkTTL and is spent only by a
-// successful verification: viewing the page (or a link preview fetching
-// it) changes nothing. The exact text offered for signing is stored beside
-// it, per address, and the signature is checked against that copy.
+// The rules (a link works once, for agents.WalletLinkTTL; viewing the page
+// changes nothing; the signature is checked against conclave's own copy of
+// the text) are agents.Wallets'; the verifier serves the page and renders
+// their outcomes.
 type WalletVerifier struct {
 	opts   WalletOptions
 	base   *url.URL // nil when not configured
-	store  WalletStore
+	links  *agents.Wallets
 	notify Notifier
 	log    *slog.Logger
 	mux    *http.ServeMux
@@ -118,18 +94,19 @@ var (
 // NewWalletVerifier builds a verifier. A PublicURL that is not an absolute
 // http(s) URL is an error; an empty one gives a verifier whose Issue
 // returns ErrWalletNotConfigured and whose pages are not found.
-func NewWalletVerifier(opts WalletOptions, store WalletStore, notify Notifier) (*WalletVerifier, error) {
+func NewWalletVerifier(opts WalletOptions, store agents.WalletStore, notify Notifier) (*WalletVerifier, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	log := opts.Logger.With(slog.String("component", "wallet"))
 	w := &WalletVerifier{
 		opts:   opts,
-		store:  store,
+		links:  agents.NewWallets(store, log, opts.Now),
 		notify: notify,
-		log:    opts.Logger.With(slog.String("component", "wallet")),
+		log:    log,
 		mux:    http.NewServeMux(),
 		page:   template.Must(template.New("wallet").Parse(walletPageHTML)),
 		csp: strings.Join([]string{
@@ -165,54 +142,17 @@ func cspHash(s string) string {
 // Configured reports whether links can be issued.
 func (w *WalletVerifier) Configured() bool { return w.base != nil }
 
-// walletLink is a pending verification, stored under its token.
-type walletLink struct {
-	UserID   string    `json:"user"`
-	UserName string    `json:"user_name,omitempty"`
-	TeamID   string    `json:"team"`
-	TeamName string    `json:"team_name,omitempty"`
-	Channel  string    `json:"channel"`
-	IssuedAt time.Time `json:"issued_at"`
-	Expires  time.Time `json:"expires"`
-}
-
-// Keys of the nonces a verification uses.
-func linkKey(token string) string { return "wallet:" + token }
-func messageKey(token string, addr common.Address) string {
-	return "wallet-message:" + token + ":" + strings.ToLower(addr.Hex())
-}
-
-// tokenPattern is a link token: 128 random bits in hex, also the
-// EIP-4361 nonce (which must be alphanumeric).
-var tokenPattern = regexp.MustCompile(`^[0-9a-f]{32}$`)
-
-func newLinkToken() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
-	return hex.EncodeToString(b[:])
-}
-
 // Issue creates a one-time link for req and returns its URL.
 // ErrWalletNotConfigured when there is no public URL.
 func (w *WalletVerifier) Issue(ctx context.Context, req WalletRequest) (string, error) {
 	if w.base == nil {
 		return "", ErrWalletNotConfigured
 	}
-	if req.UserID == "" {
-		return "", errors.New("bot: wallet link: no user")
-	}
-	now := w.opts.Now().UTC().Truncate(time.Second)
-	link := walletLink{
-		UserID: req.UserID, UserName: req.UserName, TeamID: req.TeamID, TeamName: req.TeamName,
-		Channel: req.Channel, IssuedAt: now, Expires: now.Add(walletLinkTTL),
-	}
-	value, err := json.Marshal(link)
+	token, _, err := w.links.Issue(ctx, agents.WalletLink{
+		UserID: req.UserID, UserName: req.UserName, TeamID: req.TeamID, TeamName: req.TeamName, Channel: req.Channel,
+	})
 	if err != nil {
-		return "", fmt.Errorf("bot: wallet link: %w", err)
-	}
-	token := newLinkToken()
-	if err := w.store.PutNonce(ctx, linkKey(token), value, walletLinkTTL); err != nil {
-		return "", fmt.Errorf("bot: wallet link: %w", err)
+		return "", fmt.Errorf("bot: %w", err)
 	}
 	return w.pageURL(token), nil
 }
@@ -261,7 +201,7 @@ func (w *WalletVerifier) servePage(rw http.ResponseWriter, r *http.Request) {
 	status := http.StatusOK
 	link, err := w.peekLink(r.Context(), token)
 	switch {
-	case errors.Is(err, errLinkGone):
+	case errors.Is(err, agents.ErrLinkGone):
 		status, data.Gone = http.StatusGone, msgGone
 	case err != nil:
 		w.log.Error("wallet page: store unavailable", slog.Any(logError, err))
@@ -284,35 +224,15 @@ func (w *WalletVerifier) servePage(rw http.ResponseWriter, r *http.Request) {
 	_, _ = rw.Write(buf.Bytes())
 }
 
-// errLinkGone: the token is malformed, unknown, spent or expired.
-var errLinkGone = errors.New("link expired or used")
-
 // peekLink reads a pending verification without spending it.
-func (w *WalletVerifier) peekLink(ctx context.Context, token string) (walletLink, error) {
-	if !tokenPattern.MatchString(token) {
-		return walletLink{}, errLinkGone
-	}
+func (w *WalletVerifier) peekLink(ctx context.Context, token string) (agents.WalletLink, error) {
 	ctx, cancel := context.WithTimeout(ctx, walletRequestTimeout)
 	defer cancel()
-	raw, err := w.store.PeekNonce(ctx, linkKey(token))
-	if errors.Is(err, memory.ErrNotFound) {
-		return walletLink{}, errLinkGone
-	}
-	if err != nil {
-		return walletLink{}, err
-	}
-	var link walletLink
-	if err := json.Unmarshal(raw, &link); err != nil {
-		return walletLink{}, fmt.Errorf("bot: wallet link %s…: %w", token[:6], err)
-	}
-	if !w.opts.Now().Before(link.Expires) {
-		return walletLink{}, errLinkGone
-	}
-	return link, nil
+	return w.links.Link(ctx, token)
 }
 
 // signInMessage writes the EIP-4361 message a link asks addr to sign.
-func (w *WalletVerifier) signInMessage(token string, link walletLink, addr common.Address) string {
+func (w *WalletVerifier) signInMessage(token string, link agents.WalletLink, addr common.Address) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s wants you to sign in with your Ethereum account:\n", w.base.Host)
 	fmt.Fprintf(&b, "%s\n\n", addr.Hex())
@@ -329,7 +249,7 @@ func (w *WalletVerifier) signInMessage(token string, link walletLink, addr commo
 // statement names the Slack user and workspace the address is linked to.
 // EIP-4361 allows only URI characters and spaces in it, so names are
 // reduced to those.
-func statement(link walletLink) string {
+func statement(link agents.WalletLink) string {
 	who := link.UserID
 	if name := siweSafe(link.UserName); name != "" {
 		who = name + " (" + link.UserID + ")"
@@ -383,10 +303,7 @@ func (w *WalletVerifier) serveMessage(rw http.ResponseWriter, r *http.Request) {
 	msg := w.signInMessage(token, link, addr)
 	ctx, cancel := context.WithTimeout(r.Context(), walletRequestTimeout)
 	defer cancel()
-	// The copy lives as long as the link; writing it again is harmless (the
-	// same text), and a copy outliving a spent link verifies nothing.
-	ttl := link.Expires.Sub(w.opts.Now())
-	if err := w.store.PutNonce(ctx, messageKey(token, addr), []byte(msg), max(ttl, time.Millisecond)); err != nil {
+	if err := w.links.KeepMessage(ctx, token, link, addr, msg); err != nil {
 		w.refuse(rw, err)
 		return
 	}
@@ -399,13 +316,8 @@ type verifyRequest struct {
 	Signature string `json:"signature"`
 }
 
-// Errors of verification, each with the reason shown on the page.
-var (
-	errBadAddress = errors.New("that is not an Ethereum address")
-	errNoMessage  = errors.New("no message was prepared for this address: reload the page and try again")
-	errBadSig     = errors.New("the signature is not a valid Ethereum signature")
-	errWrongKey   = errors.New("the signature was not made by that address")
-)
+// errBadAddress is shown when the page sends no valid address.
+var errBadAddress = errors.New("that is not an Ethereum address")
 
 func (w *WalletVerifier) serveVerify(rw http.ResponseWriter, r *http.Request) {
 	token := r.PathValue("token")
@@ -438,9 +350,9 @@ func (w *WalletVerifier) serveVerify(rw http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// verify checks a signature against the stored message and, when it holds,
-// spends the link and links the address. Nothing changes on any error.
-func (w *WalletVerifier) verify(ctx context.Context, token string, req verifyRequest) (walletLink, common.Address, error) {
+// verify reads the link and the address and has the rules check the
+// signature; nothing changes on any error.
+func (w *WalletVerifier) verify(ctx context.Context, token string, req verifyRequest) (agents.WalletLink, common.Address, error) {
 	link, err := w.peekLink(ctx, token)
 	if err != nil {
 		return link, common.Address{}, err
@@ -451,79 +363,18 @@ func (w *WalletVerifier) verify(ctx context.Context, token string, req verifyReq
 	}
 	ctx, cancel := context.WithTimeout(ctx, walletRequestTimeout)
 	defer cancel()
-	msg, err := w.store.PeekNonce(ctx, messageKey(token, addr))
-	if errors.Is(err, memory.ErrNotFound) {
-		return link, addr, errNoMessage
-	}
-	if err != nil {
-		return link, addr, err
-	}
-	signer, err := recoverSigner(msg, req.Signature)
-	if err != nil {
-		return link, addr, err
-	}
-	if signer != addr {
-		w.log.Warn("wallet signature from another address refused", slog.String(logUser, link.UserID),
-			slog.String("claimed", addr.Hex()), slog.String("signer", signer.Hex()))
-		return link, addr, errWrongKey
-	}
-	// Spending is the one step that decides: of two valid requests racing,
-	// only one gets the link.
-	if _, err := w.store.SpendNonce(ctx, linkKey(token)); err != nil {
-		if errors.Is(err, memory.ErrNotFound) {
-			return link, addr, errLinkGone
-		}
-		return link, addr, err
-	}
-	if err := w.store.LinkWallet(ctx, link.UserID, addr.Hex()); err != nil {
-		// Give the link back so that the person can try again.
-		raw, _ := json.Marshal(link)
-		if ttl := link.Expires.Sub(w.opts.Now()); ttl > time.Millisecond {
-			if perr := w.store.PutNonce(ctx, linkKey(token), raw, ttl); perr != nil {
-				w.log.Warn("could not restore a wallet link after a failed save", slog.Any(logError, perr))
-			}
-		}
-		return link, addr, err
-	}
-	if _, err := w.store.SpendNonce(ctx, messageKey(token, addr)); err != nil && !errors.Is(err, memory.ErrNotFound) {
-		w.log.Debug("wallet message copy not removed; it expires with the link", slog.Any(logError, err))
-	}
-	return link, addr, nil
-}
-
-// recoverSigner returns the address whose key made an EIP-191
-// (personal_sign) signature of msg. v may be 27/28 (what wallets send) or
-// 0/1; a high s value (a malleated signature) is refused.
-func recoverSigner(msg []byte, sigHex string) (common.Address, error) {
-	sig, err := hexutil.Decode(strings.TrimSpace(sigHex))
-	if err != nil || len(sig) != crypto.SignatureLength {
-		return common.Address{}, errBadSig
-	}
-	v := sig[crypto.RecoveryIDOffset]
-	if v >= 27 {
-		v -= 27
-	}
-	r, s := new(big.Int).SetBytes(sig[:32]), new(big.Int).SetBytes(sig[32:64])
-	if !crypto.ValidateSignatureValues(v, r, s, true) {
-		return common.Address{}, errBadSig
-	}
-	sig[crypto.RecoveryIDOffset] = v
-	pub, err := crypto.SigToPub(accounts.TextHash(msg), sig)
-	if err != nil {
-		return common.Address{}, errBadSig
-	}
-	return crypto.PubkeyToAddress(*pub), nil
+	return link, addr, w.links.Verify(ctx, token, link, addr, req.Signature)
 }
 
 // refuse answers a failed call with the reason, or a generic one for
 // failures that are not the caller's.
 func (w *WalletVerifier) refuse(rw http.ResponseWriter, err error) {
 	switch {
-	case errors.Is(err, errLinkGone):
+	case errors.Is(err, agents.ErrLinkGone):
 		writeJSON(rw, http.StatusGone, map[string]any{"error": msgGone})
-	case errors.Is(err, errBadAddress), errors.Is(err, errNoMessage), errors.Is(err, errBadSig):
+	case errors.Is(err, errBadAddress), errors.Is(err, agents.ErrNoMessage), errors.Is(err, agents.ErrBadSignature):
 		writeJSON(rw, http.StatusBadRequest, map[string]any{"error": sentence(err)})
-	case errors.Is(err, errWrongKey):
+	case errors.Is(err, agents.ErrWrongKey):
 		writeJSON(rw, http.StatusForbidden, map[string]any{"error": sentence(err)})
 	default:
 		w.log.Error("wallet verification failed", slog.Any(logError, err))

@@ -20,6 +20,7 @@ import (
 	"github.com/ethereum/go-ethereum/common/hexutil"
 	"github.com/ethereum/go-ethereum/crypto"
 
+	"github.com/conclavehq/conclave/agents"
 	"github.com/conclavehq/conclave/bot/fakeslack"
 	"github.com/conclavehq/conclave/memory"
 	"github.com/conclavehq/conclave/memory/storetest"
@@ -462,14 +463,14 @@ func TestWalletNotConfigured(t *testing.T) {
 func TestStatementKeepsToEIP4361(t *testing.T) {
 	tests := []struct {
 		name string
-		link walletLink
+		link agents.WalletLink
 		want string
 	}{
-		{"names", walletLink{UserID: "U1", UserName: "ada.l", TeamID: "T1", TeamName: "acme"},
+		{"names", agents.WalletLink{UserID: "U1", UserName: "ada.l", TeamID: "T1", TeamName: "acme"},
 			"Link this Ethereum account to the Slack user ada.l (U1) in the workspace acme (T1) on conclave."},
-		{"no names", walletLink{UserID: "U1", TeamID: "T1"},
+		{"no names", agents.WalletLink{UserID: "U1", TeamID: "T1"},
 			"Link this Ethereum account to the Slack user U1 in the workspace T1 on conclave."},
-		{"line breaks and quotes dropped", walletLink{UserID: "U1", UserName: "ada\nNonce: 1\"é", TeamID: "T1", TeamName: "T1"},
+		{"line breaks and quotes dropped", agents.WalletLink{UserID: "U1", UserName: "ada\nNonce: 1\"é", TeamID: "T1", TeamName: "T1"},
 			"Link this Ethereum account to the Slack user adaNonce: 1 (U1) in the workspace T1 on conclave."},
 	}
 	for _, tt := range tests {
