@@ -132,7 +132,7 @@ func (s *Server) SendEvent(inner any, conn int) Delivery {
 	return s.sendEventLocked(inner, "", conn)
 }
 
-func (s *Server) sendEventLocked(inner any, ts string, conn int) Delivery {
+func (s *Socket) sendEventLocked(inner any, ts string, conn int) Delivery {
 	raw, err := json.Marshal(inner)
 	if err != nil {
 		s.t.Errorf("fakeslack: event: %v", err)

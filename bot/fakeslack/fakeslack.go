@@ -98,8 +98,38 @@ type Channel struct {
 	Members []string
 }
 
-// Server is a running fake Slack.
+// Server is a running fake Slack. Its parts each have one job: the Web
+// API (webAPI), the Socket Mode connections and envelopes (Socket), the
+// faults a test injects (Faults), and the record of what happened that a
+// test reads (Record); the Server sends events. They share one state under
+// one lock, so that every record is numbered in one order (Seq).
 type Server struct {
+	*state
+	*Record
+	*Socket
+	*Faults
+	web *webAPI
+}
+
+// Record is what the fake saw and did, for tests to read: Web API calls,
+// acknowledgements, envelope deliveries, posts, ephemeral messages,
+// command responses, reactions and App Home views; each list has a Wait
+// that blocks until it is long enough.
+type Record struct{ *state }
+
+// Faults are the failures a test injects in the Web API (FailNext).
+type Faults struct{ *state }
+
+// webAPI answers the Web API methods, the response_url posts and the
+// apps.connections.open that starts a socket.
+type webAPI struct {
+	*state
+	socket *Socket
+	faults *Faults
+}
+
+// state is everything the fake holds, under mu.
+type state struct {
 	t    testing.TB
 	opts Options
 	srv  *httptest.Server
@@ -163,7 +193,7 @@ func New(t testing.TB, opts Options) *Server {
 	if opts.MaxRetries == 0 {
 		opts.MaxRetries = 3
 	}
-	s := &Server{
+	st := &state{
 		t:         t,
 		opts:      opts,
 		changed:   make(chan struct{}),
@@ -179,6 +209,9 @@ func New(t testing.TB, opts Options) *Server {
 		channels:  map[string]Channel{},
 		messages:  map[string][]*stored{},
 	}
+	sock := &Socket{st}
+	faults := &Faults{st}
+	s := &Server{state: st, Record: &Record{st}, Socket: sock, Faults: faults, web: &webAPI{state: st, socket: sock, faults: faults}}
 	s.users[opts.BotUserID] = User{ID: opts.BotUserID, Name: opts.BotName, RealName: opts.BotName, IsBot: true}
 	for _, u := range opts.Users {
 		s.users[u.ID] = u
@@ -187,9 +220,9 @@ func New(t testing.TB, opts Options) *Server {
 		s.channels[c.ID] = c
 	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("/api/", s.serveAPI)
+	mux.HandleFunc("/api/", s.web.serveAPI)
 	mux.HandleFunc("/link/", s.serveSocket)
-	mux.HandleFunc("/respond/", s.serveResponseURL)
+	mux.HandleFunc("/respond/", s.web.serveResponseURL)
 	s.srv = httptest.NewServer(mux)
 	if opts.AckTimeout > 0 {
 		s.wg.Go(s.redeliverLoop)
@@ -225,13 +258,13 @@ func (s *Server) close() {
 }
 
 // notifyLocked wakes every waiter; s.mu must be held.
-func (s *Server) notifyLocked() {
+func (s *state) notifyLocked() {
 	close(s.changed)
 	s.changed = make(chan struct{})
 }
 
 // nextSeqLocked numbers one recorded item; s.mu must be held.
-func (s *Server) nextSeqLocked() int64 {
+func (s *state) nextSeqLocked() int64 {
 	s.seq++
 	return s.seq
 }
@@ -239,25 +272,25 @@ func (s *Server) nextSeqLocked() int64 {
 // Seq is the sequence number of the last recorded item (call, ack or
 // delivery). A test can read it at some instant and compare later records
 // against it.
-func (s *Server) Seq() int64 {
+func (s *Record) Seq() int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.seq
 }
 
 // nextTSLocked returns a message timestamp later than every earlier one.
-func (s *Server) nextTSLocked() string {
+func (s *state) nextTSLocked() string {
 	s.tsCounter++
 	return formatTS(1700000000+s.tsCounter, s.tsCounter%1000000)
 }
 
-func (s *Server) nextIDLocked() int64 {
+func (s *state) nextIDLocked() int64 {
 	s.idCounter++
 	return s.idCounter
 }
 
 // wait blocks until cond, called with s.mu held, holds or ctx ends.
-func (s *Server) wait(ctx context.Context, cond func() bool) error {
+func (s *state) wait(ctx context.Context, cond func() bool) error {
 	for {
 		s.mu.Lock()
 		ok := cond()
@@ -320,7 +353,7 @@ func MatchChannel(ch string) func(url.Values) bool {
 
 // FailNext makes the next calls of method fail as f says. Failures queue up
 // in the order given; a call takes the first one that matches it.
-func (s *Server) FailNext(method string, f Failure) {
+func (s *Faults) FailNext(method string, f Failure) {
 	if f.Times <= 0 {
 		f.Times = 1
 	}
@@ -341,14 +374,14 @@ type Call struct {
 }
 
 // Calls returns every Web API request so far, in order.
-func (s *Server) Calls() []Call {
+func (s *Record) Calls() []Call {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]Call(nil), s.calls...)
 }
 
 // CallsTo returns the recorded requests of one method.
-func (s *Server) CallsTo(method string) []Call {
+func (s *Record) CallsTo(method string) []Call {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []Call
@@ -361,7 +394,7 @@ func (s *Server) CallsTo(method string) []Call {
 }
 
 // WaitCalls waits until method has been called at least n times.
-func (s *Server) WaitCalls(ctx context.Context, method string, n int) ([]Call, error) {
+func (s *Record) WaitCalls(ctx context.Context, method string, n int) ([]Call, error) {
 	err := s.wait(ctx, func() bool {
 		k := 0
 		for _, c := range s.calls {
@@ -387,7 +420,7 @@ type Ack struct {
 }
 
 // Acks returns every ack so far, in order.
-func (s *Server) Acks() []Ack {
+func (s *Record) Acks() []Ack {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]Ack(nil), s.acks...)
@@ -395,7 +428,7 @@ func (s *Server) Acks() []Ack {
 
 // WaitAck waits for the first ack of a delivery, by its key (the EventID of
 // a Delivery, or its EnvelopeID for envelopes without an event).
-func (s *Server) WaitAck(ctx context.Context, key string) (Ack, error) {
+func (s *Record) WaitAck(ctx context.Context, key string) (Ack, error) {
 	var found Ack
 	err := s.wait(ctx, func() bool {
 		for _, a := range s.acks {
@@ -423,7 +456,7 @@ type Sent struct {
 
 // Deliveries returns every envelope written so far, in order (redeliveries
 // included).
-func (s *Server) Deliveries() []Sent {
+func (s *Record) Deliveries() []Sent {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]Sent(nil), s.deliveries...)
@@ -431,7 +464,7 @@ func (s *Server) Deliveries() []Sent {
 
 // WaitDeliveries waits until at least n envelopes of a delivery key were
 // written (n > 1 waits for retries).
-func (s *Server) WaitDeliveries(ctx context.Context, key string, n int) ([]Sent, error) {
+func (s *Record) WaitDeliveries(ctx context.Context, key string, n int) ([]Sent, error) {
 	var out []Sent
 	err := s.wait(ctx, func() bool {
 		out = out[:0]
@@ -491,14 +524,14 @@ func (p Post) MarkdownTexts() []string {
 }
 
 // Posts returns every successful chat.postMessage, in order.
-func (s *Server) Posts() []Post {
+func (s *Record) Posts() []Post {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]Post(nil), s.posts...)
 }
 
 // WaitPosts waits until at least n messages were posted and returns them all.
-func (s *Server) WaitPosts(ctx context.Context, n int) ([]Post, error) {
+func (s *Record) WaitPosts(ctx context.Context, n int) ([]Post, error) {
 	err := s.wait(ctx, func() bool { return len(s.posts) >= n })
 	return s.Posts(), err
 }
@@ -506,7 +539,7 @@ func (s *Server) WaitPosts(ctx context.Context, n int) ([]Post, error) {
 // WaitPostsAfter waits until more than n messages were posted and returns
 // those after the first n, so that a reader following a long run of posts
 // does not copy them all at each one.
-func (s *Server) WaitPostsAfter(ctx context.Context, n int) ([]Post, error) {
+func (s *Record) WaitPostsAfter(ctx context.Context, n int) ([]Post, error) {
 	err := s.wait(ctx, func() bool { return len(s.posts) > n })
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -525,14 +558,14 @@ type Ephemeral struct {
 }
 
 // Ephemerals returns every successful chat.postEphemeral, in order.
-func (s *Server) Ephemerals() []Ephemeral {
+func (s *Record) Ephemerals() []Ephemeral {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]Ephemeral(nil), s.ephemerals...)
 }
 
 // WaitEphemerals waits until at least n ephemeral messages were posted.
-func (s *Server) WaitEphemerals(ctx context.Context, n int) ([]Ephemeral, error) {
+func (s *Record) WaitEphemerals(ctx context.Context, n int) ([]Ephemeral, error) {
 	err := s.wait(ctx, func() bool { return len(s.ephemerals) >= n })
 	return s.Ephemerals(), err
 }
@@ -549,21 +582,21 @@ type CommandResponse struct {
 }
 
 // CommandResponses returns what was posted to response URLs, in order.
-func (s *Server) CommandResponses() []CommandResponse {
+func (s *Record) CommandResponses() []CommandResponse {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]CommandResponse(nil), s.responses...)
 }
 
 // WaitCommandResponses waits until at least n responses were posted.
-func (s *Server) WaitCommandResponses(ctx context.Context, n int) ([]CommandResponse, error) {
+func (s *Record) WaitCommandResponses(ctx context.Context, n int) ([]CommandResponse, error) {
 	err := s.wait(ctx, func() bool { return len(s.responses) >= n })
 	return s.CommandResponses(), err
 }
 
 // Reactions returns the names of the bot's reactions on a message, in the
 // order added.
-func (s *Server) Reactions(channel, ts string) []string {
+func (s *Record) Reactions(channel, ts string) []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]string(nil), s.reactions[channel+"/"+ts]...)

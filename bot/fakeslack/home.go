@@ -41,14 +41,14 @@ func (v View) SectionTexts() []string {
 }
 
 // Views returns every successful views.publish, in order.
-func (s *Server) Views() []View {
+func (s *Record) Views() []View {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]View(nil), s.views...)
 }
 
 // WaitViews waits until at least n views were published and returns them all.
-func (s *Server) WaitViews(ctx context.Context, n int) ([]View, error) {
+func (s *Record) WaitViews(ctx context.Context, n int) ([]View, error) {
 	err := s.wait(ctx, func() bool { return len(s.views) >= n })
 	return s.Views(), err
 }
@@ -67,7 +67,7 @@ func (s *Server) SendAppHomeOpened(user, tab string) Delivery {
 
 // viewsPublish records a Home tab. Slack checks the view: a home view of
 // at most 100 blocks.
-func (s *Server) viewsPublish(form url.Values) answer {
+func (s *webAPI) viewsPublish(form url.Values) answer {
 	user := form.Get("user_id")
 	if _, ok := s.users[user]; !ok {
 		return answer{err: "user_not_found"}
@@ -89,7 +89,7 @@ func (s *Server) viewsPublish(form url.Values) answer {
 
 // usersConversations lists the channels a user is a member of
 // (Channel.Members), filtered by types, one page of limit at a time.
-func (s *Server) usersConversations(form url.Values) answer {
+func (s *webAPI) usersConversations(form url.Values) answer {
 	user := form.Get("user")
 	types := strings.Split(form.Get("types"), ",")
 	if form.Get("types") == "" {

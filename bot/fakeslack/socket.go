@@ -54,17 +54,23 @@ type group struct {
 	last     *envelope
 }
 
+// Socket is the Socket Mode side of the fake: tickets, connections, the
+// envelopes written on them and their acknowledgements, redelivery of the
+// unacknowledged, and the socket faults a test causes (Drop, Disconnect,
+// SendRaw, SetPinging, Redeliver).
+type Socket struct{ *state }
+
 var upgrader = websocket.Upgrader{CheckOrigin: func(*http.Request) bool { return true }}
 
 // openConnectionLocked answers apps.connections.open with a single-use
 // ticket URL.
-func (s *Server) openConnectionLocked() string {
+func (s *Socket) openConnectionLocked() string {
 	ticket := fmt.Sprintf("ticket-%d", s.nextIDLocked())
 	s.tickets[ticket] = false
 	return "ws" + strings.TrimPrefix(s.srv.URL, "http") + "/link/?ticket=" + ticket + "&app_id=" + s.opts.AppID
 }
 
-func (s *Server) serveSocket(w http.ResponseWriter, r *http.Request) {
+func (s *Socket) serveSocket(w http.ResponseWriter, r *http.Request) {
 	ticket := r.URL.Query().Get("ticket")
 	s.mu.Lock()
 	spent, ok := s.tickets[ticket]
@@ -121,7 +127,7 @@ func (s *Server) serveSocket(w http.ResponseWriter, r *http.Request) {
 	}()
 }
 
-func (s *Server) writeLoop(c *conn) {
+func (s *Socket) writeLoop(c *conn) {
 	defer c.kill()
 	var tick <-chan time.Time
 	if s.opts.PingInterval > 0 {
@@ -151,7 +157,7 @@ func (s *Server) writeLoop(c *conn) {
 	}
 }
 
-func (s *Server) readLoop(c *conn) {
+func (s *Socket) readLoop(c *conn) {
 	defer s.connClosed(c)
 	for {
 		_, data, err := c.ws.ReadMessage()
@@ -170,7 +176,7 @@ func (s *Server) readLoop(c *conn) {
 	}
 }
 
-func (s *Server) recordAck(connID int, envelopeID string, payload json.RawMessage) {
+func (s *Socket) recordAck(connID int, envelopeID string, payload json.RawMessage) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	a := Ack{
@@ -189,7 +195,7 @@ func (s *Server) recordAck(connID int, envelopeID string, payload json.RawMessag
 
 // connClosed forgets a connection and sends what it left unacknowledged
 // elsewhere, as retries.
-func (s *Server) connClosed(c *conn) {
+func (s *Socket) connClosed(c *conn) {
 	c.kill()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -204,7 +210,7 @@ func (s *Server) connClosed(c *conn) {
 	s.notifyLocked()
 }
 
-func (s *Server) sortedEnvsLocked() []*envelope {
+func (s *Socket) sortedEnvsLocked() []*envelope {
 	out := make([]*envelope, 0, len(s.envs))
 	for _, e := range s.envs {
 		out = append(out, e)
@@ -215,7 +221,7 @@ func (s *Server) sortedEnvsLocked() []*envelope {
 
 // retryLocked sends a delivery again as a new envelope with the next
 // retry_attempt, if retries remain. It reports the new envelope id.
-func (s *Server) retryLocked(key, reason string) (string, bool) {
+func (s *Socket) retryLocked(key, reason string) (string, bool) {
 	g := s.groups[key]
 	if g == nil || g.attempts >= s.opts.MaxRetries {
 		return "", false
@@ -232,7 +238,7 @@ func (s *Server) retryLocked(key, reason string) (string, bool) {
 	return e.id, true
 }
 
-func (s *Server) newEnvelopeIDLocked() string {
+func (s *Socket) newEnvelopeIDLocked() string {
 	n := s.nextIDLocked()
 	return fmt.Sprintf("%08x-fa4e-4000-8000-%012x", n, n)
 }
@@ -240,7 +246,7 @@ func (s *Server) newEnvelopeIDLocked() string {
 // enqueueLocked records a new delivery under envelope id (a fresh one when
 // empty) and sends it to a connection, or keeps it until one opens. The key
 // groups it with its retries; empty means the envelope id.
-func (s *Server) enqueueLocked(id, typ, key string, payload json.RawMessage, accepts bool, want int) string {
+func (s *Socket) enqueueLocked(id, typ, key string, payload json.RawMessage, accepts bool, want int) string {
 	if id == "" {
 		id = s.newEnvelopeIDLocked()
 	}
@@ -254,7 +260,7 @@ func (s *Server) enqueueLocked(id, typ, key string, payload json.RawMessage, acc
 	return e.id
 }
 
-func (s *Server) deliverLocked(e *envelope) {
+func (s *Socket) deliverLocked(e *envelope) {
 	c := s.pickLocked(e.want)
 	if c == nil {
 		s.pending = append(s.pending, e)
@@ -284,7 +290,7 @@ func (s *Server) deliverLocked(e *envelope) {
 
 // pickLocked chooses an open connection: the one asked for when open, else
 // by the route policy. Nil when none is open.
-func (s *Server) pickLocked(want int) *conn {
+func (s *Socket) pickLocked(want int) *conn {
 	if c, ok := s.conns[want]; ok {
 		return c
 	}
@@ -303,7 +309,7 @@ func (s *Server) pickLocked(want int) *conn {
 	}
 }
 
-func (s *Server) openIDsLocked() []int {
+func (s *Socket) openIDsLocked() []int {
 	ids := make([]int, 0, len(s.conns))
 	for id := range s.conns {
 		ids = append(ids, id)
@@ -313,7 +319,7 @@ func (s *Server) openIDsLocked() []int {
 }
 
 // redeliverLoop retries envelopes left unacknowledged for AckTimeout.
-func (s *Server) redeliverLoop() {
+func (s *Socket) redeliverLoop() {
 	t := time.NewTicker(max(s.opts.AckTimeout/4, time.Millisecond))
 	defer t.Stop()
 	for {
@@ -336,14 +342,14 @@ func (s *Server) redeliverLoop() {
 // Redeliver sends a delivery again as a retry (the next retry_attempt, a new
 // envelope id), acknowledged or not, as Slack sometimes does. It reports the
 // new envelope id, or false when the delivery is unknown or out of retries.
-func (s *Server) Redeliver(key, reason string) (string, bool) {
+func (s *Socket) Redeliver(key, reason string) (string, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.retryLocked(key, reason)
 }
 
 // SendRaw writes any frame to a connection (0: routed), for malformed input.
-func (s *Server) SendRaw(connID int, frame []byte) bool {
+func (s *Socket) SendRaw(connID int, frame []byte) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c := s.pickLocked(connID)
@@ -357,7 +363,7 @@ func (s *Server) SendRaw(connID int, frame []byte) bool {
 // Disconnect sends a disconnect envelope (reason e.g. "warning",
 // "refresh_requested") to one connection, or to all when connID is 0. The
 // client is expected to close the socket and open another.
-func (s *Server) Disconnect(connID int, reason string) {
+func (s *Socket) Disconnect(connID int, reason string) {
 	frame, _ := json.Marshal(map[string]any{
 		"type": "disconnect", "reason": reason,
 		"debug_info": map[string]any{"host": "fakeslack"},
@@ -373,7 +379,7 @@ func (s *Server) Disconnect(connID int, reason string) {
 
 // Drop kills one connection (all when connID is 0) without a close frame,
 // as a network fault would.
-func (s *Server) Drop(connID int) {
+func (s *Socket) Drop(connID int) {
 	s.mu.Lock()
 	var victims []*conn
 	for id, c := range s.conns {
@@ -388,7 +394,7 @@ func (s *Server) Drop(connID int) {
 }
 
 // SetPinging turns WebSocket pings on or off for the open connections.
-func (s *Server) SetPinging(on bool) {
+func (s *Socket) SetPinging(on bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, c := range s.conns {
@@ -397,32 +403,32 @@ func (s *Server) SetPinging(on bool) {
 }
 
 // OpenConnections returns the ids of the open connections, oldest first.
-func (s *Server) OpenConnections() []int {
+func (s *Socket) OpenConnections() []int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.openIDsLocked()
 }
 
 // Opened is how many connections have been opened so far.
-func (s *Server) Opened() int {
+func (s *Socket) Opened() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.connSeq
 }
 
 // WaitOpen waits until at least n connections are open at once.
-func (s *Server) WaitOpen(ctx context.Context, n int) error {
+func (s *Socket) WaitOpen(ctx context.Context, n int) error {
 	return s.wait(ctx, func() bool { return len(s.conns) >= n })
 }
 
 // WaitOpened waits until n connections have been opened in total (the
 // first, then reconnections) and one is open.
-func (s *Server) WaitOpened(ctx context.Context, n int) error {
+func (s *Socket) WaitOpened(ctx context.Context, n int) error {
 	return s.wait(ctx, func() bool { return s.connSeq >= n && len(s.conns) > 0 })
 }
 
 // Pending is how many envelopes wait for a connection.
-func (s *Server) Pending() int {
+func (s *Socket) Pending() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.pending)

@@ -25,7 +25,7 @@ func (u Update) MarkdownTexts() []string { return Post{Blocks: u.Blocks}.Markdow
 // chatUpdate replaces the text, blocks and (when sent) metadata of one of
 // the app's messages, as chat.update does, and delivers message_changed
 // when posts are echoed.
-func (s *Server) chatUpdate(form url.Values) answer {
+func (s *webAPI) chatUpdate(form url.Values) answer {
 	ch, ts := form.Get("channel"), form.Get("ts")
 	if e := s.checkChannelLocked(ch); e != "" {
 		return answer{err: e}
@@ -79,7 +79,7 @@ func (s *Server) chatUpdate(form url.Values) answer {
 		evTS := s.nextTSLocked()
 		cur := s.messageJSONLocked(&edited, false)
 		cur["edited"] = map[string]any{"user": edited.user, "ts": evTS}
-		s.sendEventLocked(map[string]any{
+		s.socket.sendEventLocked(map[string]any{
 			"type": "message", "subtype": "message_changed", "hidden": true,
 			"channel": ch, "channel_type": channelType(ch), "ts": evTS, "event_ts": evTS,
 			"message": cur, "previous_message": prev,
@@ -89,7 +89,7 @@ func (s *Server) chatUpdate(form url.Values) answer {
 }
 
 // Updates returns every chat.update Slack accepted, in order.
-func (s *Server) Updates() []Update {
+func (s *Record) Updates() []Update {
 	var out []Update
 	for _, c := range s.CallsTo("chat.update") {
 		if c.Status != 200 || c.Error != "" {
@@ -110,7 +110,7 @@ func (s *Server) Updates() []Update {
 
 // Current returns a message as it reads now, updates applied: its ts,
 // thread, text, blocks and metadata.
-func (s *Server) Current(channel, ts string) (Post, bool) {
+func (s *Record) Current(channel, ts string) (Post, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	m := s.findLocked(channel, ts)

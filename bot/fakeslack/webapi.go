@@ -33,24 +33,24 @@ type answer struct {
 	err  string
 }
 
-type method func(s *Server, form url.Values) answer
+type method func(s *webAPI, form url.Values) answer
 
 var methods = map[string]method{
-	"apps.connections.open": (*Server).appsConnectionsOpen,
-	"auth.test":             (*Server).authTest,
-	"chat.postMessage":      (*Server).chatPostMessage,
-	"chat.postEphemeral":    (*Server).chatPostEphemeral,
-	"chat.update":           (*Server).chatUpdate,
-	"reactions.add":         (*Server).reactionsAdd,
-	"reactions.remove":      (*Server).reactionsRemove,
-	"conversations.replies": (*Server).conversationsReplies,
-	"conversations.info":    (*Server).conversationsInfo,
-	"users.info":            (*Server).usersInfo,
-	"users.conversations":   (*Server).usersConversations,
-	"views.publish":         (*Server).viewsPublish,
+	"apps.connections.open": (*webAPI).appsConnectionsOpen,
+	"auth.test":             (*webAPI).authTest,
+	"chat.postMessage":      (*webAPI).chatPostMessage,
+	"chat.postEphemeral":    (*webAPI).chatPostEphemeral,
+	"chat.update":           (*webAPI).chatUpdate,
+	"reactions.add":         (*webAPI).reactionsAdd,
+	"reactions.remove":      (*webAPI).reactionsRemove,
+	"conversations.replies": (*webAPI).conversationsReplies,
+	"conversations.info":    (*webAPI).conversationsInfo,
+	"users.info":            (*webAPI).usersInfo,
+	"users.conversations":   (*webAPI).usersConversations,
+	"views.publish":         (*webAPI).viewsPublish,
 }
 
-func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
+func (s *webAPI) serveAPI(w http.ResponseWriter, r *http.Request) {
 	name := strings.TrimPrefix(r.URL.Path, "/api/")
 	form, token := readRequest(r)
 	auth := ""
@@ -64,7 +64,7 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	call := Call{Seq: s.nextSeqLocked(), At: time.Now(), Method: name, Form: form, Auth: auth, Status: http.StatusOK}
 	var a answer
-	if f, failing := s.takeFailureLocked(name, form); failing && f.Hang {
+	if f, failing := s.faults.takeFailureLocked(name, form); failing && f.Hang {
 		call.Status, call.Error = 0, "hung"
 		s.calls = append(s.calls, call)
 		s.notifyLocked()
@@ -143,7 +143,7 @@ func readRequest(r *http.Request) (url.Values, string) {
 // takeFailureLocked returns the first failure queued for method that
 // applies to a call with form, counting the call against it; failures
 // whose While is over are dropped.
-func (s *Server) takeFailureLocked(method string, form url.Values) (Failure, bool) {
+func (s *Faults) takeFailureLocked(method string, form url.Values) (Failure, bool) {
 	q := s.failures[method]
 	defer func() { s.failures[method] = q }()
 	for i := 0; i < len(q); i++ {
@@ -166,11 +166,11 @@ func (s *Server) takeFailureLocked(method string, form url.Values) (Failure, boo
 	return Failure{}, false
 }
 
-func (s *Server) appsConnectionsOpen(url.Values) answer {
-	return answer{body: map[string]any{"url": s.openConnectionLocked()}}
+func (s *webAPI) appsConnectionsOpen(url.Values) answer {
+	return answer{body: map[string]any{"url": s.socket.openConnectionLocked()}}
 }
 
-func (s *Server) authTest(url.Values) answer {
+func (s *webAPI) authTest(url.Values) answer {
 	return answer{body: map[string]any{
 		"url": "https://fake.slack.com/", "team": "Fake", "user": s.opts.BotName,
 		"team_id": s.opts.TeamID, "user_id": s.opts.BotUserID, "bot_id": s.opts.BotID,
@@ -180,7 +180,7 @@ func (s *Server) authTest(url.Values) answer {
 // markdownLimit is Slack's cumulative limit on markdown block text.
 const markdownLimit = 12000
 
-func (s *Server) chatPostMessage(form url.Values) answer {
+func (s *webAPI) chatPostMessage(form url.Values) answer {
 	ch := form.Get("channel")
 	if e := s.checkChannelLocked(ch); e != "" {
 		return answer{err: e}
@@ -253,13 +253,13 @@ func (s *Server) chatPostMessage(form url.Values) answer {
 		if p.IconURL != "" {
 			ev["icons"] = map[string]any{"image_48": p.IconURL}
 		}
-		s.sendEventLocked(ev, p.TS, 0)
+		s.socket.sendEventLocked(ev, p.TS, 0)
 	}
 	return answer{body: map[string]any{"channel": ch, "ts": p.TS, "message": view}}
 }
 
 // checkChannelLocked says why conclave could not post in a channel, or "".
-func (s *Server) checkChannelLocked(ch string) string {
+func (s *state) checkChannelLocked(ch string) string {
 	// A user id posts in the app's direct message with that user.
 	if ch == "" || !strings.ContainsAny(ch[:1], "CGDUW") {
 		return "channel_not_found"
@@ -270,7 +270,7 @@ func (s *Server) checkChannelLocked(ch string) string {
 	return ""
 }
 
-func (s *Server) chatPostEphemeral(form url.Values) answer {
+func (s *webAPI) chatPostEphemeral(form url.Values) answer {
 	ch, user := form.Get("channel"), form.Get("user")
 	if e := s.checkChannelLocked(ch); e != "" {
 		return answer{err: e}
@@ -292,7 +292,7 @@ func (s *Server) chatPostEphemeral(form url.Values) answer {
 	return answer{body: map[string]any{"message_ts": s.nextTSLocked()}}
 }
 
-func (s *Server) reactionsAdd(form url.Values) answer {
+func (s *webAPI) reactionsAdd(form url.Values) answer {
 	key, name, e := s.reactionTargetLocked(form)
 	if e != "" {
 		return answer{err: e}
@@ -304,7 +304,7 @@ func (s *Server) reactionsAdd(form url.Values) answer {
 	return answer{body: map[string]any{}}
 }
 
-func (s *Server) reactionsRemove(form url.Values) answer {
+func (s *webAPI) reactionsRemove(form url.Values) answer {
 	key, name, e := s.reactionTargetLocked(form)
 	if e != "" {
 		return answer{err: e}
@@ -317,7 +317,7 @@ func (s *Server) reactionsRemove(form url.Values) answer {
 	return answer{body: map[string]any{}}
 }
 
-func (s *Server) reactionTargetLocked(form url.Values) (key, name, errCode string) {
+func (s *webAPI) reactionTargetLocked(form url.Values) (key, name, errCode string) {
 	ch, ts, name := form.Get("channel"), form.Get("timestamp"), form.Get("name")
 	if name == "" {
 		return "", "", "invalid_name"
@@ -328,7 +328,7 @@ func (s *Server) reactionTargetLocked(form url.Values) (key, name, errCode strin
 	return ch + "/" + ts, name, ""
 }
 
-func (s *Server) conversationsReplies(form url.Values) answer {
+func (s *webAPI) conversationsReplies(form url.Values) answer {
 	ch, ts := form.Get("channel"), form.Get("ts")
 	root := s.findLocked(ch, ts)
 	if root == nil {
@@ -370,7 +370,7 @@ func (s *Server) conversationsReplies(form url.Values) answer {
 	return answer{body: body}
 }
 
-func (s *Server) conversationsInfo(form url.Values) answer {
+func (s *webAPI) conversationsInfo(form url.Values) answer {
 	c, ok := s.channels[form.Get("channel")]
 	if !ok {
 		return answer{err: "channel_not_found"}
@@ -383,7 +383,7 @@ func (s *Server) conversationsInfo(form url.Values) answer {
 	}}}
 }
 
-func (s *Server) usersInfo(form url.Values) answer {
+func (s *webAPI) usersInfo(form url.Values) answer {
 	u, ok := s.users[form.Get("user")]
 	if !ok {
 		return answer{err: "user_not_found"}
@@ -399,7 +399,7 @@ func (s *Server) usersInfo(form url.Values) answer {
 
 // serveResponseURL records what a slash command's handler posts to its
 // response_url.
-func (s *Server) serveResponseURL(w http.ResponseWriter, r *http.Request) {
+func (s *webAPI) serveResponseURL(w http.ResponseWriter, r *http.Request) {
 	data, _ := io.ReadAll(r.Body)
 	var msg struct {
 		Text            string `json:"text"`
@@ -422,12 +422,12 @@ func (s *Server) serveResponseURL(w http.ResponseWriter, r *http.Request) {
 
 // searchLocked finds where the message ts of a channel is, or would go
 // (messages are kept in ts order).
-func (s *Server) searchLocked(ch, ts string) (int, bool) {
+func (s *state) searchLocked(ch, ts string) (int, bool) {
 	return slices.BinarySearchFunc(s.messages[ch], ts, func(x *stored, ts string) int { return strings.Compare(x.ts, ts) })
 }
 
 // storeLocked adds a message to its channel, replacing one with the same ts.
-func (s *Server) storeLocked(ch string, m *stored) {
+func (s *state) storeLocked(ch string, m *stored) {
 	i, found := s.searchLocked(ch, m.ts)
 	if found {
 		s.messages[ch][i] = m
@@ -436,7 +436,7 @@ func (s *Server) storeLocked(ch string, m *stored) {
 	s.messages[ch] = slices.Insert(s.messages[ch], i, m)
 }
 
-func (s *Server) findLocked(ch, ts string) *stored {
+func (s *state) findLocked(ch, ts string) *stored {
 	i, found := s.searchLocked(ch, ts)
 	if !found {
 		return nil
@@ -444,14 +444,14 @@ func (s *Server) findLocked(ch, ts string) *stored {
 	return s.messages[ch][i]
 }
 
-func (s *Server) deleteLocked(ch, ts string) {
+func (s *state) deleteLocked(ch, ts string) {
 	if i, found := s.searchLocked(ch, ts); found {
 		s.messages[ch] = slices.Delete(s.messages[ch], i, i+1)
 	}
 }
 
 // messageJSONLocked renders a stored message as Slack's API shows it.
-func (s *Server) messageJSONLocked(m *stored, withMeta bool) map[string]any {
+func (s *state) messageJSONLocked(m *stored, withMeta bool) map[string]any {
 	j := map[string]any{"type": "message", "ts": m.ts, "text": m.text}
 	set := func(k, v string) {
 		if v != "" {
