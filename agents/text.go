@@ -3,7 +3,8 @@ package agents
 import (
 	"strings"
 	"unicode"
-	"unicode/utf8"
+
+	"github.com/conclavehq/conclave/agents/clip"
 )
 
 // endToken is the literal, case-sensitive token that asks for a conclusion.
@@ -15,17 +16,7 @@ const truncatedMark = " … [truncated]"
 // capText keeps the first max runes of s and marks the cut, so one huge
 // Slack message cannot blow a prompt's budget. max <= 0 means no cap.
 func capText(s string, max int) string {
-	if max <= 0 || utf8.RuneCountInString(s) <= max {
-		return s
-	}
-	n := 0
-	for i := range s {
-		if n == max {
-			return s[:i] + truncatedMark
-		}
-		n++
-	}
-	return s
+	return clip.Runes(s, max, truncatedMark)
 }
 
 // firstLine is the first line of s, capped at 300 runes: what a log or

@@ -232,7 +232,7 @@ func (b *Bot) connect(ctx context.Context) error {
 		restarts++
 		delay := reconnects.Wait(restarts, rand.Float64(), 0) // #nosec G404 -- backoff jitter, not a secret
 		b.log.Warn("socket mode stopped; starting again", slog.Any(logError, err), slog.Duration("in", delay))
-		if err := sleep(ctx, delay); err != nil {
+		if err := backoff.Sleep(ctx, delay); err != nil {
 			return err
 		}
 	}
@@ -279,18 +279,6 @@ func (b *Bot) Ready() error {
 		return nil
 	default:
 		return fmt.Errorf("bot: disconnected from Slack since %s", b.disconnected.UTC().Format(time.RFC3339))
-	}
-}
-
-// sleep waits d or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/slack-go/slack"
 
 	"github.com/conclavehq/conclave/agents"
+	"github.com/conclavehq/conclave/agents/clip"
 	"github.com/conclavehq/conclave/ens"
 )
 
@@ -221,9 +222,7 @@ func usage(line, reason string) string {
 	if reason == "" {
 		return line
 	}
-	if cut := truncateRunes(reason, maxReason); cut != reason {
-		reason = cut + "…"
-	}
+	reason = clip.Runes(reason, maxReason, "…")
 	return line + " (" + escapeSlack(reason) + ")"
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/slack-go/slack"
 
 	"github.com/conclavehq/conclave/agents"
+	"github.com/conclavehq/conclave/agents/clip"
 )
 
 // DirectKind says what was addressed to conclave itself.
@@ -118,7 +119,7 @@ func (c *Commands) HandleDirect(ctx context.Context, d Direct) {
 // of the user's channels that has agents, with its agents.
 func (c *Commands) homeBlocks(ctx context.Context, user string) []slack.Block {
 	section := func(text string) slack.Block {
-		return slack.NewSectionBlock(slack.NewTextBlockObject(slack.MarkdownType, truncateRunes(text, homeSectionRunes), false, false), nil, nil)
+		return slack.NewSectionBlock(slack.NewTextBlockObject(slack.MarkdownType, clip.Runes(text, homeSectionRunes, ""), false, false), nil, nil)
 	}
 	blocks := []slack.Block{
 		slack.NewHeaderBlock(slack.NewTextBlockObject(slack.PlainTextType, "conclave", false, false)),

@@ -8,11 +8,11 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/slack-go/slack"
 
 	"github.com/conclavehq/conclave/agents"
+	"github.com/conclavehq/conclave/agents/clip"
 )
 
 // Slack's limits, with room to spare.
@@ -72,7 +72,7 @@ func (w *WebAPI) PostReply(ctx context.Context, r agents.Reply) ([]string, error
 	if r.ThreadTS != "" {
 		common = append(common, slack.MsgOptionTS(r.ThreadTS))
 	}
-	if name := truncateRunes(strings.TrimSpace(r.Username), usernameLimit); name != "" {
+	if name := clip.Runes(strings.TrimSpace(r.Username), usernameLimit, ""); name != "" {
 		common = append(common, slack.MsgOptionUsername(name))
 	}
 	if icon := w.avatarURL(r.IconURL); icon != "" {
@@ -139,13 +139,6 @@ func fallbackText(part string) string {
 		return part
 	}
 	return splitText(part, fallbackLimit)[0] + " …"
-}
-
-func truncateRunes(s string, n int) string {
-	if utf8.RuneCountInString(s) <= n {
-		return s
-	}
-	return string([]rune(s)[:n])
 }
 
 // avatarURL makes an agent's avatar usable as icon_url: ipfs:// through the

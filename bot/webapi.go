@@ -172,7 +172,7 @@ func (c *client) call(ctx context.Context, method string, idempotent bool, fn fu
 			c.metrics.apiErrors.WithLabelValues(method).Inc()
 			return err
 		}
-		if serr := sleep(ctx, wait); serr != nil {
+		if serr := backoff.Sleep(ctx, wait); serr != nil {
 			c.metrics.apiErrors.WithLabelValues(method).Inc()
 			return fmt.Errorf("%w (stopped waiting: %w)", err, serr)
 		}

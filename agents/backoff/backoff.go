@@ -3,7 +3,10 @@
 // Slack outbox use it with their own bounds.
 package backoff
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // Policy is a base wait, doubling at each retry up to a cap.
 type Policy struct {
@@ -27,4 +30,17 @@ func (p Policy) Wait(n int, jitter float64, retryAfter time.Duration) time.Durat
 	}
 	jitter = min(max(jitter, 0), 1)
 	return b/2 + time.Duration(jitter*float64(b/2))
+}
+
+// Sleep waits d, or until ctx ends, returning ctx's error then. It is the
+// one wait between retries.
+func Sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }

@@ -1,6 +1,8 @@
 package backoff
 
 import (
+	"context"
+	"errors"
 	"testing"
 	"time"
 )
@@ -28,5 +30,16 @@ func TestWait(t *testing.T) {
 		if got := p.Wait(tt.n, tt.jitter, tt.retryAfter); got != tt.want {
 			t.Errorf("Wait(%d, %v, %v) = %v, want %v", tt.n, tt.jitter, tt.retryAfter, got, tt.want)
 		}
+	}
+}
+
+func TestSleep(t *testing.T) {
+	if err := Sleep(context.Background(), time.Millisecond); err != nil {
+		t.Errorf("Sleep = %v, want nil once the wait is over", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := Sleep(ctx, time.Hour); !errors.Is(err, context.Canceled) {
+		t.Errorf("Sleep on an ended context = %v, want context.Canceled", err)
 	}
 }

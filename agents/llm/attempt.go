@@ -176,19 +176,19 @@ func (ep *endpoint) attempt(ctx context.Context, call openai.ChatCompletionReque
 	case tr.netErr != nil:
 		out.reason, out.retry, out.msg = ReasonConnection, true, tr.netErr.Error()
 	case errors.Is(err, errStreamCut):
-		out.reason, out.retry, out.msg = ReasonConnection, true, clip(err.Error(), 200)
+		out.reason, out.retry, out.msg = ReasonConnection, true, clipQuote(err.Error(), 200)
 	case errors.As(err, &apiErr):
-		out.msg = fmt.Sprintf("status %d: %s", apiErr.HTTPStatusCode, clip(apiErr.Message, 300))
+		out.msg = fmt.Sprintf("status %d: %s", apiErr.HTTPStatusCode, clipQuote(apiErr.Message, 300))
 		out.reason, out.retry = classifyStatus(apiErr.HTTPStatusCode)
 	case errors.As(err, &reqErr):
 		out.msg = fmt.Sprintf("status %d", reqErr.HTTPStatusCode)
-		if body := clip(string(reqErr.Body), 200); body != "" {
+		if body := clipQuote(string(reqErr.Body), 200); body != "" {
 			out.msg += ": " + body
 		}
 		out.reason, out.retry = classifyStatus(reqErr.HTTPStatusCode)
 	case tr.sent && tr.status >= 200 && tr.status < 300:
 		out.reason, out.retry = ReasonMalformed, true
-		out.msg = "unreadable reply: " + clip(err.Error(), 200)
+		out.msg = "unreadable reply: " + clipQuote(err.Error(), 200)
 	case tr.sent:
 		out.reason, out.retry, out.msg = ReasonConnection, true, err.Error()
 	default: // refused by the library before sending

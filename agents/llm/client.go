@@ -15,6 +15,8 @@ import (
 	"time"
 
 	openai "github.com/sashabaranov/go-openai"
+
+	"github.com/conclavehq/conclave/agents/backoff"
 )
 
 // Defaults for zero Profile fields.
@@ -81,7 +83,7 @@ func New(def Profile, profiles map[string]Profile, opts ...Option) (*Client, err
 		http:   &http.Client{},
 		log:    slog.New(slog.DiscardHandler),
 		now:    time.Now,
-		sleep:  sleepContext,
+		sleep:  backoff.Sleep,
 		jitter: rand.Float64,
 		named:  make(map[string]*endpoint, len(profiles)),
 	}
@@ -309,17 +311,6 @@ func (ep *endpoint) fail(model string, attempts int, out outcome) *Error {
 	return &Error{
 		Profile: ep.profile.Name, Model: model, Attempts: attempts, Status: out.status,
 		Reason: out.reason, msg: ep.redact.clean(out.msg), cause: out.cause,
-	}
-}
-
-func sleepContext(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
 	}
 }
 

@@ -4,7 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"unicode/utf8"
+
+	"github.com/conclavehq/conclave/agents/clip"
 )
 
 // ErrEmptyReply reports a reply with no choice or only white space; it is
@@ -82,15 +83,7 @@ func (r redactor) clean(s string) string {
 	return s
 }
 
-// clip bounds text quoted from a server (an HTML error page, say).
-func clip(s string, n int) string {
-	s = strings.TrimSpace(s)
-	if len(s) <= n {
-		return s
-	}
-	cut := n
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
+// clipQuote bounds text quoted from a server (an HTML error page, say).
+func clipQuote(s string, n int) string {
+	return clip.Runes(strings.TrimSpace(s), n, "…")
 }
