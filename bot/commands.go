@@ -425,7 +425,7 @@ func (c *Commands) verifyWallet(ctx context.Context, cmd slack.SlashCommand, arg
 }
 
 // slackUserArg reads U…, W…, <@U…> or <@U…|name>.
-var slackUserArg = regexp.MustCompile(`^(?:<@([UW][A-Z0-9]+)(?:\|[^>]*)?>|([UW][A-Z0-9]+))$`)
+var slackUserArg = regexp.MustCompile(`^(?:<@(` + userIDPattern + `)(?:\|[^>]*)?>|(` + userIDPattern + `))$`)
 
 func (c *Commands) pair(ctx context.Context, cmd slack.SlashCommand, args []string) string {
 	if len(args) < 2 {

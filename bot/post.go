@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"regexp"
 	"slices"
 	"strings"
 
@@ -32,8 +31,6 @@ const (
 // ErrEmptyReply is returned by PostReply for a reply with nothing to post.
 var ErrEmptyReply = errors.New("bot: empty reply")
 
-var slackUserID = regexp.MustCompile(`^[UW][A-Z0-9]+$`)
-
 // PostReply posts r in its thread as the agent: the text made inert (see
 // inert), the users in r.Mention named first, split into as many messages
 // (parts) as needed, each with a markdown block, a plain-text fallback,
@@ -48,7 +45,7 @@ func (w *WebAPI) PostReply(ctx context.Context, r agents.Reply) ([]string, error
 	}
 	var mentions []string
 	for _, u := range r.Mention {
-		if slackUserID.MatchString(u) {
+		if IsUserID(u) {
 			mentions = append(mentions, "<@"+u+">")
 		} else {
 			w.log.Warn("not a Slack user id; not mentioned", slog.String("user", u))

@@ -354,7 +354,17 @@ func spellOutLinks(s string) string {
 }
 
 // userMention is Slack's markup for a user mention: <@U…> or <@U…|label>.
-var userMention = regexp.MustCompile(`<@[UW][A-Z0-9]+(?:\|[^<>\n]*)?>`)
+var userMention = regexp.MustCompile(`<@` + userIDPattern + `(?:\|[^<>\n]*)?>`)
+
+// userIDPattern is a Slack user id: U…, or W… in an Enterprise Grid. The
+// one pattern for user ids: mentions, command arguments and the
+// configuration's slack.admins are read with it.
+const userIDPattern = `[UW][A-Z0-9]+`
+
+var slackUserID = regexp.MustCompile(`^` + userIDPattern + `$`)
+
+// IsUserID reports whether s is a Slack user id (U… or W…).
+func IsUserID(s string) bool { return slackUserID.MatchString(s) }
 
 // nameUsers writes the user mentions in model text as "@Display Name", as
 // a reader of the thread sees them (display name, else real name, else

@@ -18,6 +18,7 @@ import (
 
 	"github.com/conclavehq/conclave/agents"
 	"github.com/conclavehq/conclave/agents/tools"
+	"github.com/conclavehq/conclave/bot"
 )
 
 // Duration is a time.Duration written as a string in TOML ("10m").
@@ -509,7 +510,6 @@ func isSecretValue(key, v string) bool {
 // Validation ------------------------------------------------------------
 
 var (
-	slackUserID   = regexp.MustCompile(`^[UW][A-Z0-9]+$`)
 	slackChanID   = regexp.MustCompile(`^[CG][A-Z0-9]+$`)
 	evmAddress    = regexp.MustCompile(`^0x[0-9a-fA-F]{40}$`)
 	collLabel     = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
@@ -562,7 +562,7 @@ func (c *Config) validateSlack(p *problems) {
 		p.bad("slack.api_url", "must end with \"/\" (got %q)", c.Slack.APIURL)
 	}
 	for i, a := range c.Slack.Admins {
-		if !slackUserID.MatchString(a) {
+		if !bot.IsUserID(a) {
 			p.bad(fmt.Sprintf("slack.admins[%d]", i), "%q is not a Slack user id (U… or W…)", a)
 		}
 	}
