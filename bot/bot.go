@@ -60,19 +60,23 @@ const (
 	lookupTimeout = time.Second
 )
 
-// Options configure a Bot. Tokens are required; the rest has defaults.
+// Options configure the transport (WebAPI and Bot). Tokens are required.
+// The settings operators choose (slack.*) have their defaults in one
+// place, the configuration (cmd/conclave); here an empty one turns its
+// feature off.
 type Options struct {
 	AppToken        string // xapp-…, for Socket Mode
 	BotToken        string // xoxb-…, for the Web API
-	APIURL          string // default slack.APIURL; must end with "/"
-	WorkingReaction string // used when AddReaction/RemoveReaction get no name; default hourglass_flowing_sand
-	IPFSGateway     string // for ipfs:// avatars; default https://ipfs.io/ipfs/
+	APIURL          string // slack.api_url; must end with "/"; empty: Slack's own
+	WorkingReaction string // slack.working_reaction: what AddReaction/RemoveReaction use when given no name
+	IPFSGateway     string // slack.ipfs_gateway, for ipfs:// avatars; empty: such avatars are left out
 
 	// PingTimeout: with no WebSocket ping from Slack for this long the
 	// socket is considered dead and reopened; default 30s.
 	PingTimeout time.Duration
-	// Timeout bounds every Web API request (slack.timeout); default 10s.
-	// A request without an answer by then fails and takes the retry path.
+	// Timeout bounds every Web API request (slack.timeout); zero: only
+	// the caller's context does. A request without an answer by then
+	// fails and takes the retry path.
 	Timeout time.Duration
 	// HandleParallel is how many threads' events may be recorded at once;
 	// the events of one thread are always recorded one at a time, in
@@ -89,13 +93,7 @@ func (o *Options) setDefaults() {
 	if o.APIURL == "" {
 		o.APIURL = slack.APIURL
 	}
-	if o.WorkingReaction == "" {
-		o.WorkingReaction = "hourglass_flowing_sand"
-	}
-	if o.IPFSGateway == "" {
-		o.IPFSGateway = "https://ipfs.io/ipfs/"
-	}
-	if !strings.HasSuffix(o.IPFSGateway, "/") {
+	if o.IPFSGateway != "" && !strings.HasSuffix(o.IPFSGateway, "/") {
 		o.IPFSGateway += "/"
 	}
 	if o.PingTimeout <= 0 {
@@ -103,9 +101,6 @@ func (o *Options) setDefaults() {
 	}
 	if o.HandleParallel <= 0 {
 		o.HandleParallel = 1
-	}
-	if o.Timeout <= 0 {
-		o.Timeout = 10 * time.Second
 	}
 }
 

@@ -138,7 +138,7 @@ func newRig(t *testing.T, fopts fakeslack.Options, edit func(*Options)) *rig {
 	r := &rig{fake: fake, rec: newRecorder(), logs: &syncBuffer{}}
 	opts := Options{
 		AppToken: fakeslack.AppToken, BotToken: fakeslack.BotToken, APIURL: fake.APIURL(),
-		IPFSGateway: "https://gw.example/ipfs", PingTimeout: 5 * time.Second,
+		IPFSGateway: "https://gw.example/ipfs", PingTimeout: 5 * time.Second, WorkingReaction: "hourglass_flowing_sand",
 	}
 	if edit != nil {
 		edit(&opts)
@@ -695,6 +695,9 @@ func TestAvatarURL(t *testing.T) {
 				t.Errorf("avatarURL(%q) = %q, want %q", tt.in, got, tt.want)
 			}
 		})
+	}
+	if got := NewWebAPI(Options{}, nil).avatarURL("ipfs://bafy123"); got != "" {
+		t.Errorf("with no IPFS gateway, avatarURL = %q, want the avatar left out", got)
 	}
 }
 

@@ -145,7 +145,7 @@ func (w *WebAPI) avatarURL(u string) string {
 	u = strings.TrimSpace(u)
 	if rest, ok := strings.CutPrefix(u, "ipfs://"); ok {
 		rest = strings.TrimPrefix(rest, "ipfs/")
-		if rest == "" {
+		if rest == "" || w.opts.IPFSGateway == "" {
 			return ""
 		}
 		return w.opts.IPFSGateway + rest

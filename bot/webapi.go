@@ -182,6 +182,9 @@ func (c *client) call(ctx context.Context, method string, idempotent bool, fn fu
 // attempt runs fn once within Options.Timeout; a request that timed out
 // while ctx is still live fails with errTimeout.
 func (c *client) attempt(ctx context.Context, fn func(context.Context) error) error {
+	if c.timeout <= 0 {
+		return fn(ctx)
+	}
 	actx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	err := fn(actx)
