@@ -1,7 +1,6 @@
 package agents_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -18,6 +17,7 @@ import (
 	"github.com/conclavehq/conclave/agents"
 	"github.com/conclavehq/conclave/agents/llm"
 	"github.com/conclavehq/conclave/agents/llm/llmfake"
+	"github.com/conclavehq/conclave/agents/testlog"
 	"github.com/conclavehq/conclave/bot"
 	"github.com/conclavehq/conclave/bot/fakeslack"
 	"github.com/conclavehq/conclave/ens"
@@ -43,31 +43,13 @@ var facilitator = ens.Agent{
 	Attributes: map[string]string{"mission": "Runs the desk"},
 }
 
-// syncBuffer is a log sink safe for concurrent writers.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 type deliveryRig struct {
 	t         *testing.T
 	slack     *fakeslack.Server
 	llm       *llmfake.Server
 	db        redistest.DB
 	clock     *storetest.Clock
-	logs      *syncBuffer
+	logs      *testlog.Buffer
 	abandoned atomic.Int64
 	window    time.Duration // slack.post_retry_window
 	lockTTL   time.Duration // 0: the default
@@ -83,7 +65,7 @@ func newDeliveryRig(t *testing.T) *deliveryRig {
 		llm:    llmfake.New(t),
 		db:     redistest.New(t),
 		clock:  storetest.NewClock(time.Now().UTC()),
-		logs:   &syncBuffer{},
+		logs:   &testlog.Buffer{},
 		window: 30 * time.Minute,
 	}
 	r.llm.Handle(answerLatest)

@@ -1,7 +1,6 @@
 package bot
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -17,6 +16,7 @@ import (
 	"github.com/slack-go/slack"
 
 	"github.com/conclavehq/conclave/agents"
+	"github.com/conclavehq/conclave/agents/testlog"
 	"github.com/conclavehq/conclave/bot/fakeslack"
 )
 
@@ -121,7 +121,7 @@ type rig struct {
 	web  *WebAPI
 	bot  *Bot
 	rec  *recorder
-	logs *syncBuffer
+	logs *testlog.Buffer
 }
 
 // newRig starts a fake Slack and a Bot connected to it, stopped at the end
@@ -135,7 +135,7 @@ func newRig(t *testing.T, fopts fakeslack.Options, edit func(*Options)) *rig {
 		fopts.Channels = testChannels
 	}
 	fake := fakeslack.New(t, fopts)
-	r := &rig{fake: fake, rec: newRecorder(), logs: &syncBuffer{}}
+	r := &rig{fake: fake, rec: newRecorder(), logs: &testlog.Buffer{}}
 	opts := Options{
 		AppToken: fakeslack.AppToken, BotToken: fakeslack.BotToken, APIURL: fake.APIURL(),
 		IPFSGateway: "https://gw.example/ipfs", PingTimeout: 5 * time.Second, WorkingReaction: "hourglass_flowing_sand",
@@ -169,23 +169,6 @@ func (r *rig) run(t *testing.T) {
 	if err := r.fake.WaitOpen(testContext(t), 1); err != nil {
 		t.Fatal(err)
 	}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func TestEventIsAcknowledgedRightAfterHandle(t *testing.T) {

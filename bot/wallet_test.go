@@ -21,6 +21,7 @@ import (
 	"github.com/ethereum/go-ethereum/crypto"
 
 	"github.com/conclavehq/conclave/agents"
+	"github.com/conclavehq/conclave/agents/testlog"
 	"github.com/conclavehq/conclave/bot/fakeslack"
 	"github.com/conclavehq/conclave/memory"
 	"github.com/conclavehq/conclave/memory/storetest"
@@ -57,12 +58,12 @@ type walletRig struct {
 	store *memory.InProcess
 	fake  *fakeslack.Server
 	clock *storetest.Clock
-	logs  *syncBuffer
+	logs  *testlog.Buffer
 }
 
 func newWalletRig(t *testing.T) *walletRig {
 	t.Helper()
-	r := &walletRig{clock: storetest.NewClock(time.Date(2025, 3, 14, 9, 26, 53, 0, time.UTC)), logs: &syncBuffer{}}
+	r := &walletRig{clock: storetest.NewClock(time.Date(2025, 3, 14, 9, 26, 53, 0, time.UTC)), logs: &testlog.Buffer{}}
 	r.fake = fakeslack.New(t, fakeslack.Options{Users: testUsers, Channels: testChannels})
 	r.store = memory.NewInProcess(memory.Options{Now: r.clock.Now})
 	log := slog.New(slog.NewJSONHandler(r.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))

@@ -1,7 +1,6 @@
 package ens_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -11,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/conclavehq/conclave/agents/testlog"
 	"github.com/conclavehq/conclave/ens"
 )
 
@@ -34,34 +34,16 @@ func (c *fakeClock) Advance(d time.Duration) {
 	c.now = c.now.Add(d)
 }
 
-// syncBuffer is a log sink safe for concurrent writes.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 type cacheRig struct {
 	fake  *fakeChain
 	clock *fakeClock
-	logs  *syncBuffer
+	logs  *testlog.Buffer
 	d     *ens.Directory
 }
 
 func newCacheRig(t *testing.T) cacheRig {
 	t.Helper()
-	r := cacheRig{fake: newFakeChain(t), clock: newFakeClock(), logs: &syncBuffer{}}
+	r := cacheRig{fake: newFakeChain(t), clock: newFakeClock(), logs: &testlog.Buffer{}}
 	seedAgents(r.fake)
 	r.d = newDirectory(t, r.fake, ens.Options{
 		CacheTTL: 10 * time.Minute, NegativeTTL: time.Minute, StaleMax: 24 * time.Hour,

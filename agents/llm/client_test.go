@@ -1,7 +1,6 @@
 package llm_test
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/conclavehq/conclave/agents/llm"
 	"github.com/conclavehq/conclave/agents/llm/llmfake"
+	"github.com/conclavehq/conclave/agents/testlog"
 )
 
 // fakeClock paces retries without waiting: Sleep records the wait and moves
@@ -67,14 +67,14 @@ type rig struct {
 	fake   *llmfake.Server
 	clock  *fakeClock
 	client *llm.Client
-	logs   *syncBuffer
+	logs   *testlog.Buffer
 }
 
 // newRig builds a client whose default profile points at a fresh fake;
 // edit adjusts that profile, named profiles get the fake's URL too.
 func newRig(t *testing.T, edit func(*llm.Profile), named map[string]llm.Profile, opts ...llm.Option) *rig {
 	t.Helper()
-	r := &rig{fake: llmfake.New(t), clock: newFakeClock(), logs: &syncBuffer{}}
+	r := &rig{fake: llmfake.New(t), clock: newFakeClock(), logs: &testlog.Buffer{}}
 	def := llm.Profile{BaseURL: r.fake.URL(), APIKey: testKey, Model: "fake-model", MaxRetries: 3, JSONMode: true}
 	if edit != nil {
 		edit(&def)
@@ -96,23 +96,6 @@ func newRig(t *testing.T, edit func(*llm.Profile), named map[string]llm.Profile,
 	}
 	r.client = c
 	return r
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }
 
 func ask(text string) llm.Request {

@@ -1,7 +1,6 @@
 package tools_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"net"
@@ -15,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/conclavehq/conclave/agents/testlog"
 	"github.com/conclavehq/conclave/agents/tools"
 	"github.com/conclavehq/conclave/agents/tools/mcptest"
 )
@@ -46,23 +46,6 @@ func httpServer(t *testing.T, name string) tools.Server {
 	return tools.Server{Name: name, URL: srv.URL, Headers: map[string]string{"Authorization": "Bearer " + secret}, Timeout: 5 * time.Second}
 }
 
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // calls counts OnCall reports as "server/tool/outcome".
 type calls struct {
 	mu  sync.Mutex
@@ -83,9 +66,9 @@ func (c *calls) list() []string {
 
 // run starts a hub over servers until the test ends and waits for its
 // first connection attempts.
-func run(t *testing.T, servers ...tools.Server) (*tools.Hub, *syncBuffer, *calls) {
+func run(t *testing.T, servers ...tools.Server) (*tools.Hub, *testlog.Buffer, *calls) {
 	t.Helper()
-	logs := &syncBuffer{}
+	logs := &testlog.Buffer{}
 	c := &calls{}
 	h, err := tools.New(servers, tools.Options{
 		Logger:     slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),

@@ -12,6 +12,7 @@ import (
 
 	"github.com/conclavehq/conclave/agents"
 	"github.com/conclavehq/conclave/agents/llm/llmfake"
+	"github.com/conclavehq/conclave/agents/testlog"
 	"github.com/conclavehq/conclave/bot/fakeslack"
 	"github.com/conclavehq/conclave/memory"
 	"github.com/conclavehq/conclave/memory/redistest"
@@ -21,7 +22,7 @@ import (
 // returns its exit code, stdout and stderr.
 func runChatScript(t *testing.T, script string, args ...string) (int, string, string) {
 	t.Helper()
-	var stdout, stderr syncBuffer
+	var stdout, stderr testlog.Buffer
 	e := env{
 		getenv: func(k string) string {
 			if k == "USER" {
@@ -204,7 +205,7 @@ func TestChatReloadsTemplates(t *testing.T) {
 	write("You are Elen, first version.")
 
 	in, script := io.Pipe()
-	var stdout, stderr syncBuffer
+	var stdout, stderr testlog.Buffer
 	exit := make(chan int, 1)
 	go func() {
 		exit <- runMain(waitCtx(t), []string{"chat", "--config", path}, env{getenv: func(string) string { return "" },

@@ -1,17 +1,16 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/conclavehq/conclave/agents/llm/llmfake"
+	"github.com/conclavehq/conclave/agents/testlog"
 	"github.com/conclavehq/conclave/bot/fakeslack"
 )
 
@@ -22,24 +21,6 @@ const (
 	testPerson  = "U0001"
 	elenENS     = "elen.acme.137.protocol6022.eth"
 )
-
-// syncBuffer collects a process's log safely across goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // rig is a fake Slack and a fake model endpoint that bots under test use.
 type rig struct {
@@ -105,7 +86,7 @@ attributes = { mission = "Runs the claims desk" }
 type process struct {
 	addr    string
 	opsAddr string // with http.ops_addr
-	logs    *syncBuffer
+	logs    *testlog.Buffer
 	cancel  context.CancelFunc
 	exit    chan int
 }
@@ -120,7 +101,7 @@ func start(t *testing.T, path string, extraEnv map[string]string) *process {
 func startArgs(t *testing.T, args []string, extraEnv map[string]string) *process {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	p := &process{logs: &syncBuffer{}, cancel: cancel, exit: make(chan int, 1)}
+	p := &process{logs: &testlog.Buffer{}, cancel: cancel, exit: make(chan int, 1)}
 	ready := make(chan string, 1)
 	e := env{
 		getenv: func(k string) string { return extraEnv[k] },

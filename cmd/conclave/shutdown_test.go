@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/conclavehq/conclave/agents/llm/llmfake"
+	"github.com/conclavehq/conclave/agents/testlog"
 	"github.com/conclavehq/conclave/bot/fakeslack"
 	"github.com/conclavehq/conclave/memory/redistest"
 )
@@ -81,7 +82,7 @@ func TestSIGTERMRealProcess(t *testing.T) {
 
 	cmd := exec.Command(os.Args[0], "-test.run=^TestConclaveProcess$")
 	cmd.Env = childEnv(envChildProcess+"=1", "CONCLAVE_CONFIG="+path)
-	out := &syncBuffer{}
+	out := &testlog.Buffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	gethlog "github.com/ethereum/go-ethereum/log"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/conclavehq/conclave/agents/testlog"
 	"github.com/conclavehq/conclave/bot/fakeslack"
 )
 
@@ -107,7 +108,7 @@ func TestStartupSummaryAndModelKey(t *testing.T) {
 func TestLibraryLogsAreStructured(t *testing.T) {
 	prev := slog.Default()
 	t.Cleanup(func() { slog.SetDefault(prev) })
-	var buf syncBuffer
+	var buf testlog.Buffer
 	routeLibraryLogs(slog.New(slog.NewJSONHandler(&buf, nil)))
 
 	log.Print("a line from the standard log package")
