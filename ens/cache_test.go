@@ -61,7 +61,7 @@ func TestCacheHitMakesNoCalls(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cold := r.fake.callCount("")
+	cold := r.fake.CallCount("")
 	if cold == 0 {
 		t.Fatal("a cold look-up made no RPC call")
 	}
@@ -71,7 +71,7 @@ func TestCacheHitMakesNoCalls(t *testing.T) {
 			t.Fatalf("Resolve(%q) = %+v, %v", form, got, err)
 		}
 	}
-	if n := r.fake.callCount(""); n != cold {
+	if n := r.fake.CallCount(""); n != cold {
 		t.Errorf("warm look-ups made %d RPC calls", n-cold)
 	}
 	if s := r.d.CacheStats(); s.Hits != 3 || s.Misses != 1 {
@@ -82,14 +82,14 @@ func TestCacheHitMakesNoCalls(t *testing.T) {
 	if _, err := r.d.Resolve(ctx, claudine); err != nil {
 		t.Fatal(err)
 	}
-	if n := r.fake.callCount("agentRef"); n != 2 {
+	if n := r.fake.CallCount("agentRef"); n != 2 {
 		t.Errorf("after the TTL, agentRef calls = %d, want 2", n)
 	}
 }
 
 func TestCacheCollapsesConcurrentLookups(t *testing.T) {
 	r := newCacheRig(t)
-	release := r.fake.holdCalls()
+	release := r.fake.HoldCalls()
 	defer release()
 	const callers = 8
 	var wg sync.WaitGroup
@@ -107,7 +107,7 @@ func TestCacheCollapsesConcurrentLookups(t *testing.T) {
 	}
 	// Release the chain only once every other caller waits on the first
 	// look-up.
-	for r.d.CacheStats().Collapsed < callers-1 || r.fake.waitingCalls() == 0 {
+	for r.d.CacheStats().Collapsed < callers-1 || r.fake.WaitingCalls() == 0 {
 		runtime.Gosched()
 	}
 	release()
@@ -117,17 +117,17 @@ func TestCacheCollapsesConcurrentLookups(t *testing.T) {
 			t.Fatalf("caller %d: owner %q, error %v", i, owners[i], errs[i])
 		}
 	}
-	if n := r.fake.callCount("agentRef"); n != 1 {
+	if n := r.fake.CallCount("agentRef"); n != 1 {
 		t.Errorf("%d concurrent look-ups made %d agentRef calls, want 1", callers, n)
 	}
-	if n := r.fake.callCount("informationOf"); n != 1 {
+	if n := r.fake.CallCount("informationOf"); n != 1 {
 		t.Errorf("informationOf calls = %d, want 1", n)
 	}
 }
 
 func TestCacheWaiterOutlivesCancelledLeader(t *testing.T) {
 	r := newCacheRig(t)
-	release := r.fake.holdCalls()
+	release := r.fake.HoldCalls()
 	defer release()
 	leaderCtx, cancelLeader := context.WithCancel(context.Background())
 	leaderDone := make(chan error, 1)
@@ -135,7 +135,7 @@ func TestCacheWaiterOutlivesCancelledLeader(t *testing.T) {
 		_, err := r.d.Resolve(leaderCtx, claudine)
 		leaderDone <- err
 	}()
-	for r.fake.waitingCalls() == 0 {
+	for r.fake.WaitingCalls() == 0 {
 		runtime.Gosched()
 	}
 	waiterDone := make(chan error, 1)
@@ -165,11 +165,11 @@ func TestCacheNegative(t *testing.T) {
 			t.Fatalf("error = %v, want ErrNotFound", err)
 		}
 	}
-	if n := r.fake.callCount("agentRef"); n != 2 { // one per base
+	if n := r.fake.CallCount("agentRef"); n != 2 { // one per base
 		t.Fatalf("agentRef calls = %d, want 2 (both bases, once)", n)
 	}
 	// Minted meanwhile: still unknown until the negative TTL passes.
-	r.fake.mint(nobody, 9, fakeToken{Name: "nobody", owner: ownerBob})
+	r.fake.Mint(nobody, 9, fakeToken{Name: "nobody", Owner: ownerBob})
 	if _, err := r.d.Resolve(ctx, nobody); !errors.Is(err, ens.ErrNotFound) {
 		t.Fatalf("within the negative TTL: error = %v", err)
 	}
@@ -186,7 +186,7 @@ func TestCacheServesStaleWhenChainDown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.fake.setDown(true)
+	r.fake.SetDown(true)
 
 	r.clock.Advance(time.Hour)
 	stale, err := r.d.Resolve(ctx, claudine)
@@ -200,12 +200,12 @@ func TestCacheServesStaleWhenChainDown(t *testing.T) {
 		t.Errorf("stats = %+v, want 1 stale", s)
 	}
 	// While the chain is down it is asked again only after the negative TTL.
-	calls := r.fake.callCount("")
-	if _, err := r.d.Resolve(ctx, claudine); err != nil || r.fake.callCount("") != calls {
-		t.Errorf("right after serving stale: error %v, %d more RPC calls", err, r.fake.callCount("")-calls)
+	calls := r.fake.CallCount("")
+	if _, err := r.d.Resolve(ctx, claudine); err != nil || r.fake.CallCount("") != calls {
+		t.Errorf("right after serving stale: error %v, %d more RPC calls", err, r.fake.CallCount("")-calls)
 	}
 	r.clock.Advance(time.Minute + time.Second)
-	if _, err := r.d.Resolve(ctx, claudine); err != nil || r.fake.callCount("") == calls {
+	if _, err := r.d.Resolve(ctx, claudine); err != nil || r.fake.CallCount("") == calls {
 		t.Errorf("after the negative TTL: error %v, and the chain was not asked again", err)
 	}
 	if logs := r.logs.String(); !strings.Contains(logs, "serving a cached identity") || !strings.Contains(logs, claudine) ||
@@ -218,7 +218,7 @@ func TestCacheServesStaleWhenChainDown(t *testing.T) {
 		t.Errorf("past stale_max: error = %v, want the chain's error", err)
 	}
 
-	r.fake.setDown(false)
+	r.fake.SetDown(false)
 	if _, err := r.d.Resolve(ctx, claudine); err != nil {
 		t.Errorf("chain back: %v", err)
 	}
@@ -230,7 +230,7 @@ func TestCacheForget(t *testing.T) {
 	if _, err := r.d.Resolve(ctx, claudine); err != nil {
 		t.Fatal(err)
 	}
-	r.fake.setOwner(1, ownerBob)
+	r.fake.SetOwner(1, ownerBob)
 	r.d.Forget("claudine.acme.137.6022.eth")
 	if a, err := r.d.Resolve(ctx, claudine); err != nil || a.Owner != ownerBob.Hex() {
 		t.Fatalf("after Forget: %+v, %v", a, err)

@@ -25,21 +25,21 @@ var (
 func seedAgents(f *fakeChain) {
 	expert := fakeToken{
 		Name:       "claudine",
-		Addresses:  []fakeAddress{{"evm", walletC}, {"btc", "bc1qxyz"}},
-		Attributes: []fakeKV{{"role", "Expert"}, {"mission", "Knows every claim"}, {"expertise", "claims"}},
-		Images:     []fakeKV{{"default", "bafyclaudine"}},
-		owner:      ownerAlice,
+		Addresses:  []fakeAddress{{AddressType: "evm", Value: walletC}, {AddressType: "btc", Value: "bc1qxyz"}},
+		Attributes: []fakeKV{{Key: "role", Value: "Expert"}, {Key: "mission", Value: "Knows every claim"}, {Key: "expertise", Value: "claims"}},
+		Images:     []fakeKV{{Key: "default", Value: "bafyclaudine"}},
+		Owner:      ownerAlice,
 	}
-	f.mint("claudine.acme.137.protocol6022.eth", 1, expert)
-	f.setText("claudine.acme.137.protocol6022.eth", "avatar", "https://img.example/claudine.png")
-	f.setText("claudine.acme.137.protocol6022.eth", "url", "https://claudine.example")
+	f.Mint("claudine.acme.137.protocol6022.eth", 1, expert)
+	f.SetText("claudine.acme.137.protocol6022.eth", "avatar", "https://img.example/claudine.png")
+	f.SetText("claudine.acme.137.protocol6022.eth", "url", "https://claudine.example")
 
-	human := fakeToken{Name: "arnaud", Attributes: []fakeKV{{"role", "human"}}, Images: []fakeKV{{"default", "bafyarnaud"}}, owner: ownerBob}
-	f.mint("arnaud.acme.137.6022.eth", 2, human)
+	human := fakeToken{Name: "arnaud", Attributes: []fakeKV{{Key: "role", Value: "human"}}, Images: []fakeKV{{Key: "default", Value: "bafyarnaud"}}, Owner: ownerBob}
+	f.Mint("arnaud.acme.137.6022.eth", 2, human)
 
-	twin := fakeToken{Name: "arnaud-twin", Attributes: []fakeKV{{"role", "clone"}}, owner: ownerBob}
+	twin := fakeToken{Name: "arnaud-twin", Attributes: []fakeKV{{Key: "role", Value: "clone"}}, Owner: ownerBob}
 	twin.CloneOf.IsSet, twin.CloneOf.Value = true, big.NewInt(2)
-	f.mint("arnaud-twin.acme.137.protocol6022.eth", 3, twin)
+	f.Mint("arnaud-twin.acme.137.protocol6022.eth", 3, twin)
 }
 
 func TestResolveRegistry(t *testing.T) {
@@ -61,7 +61,7 @@ func TestResolveRegistry(t *testing.T) {
 				Addresses:  map[string]string{"evm": walletC, "btc": "bc1qxyz"},
 				Attributes: map[string]string{"role": "Expert", "mission": "Knows every claim", "expertise": "claims"},
 				Role:       ens.RoleExpert, Avatar: "https://img.example/claudine.png", URL: "https://claudine.example",
-				ChainID: 137, Collection: fake.collectionAddr.Hex(), TokenID: big.NewInt(1),
+				ChainID: 137, Collection: fake.Collection().Hex(), TokenID: big.NewInt(1),
 			},
 		},
 		{
@@ -71,7 +71,7 @@ func TestResolveRegistry(t *testing.T) {
 				Name: "arnaud", EnsDomain: "arnaud.acme.137.protocol6022.eth", Owner: ownerBob.Hex(),
 				Addresses: map[string]string{}, Attributes: map[string]string{"role": "human"},
 				Role: ens.RoleHuman, Avatar: "ipfs://bafyarnaud",
-				ChainID: 137, Collection: fake.collectionAddr.Hex(), TokenID: big.NewInt(2),
+				ChainID: 137, Collection: fake.Collection().Hex(), TokenID: big.NewInt(2),
 			},
 		},
 		{
@@ -81,7 +81,7 @@ func TestResolveRegistry(t *testing.T) {
 				Name: "arnaud-twin", EnsDomain: "arnaud-twin.acme.137.protocol6022.eth", Owner: ownerBob.Hex(),
 				Addresses: map[string]string{}, Attributes: map[string]string{"role": "clone"},
 				Role: ens.RoleClone, CloneOf: "arnaud.acme.137.protocol6022.eth",
-				ChainID: 137, Collection: fake.collectionAddr.Hex(), TokenID: big.NewInt(3),
+				ChainID: 137, Collection: fake.Collection().Hex(), TokenID: big.NewInt(3),
 			},
 		},
 	}
@@ -132,7 +132,7 @@ func TestStaticWins(t *testing.T) {
 	if got.Name != "helper" || got.Role != ens.RoleClone || got.Attributes["role"] != "clone" {
 		t.Errorf("static agent without role or name = %+v", got)
 	}
-	if n := fake.callCount(""); n != 0 {
+	if n := fake.CallCount(""); n != 0 {
 		t.Errorf("static agents made %d RPC calls", n)
 	}
 
@@ -168,9 +168,7 @@ func TestResolveErrors(t *testing.T) {
 	fake := newFakeChain(t)
 	seedAgents(fake)
 	// A registry entry pointing at a token that does not exist (burnt).
-	fake.mu.Lock()
-	fake.refs[ens.Namehash("ghost.acme.137.protocol6022.eth")] = fakeRef{fake.collectionAddr, big.NewInt(99)}
-	fake.mu.Unlock()
+	fake.Register("ghost.acme.137.protocol6022.eth", 99)
 
 	tests := []struct {
 		name     string
@@ -199,8 +197,8 @@ func TestResolveErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			d := newDirectory(t, fake, ens.Options{})
-			fake.setDown(tt.down)
-			defer fake.setDown(false)
+			fake.SetDown(tt.down)
+			defer fake.SetDown(false)
 			_, err := d.Resolve(context.Background(), tt.in)
 			if !errors.Is(err, tt.sentinel) {
 				t.Fatalf("error = %v, want it to wrap %v", err, tt.sentinel)
@@ -232,7 +230,7 @@ func TestRPCDeadline(t *testing.T) {
 	fake := newFakeChain(t)
 	seedAgents(fake)
 	d := newDirectory(t, fake, ens.Options{RPCTimeout: 20_000_000}) // 20ms
-	release := fake.holdCalls()
+	release := fake.HoldCalls()
 	defer release()
 	_, err := d.Resolve(context.Background(), "claudine.acme.137.protocol6022.eth")
 	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "agentRef on chain 137") {
@@ -243,9 +241,9 @@ func TestRPCDeadline(t *testing.T) {
 func TestResolveToken(t *testing.T) {
 	fake := newFakeChain(t)
 	seedAgents(fake)
-	fake.mint("", 7, fakeToken{Name: "Victor", Attributes: []fakeKV{{"role", "expert"}}, owner: ownerAlice})
-	fake.mint("", 8, fakeToken{Name: "Bad Name!", owner: ownerAlice})
-	coll := fake.collectionAddr.Hex()
+	fake.Mint("", 7, fakeToken{Name: "Victor", Attributes: []fakeKV{{Key: "role", Value: "expert"}}, Owner: ownerAlice})
+	fake.Mint("", 8, fakeToken{Name: "Bad Name!", Owner: ownerAlice})
+	coll := fake.Collection().Hex()
 	opts := ens.Options{Collections: []ens.Collection{{ChainID: 137, Address: strings.ToLower(coll), Label: "Acme"}}}
 	d := newDirectory(t, fake, opts)
 	ctx := context.Background()
@@ -300,7 +298,7 @@ func TestOwnerIsFresh(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fake.setOwner(1, ownerBob)
+	fake.SetOwner(1, ownerBob)
 	if cached, _ := d.Resolve(ctx, "claudine.acme.137.protocol6022.eth"); cached.Owner != ownerAlice.Hex() {
 		t.Fatalf("cached owner = %s, want the cached %s", cached.Owner, ownerAlice.Hex())
 	}
@@ -311,7 +309,7 @@ func TestOwnerIsFresh(t *testing.T) {
 	if got, err := d.Owner(ctx, static); err != nil || got != ownerAlice.Hex() {
 		t.Errorf("static Owner = %q, %v", got, err)
 	}
-	fake.setDown(true)
+	fake.SetDown(true)
 	if _, err := d.Owner(ctx, a); !errors.Is(err, errConnRefused) || !strings.Contains(err.Error(), "ownerOf(1)") {
 		t.Errorf("Owner with the chain down: error = %v", err)
 	}

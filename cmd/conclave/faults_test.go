@@ -1,12 +1,8 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
-	"io"
-	"math/big"
 	"net/http"
-	"net/http/httptest"
 	"regexp"
 	"strings"
 	"sync"
@@ -14,13 +10,9 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/ethereum/go-ethereum/accounts/abi"
-	"github.com/ethereum/go-ethereum/common"
-	"github.com/ethereum/go-ethereum/common/hexutil"
-
 	"github.com/conclavehq/conclave/agents/llm/llmfake"
 	"github.com/conclavehq/conclave/bot/fakeslack"
-	"github.com/conclavehq/conclave/ens"
+	"github.com/conclavehq/conclave/ens/enstest"
 	"github.com/conclavehq/conclave/memory/redistest"
 )
 
@@ -339,152 +331,6 @@ func TestTemplateFaultsFailOnlyTheirAgent(t *testing.T) {
 	}
 }
 
-// fakeChain answers the JSON-RPC eth_call requests of the 6022 registry
-// and collection read interfaces for a set of agents, and can be taken
-// down (every request then gets a 503).
-type fakeChain struct {
-	srv        *httptest.Server
-	registry   common.Address
-	collection common.Address
-	abi        abi.ABI
-
-	mu     sync.Mutex
-	down   bool
-	tokens map[common.Hash]int64 // node → token id
-	infos  map[int64]chainAgent
-}
-
-// chainAgent is the AgentInformation tuple, field names as in the ABI.
-type chainAgent struct {
-	Name       string
-	Creator    common.Address
-	Images     []chainKV
-	Attributes []chainKV
-	CloneOf    struct {
-		IsSet bool
-		Value *big.Int
-	}
-	Addresses []chainAddress
-}
-
-type chainKV struct{ Key, Value string }
-
-type chainAddress struct{ AddressType, Value string }
-
-// chainABI holds the methods conclave calls, as ens/abi.go declares them.
-const chainABI = `[
-{"type":"function","name":"agentRef","stateMutability":"view","inputs":[{"name":"node","type":"bytes32"}],
- "outputs":[{"name":"collection","type":"address"},{"name":"tokenId","type":"uint256"}]},
-{"type":"function","name":"text","stateMutability":"view","inputs":[{"name":"node","type":"bytes32"},{"name":"key","type":"string"}],
- "outputs":[{"name":"","type":"string"}]},
-{"type":"function","name":"informationOf","stateMutability":"view","inputs":[{"name":"tokenId","type":"uint256"}],
- "outputs":[{"name":"","type":"tuple","components":[
-   {"name":"name","type":"string"},{"name":"creator","type":"address"},
-   {"name":"images","type":"tuple[]","components":[{"name":"key","type":"string"},{"name":"value","type":"string"}]},
-   {"name":"attributes","type":"tuple[]","components":[{"name":"key","type":"string"},{"name":"value","type":"string"}]},
-   {"name":"cloneOf","type":"tuple","components":[{"name":"isSet","type":"bool"},{"name":"value","type":"uint256"}]},
-   {"name":"addresses","type":"tuple[]","components":[{"name":"addressType","type":"string"},{"name":"value","type":"string"}]}]}]},
-{"type":"function","name":"ownerOf","stateMutability":"view","inputs":[{"name":"tokenId","type":"uint256"}],
- "outputs":[{"name":"","type":"address"}]}
-]`
-
-func newFakeChain(t *testing.T) *fakeChain {
-	t.Helper()
-	parsed, err := abi.JSON(strings.NewReader(chainABI))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := &fakeChain{
-		registry:   common.HexToAddress("0x23dbc335f966d9869940FB55f61E919118AAD236"),
-		collection: common.HexToAddress("0x00000000000000000000000000000000000C0117"),
-		abi:        parsed,
-		tokens:     map[common.Hash]int64{},
-		infos:      map[int64]chainAgent{},
-	}
-	c.srv = httptest.NewServer(http.HandlerFunc(c.serve))
-	t.Cleanup(c.srv.Close)
-	return c
-}
-
-// add mints an agent named name (its full ENS name) with a role.
-func (c *fakeChain) add(name, display, role string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	id := int64(len(c.infos) + 1)
-	c.tokens[ens.Namehash(name)] = id
-	c.infos[id] = chainAgent{Name: display, Attributes: []chainKV{{"role", role}}, CloneOf: struct {
-		IsSet bool
-		Value *big.Int
-	}{Value: new(big.Int)}}
-}
-
-func (c *fakeChain) setDown(down bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.down = down
-}
-
-func (c *fakeChain) serve(w http.ResponseWriter, r *http.Request) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.down {
-		http.Error(w, "node unavailable", http.StatusServiceUnavailable)
-		return
-	}
-	body, _ := io.ReadAll(r.Body)
-	var req struct {
-		ID     json.RawMessage   `json:"id"`
-		Method string            `json:"method"`
-		Params []json.RawMessage `json:"params"`
-	}
-	var call struct {
-		To    common.Address `json:"to"`
-		Input hexutil.Bytes  `json:"input"`
-	}
-	if json.Unmarshal(body, &req) != nil || req.Method != "eth_call" || len(req.Params) == 0 || json.Unmarshal(req.Params[0], &call) != nil {
-		http.Error(w, "unexpected request", http.StatusBadRequest)
-		return
-	}
-	out, err := c.answer(call.To, call.Input)
-	reply := map[string]any{"jsonrpc": "2.0", "id": req.ID}
-	if err != nil {
-		reply["error"] = map[string]any{"code": -32000, "message": err.Error()}
-	} else {
-		reply["result"] = hexutil.Bytes(out)
-	}
-	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(reply)
-}
-
-func (c *fakeChain) answer(to common.Address, input []byte) ([]byte, error) {
-	if len(input) < 4 {
-		return nil, fmt.Errorf("short call data")
-	}
-	m, err := c.abi.MethodById(input[:4])
-	if err != nil {
-		return nil, err
-	}
-	args, err := m.Inputs.Unpack(input[4:])
-	if err != nil {
-		return nil, err
-	}
-	switch {
-	case to == c.registry && m.Name == "agentRef":
-		node := common.Hash(args[0].([32]byte))
-		if id, ok := c.tokens[node]; ok {
-			return m.Outputs.Pack(c.collection, big.NewInt(id))
-		}
-		return m.Outputs.Pack(common.Address{}, new(big.Int))
-	case to == c.registry && m.Name == "text":
-		return m.Outputs.Pack("")
-	case to == c.collection && m.Name == "informationOf":
-		return m.Outputs.Pack(c.infos[args[0].(*big.Int).Int64()])
-	case to == c.collection && m.Name == "ownerOf":
-		return m.Outputs.Pack(common.HexToAddress("0x000000000000000000000000000000000000A11c"))
-	}
-	return nil, fmt.Errorf("execution reverted")
-}
-
 // TestChainDownServesCachedIdentities resolves an expert on a (fake)
 // chain, takes the chain down and lets the cache entry expire: the expert
 // still answers (a stale identity is served). An agent registered in the
@@ -493,8 +339,8 @@ func (c *fakeChain) answer(to common.Address, input []byte) ([]byte, error) {
 // unregistered agent one saying so; the facilitator answers the message.
 func TestChainDownServesCachedIdentities(t *testing.T) {
 	const nobodyENS = "nobody.acme.137.protocol6022.eth"
-	chain := newFakeChain(t)
-	chain.add(claudineENS, "Claudine", "expert")
+	chain := enstest.NewChain(t)
+	chain.Mint(claudineENS, 1, enstest.Token{Name: "Claudine", Attributes: []enstest.KV{{Key: "role", Value: "expert"}}})
 	r := newRig(t, fakeslack.Options{EchoPosts: true})
 	r.llm.Handle(func(req llmfake.Request) llmfake.Reply {
 		if req.ResponseFormat == "json_object" {
@@ -511,7 +357,7 @@ rpc_timeout = "2s"
 chain_id = 137
 rpc_url = %q
 registry = %q
-`, chain.srv.URL, chain.registry.Hex())+channelSection(elenENS, claudineENS, ghostENS))
+`, chain.URL(), chain.Registry().Hex())+channelSection(elenENS, claudineENS, ghostENS))
 	p := start(t, path, nil)
 	ctx := waitCtx(t)
 
@@ -519,7 +365,7 @@ registry = %q
 	if _, err := r.slack.WaitPosts(ctx, 2); err != nil {
 		t.Fatalf("%v\n%s", err, p.logs)
 	}
-	chain.setDown(true)
+	chain.SetDown(true)
 	time.Sleep(300 * time.Millisecond) // let the cache entry expire
 	r.slack.SendMessage(fakeslack.Message{Channel: testChannel, User: testPerson, ThreadTS: root.TS, Text: "Again " + claudineENS + "?"})
 	if _, err := r.slack.WaitPosts(ctx, 4); err != nil {

@@ -1,4 +1,6 @@
-// Package enstest helps tests that compare resolved identities.
+// Package enstest is the test support of identities: Diff compares
+// resolved agents, and Chain is the one simulated chain of the tests that
+// run no EVM (ens, cmd/conclave).
 package enstest
 
 import (
