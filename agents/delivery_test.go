@@ -123,12 +123,10 @@ func (r *deliveryRig) replica(parent context.Context, change ...func(*replica)) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng := &engineHandler{}
 	web := bot.NewWebAPI(bot.Options{
 		AppToken: fakeslack.AppToken, BotToken: fakeslack.BotToken, APIURL: r.slack.APIURL(),
 		Timeout: 300 * time.Millisecond,
 	}, log)
-	b := bot.New(web, eng, nil)
 	id, err := web.Identify(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -159,7 +157,8 @@ func (r *deliveryRig) replica(parent context.Context, change ...func(*replica)) 
 	if r.engine != nil {
 		r.engine(&opts, &deps)
 	}
-	eng.Engine = agents.New(opts, deps)
+	eng := agents.New(opts, deps)
+	b := bot.New(web, eng, nil)
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = eng.Run(ctx) })
 	wg.Go(func() { _ = b.Run(ctx) })
@@ -172,8 +171,6 @@ func (r *deliveryRig) replica(parent context.Context, change ...func(*replica)) 
 		}
 	}
 }
-
-type engineHandler struct{ *agents.Engine }
 
 // runCtx is a context for one replica, ended by the test or by stop.
 func runCtx(t *testing.T) (context.Context, context.CancelFunc) {

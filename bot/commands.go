@@ -76,8 +76,8 @@ type Commands struct {
 
 var _ CommandHandler = (*Commands)(nil)
 
-// NewCommands returns the command handler; set it with
-// Bot.SetCommandHandler.
+// NewCommands returns the command handler, to give bot.New; it answers
+// through web.
 func NewCommands(web *WebAPI, opts CommandOptions, deps CommandDeps) *Commands {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
