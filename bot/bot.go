@@ -1,9 +1,10 @@
-// Package bot is conclave's Slack transport. It keeps a Socket Mode
-// connection open (reconnecting with backoff), turns message events into
-// agents.Event values for the engine, acknowledging each envelope only once
-// the engine has recorded it, and implements agents.Chat: replies posted as
-// the agent, made inert for Slack and split to fit, reactions, ephemeral
-// notices and thread history.
+// Package bot is conclave's Slack transport. Its WebAPI implements
+// agents.Chat: replies posted as the agent, made inert for Slack and split
+// to fit, reactions, ephemeral notices and thread history. Its Bot keeps a
+// Socket Mode connection open (reconnecting with backoff) and turns
+// message events into agents.Event values for the engine, acknowledging
+// each envelope only once the engine has recorded it. Its Commands parse
+// slash commands and button presses and render what the domain decides.
 package bot
 
 import (

@@ -22,7 +22,7 @@ import (
 	"github.com/conclavehq/conclave/agents"
 )
 
-// Notifier shows a short message to one Slack user in a channel (Bot's
+// Notifier shows a short message to one Slack user in a channel (WebAPI's
 // PostEphemeral).
 type Notifier interface {
 	PostEphemeral(ctx context.Context, channel, user, text string) error

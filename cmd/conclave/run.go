@@ -21,6 +21,7 @@ import (
 	"github.com/slack-go/slack"
 
 	"github.com/conclavehq/conclave/agents"
+	"github.com/conclavehq/conclave/agents/backoff"
 	"github.com/conclavehq/conclave/agents/llm"
 	"github.com/conclavehq/conclave/agents/tools"
 	"github.com/conclavehq/conclave/bot"
@@ -389,8 +390,7 @@ func httpListeners(c HTTPConfig, ops *http.ServeMux, metrics http.Handler, walle
 // identify learns conclave's own Slack identity, retrying while Slack
 // cannot be reached; a token Slack refuses is a configuration error.
 func identify(ctx context.Context, web *bot.WebAPI, log *slog.Logger) (bot.Identity, error) {
-	wait := time.Second
-	for {
+	for n := 1; ; n++ {
 		id, err := web.Identify(ctx)
 		if err == nil {
 			return id, nil
@@ -399,15 +399,18 @@ func identify(ctx context.Context, web *bot.WebAPI, log *slog.Logger) (bot.Ident
 		if errors.As(err, &slackErr) || bot.IsAuthError(err) {
 			return bot.Identity{}, fmt.Errorf("slack: the bot token was refused: %w", err)
 		}
+		wait := identifyRetries.Wait(n, 1, 0)
 		log.Warn("cannot reach Slack; retrying", slog.Any(logErr, err), slog.Duration("in", wait))
-		select {
-		case <-ctx.Done():
-			return bot.Identity{}, ctx.Err()
-		case <-time.After(wait):
+		if err := backoff.Sleep(ctx, wait); err != nil {
+			return bot.Identity{}, err
 		}
-		wait = min(2*wait, 30*time.Second)
 	}
 }
+
+// identifyRetries spaces the attempts to learn conclave's identity while
+// Slack cannot be reached: from 1 s, doubling, capped at 30 s (no jitter:
+// one process, one call).
+var identifyRetries = backoff.Policy{Base: time.Second, Cap: 30 * time.Second}
 
 // engineOptions maps the configuration onto the engine's options.
 func engineOptions(cfg Config, botUserID string) agents.Options {
