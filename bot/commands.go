@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"math/big"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -46,8 +45,9 @@ type Identities interface {
 
 // CommandOptions configure Commands.
 type CommandOptions struct {
-	// Admins may add and remove agents (slack.admins); empty lets anyone.
-	Admins []string
+	// Admins may add and remove agents (slack.admins; the rule is
+	// agents.Admins').
+	Admins agents.Admins
 	Logger *slog.Logger
 }
 
@@ -291,7 +291,7 @@ func describe(a ens.Agent) string {
 // "" and refuses anyone else, logging the refusal; verb names what was
 // asked ("add", "remove").
 func (c *Commands) adminOnly(cmd slack.SlashCommand, verb string) string {
-	if len(c.opts.Admins) == 0 || slices.Contains(c.opts.Admins, cmd.UserID) {
+	if c.opts.Admins.May(cmd.UserID) {
 		return ""
 	}
 	c.refused(cmd, "not an admin")
