@@ -13,10 +13,6 @@ import (
 	"github.com/conclavehq/conclave/templates"
 )
 
-// DefaultMaxInputTokens is the input budget when neither the prompt's
-// settings nor the profile set one.
-const DefaultMaxInputTokens = 16000
-
 // Prompts is the prompt set a turn renders with (a templates.Set): one set
 // serves a whole turn, so a reload never mixes versions within a turn.
 type Prompts interface {
@@ -75,7 +71,7 @@ type TurnPrompt struct {
 	// AgentProfile is the llm_profile the agent's configuration names.
 	AgentProfile string
 	// MaxInputTokens is the budget when neither the prompt's settings nor
-	// the profile set one (DefaultMaxInputTokens when zero).
+	// the profile set one (DefaultOptions().MaxInputTokens when zero).
 	MaxInputTokens int
 	// MaxMessageChars caps each history message's content, in runes (no
 	// cap when zero).
@@ -121,7 +117,10 @@ func BuildRequest(prompts Prompts, profiles Profiles, p TurnPrompt) (llm.Request
 		return llm.Request{}, info, err
 	}
 	info.Tools = settings.Tools
-	info.Budget = firstPositive(settings.MaxInputTokens, profile.MaxInputTokens, p.MaxInputTokens, DefaultMaxInputTokens)
+	info.Budget = firstPositive(settings.MaxInputTokens, profile.MaxInputTokens, p.MaxInputTokens)
+	if info.Budget == 0 {
+		info.Budget = DefaultOptions().MaxInputTokens
+	}
 
 	history := p.History
 	if settings.IncludeHistory != nil && !*settings.IncludeHistory {

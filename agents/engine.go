@@ -1,6 +1,7 @@
 package agents
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -61,48 +62,49 @@ type AgentSettings struct {
 	Tools          []string // MCP tools: "server" or "server/tool"
 }
 
-// Options mirror the configuration. Zero values take the documented
-// defaults.
+// Options mirror the configuration. DefaultOptions holds the default of
+// each; New takes the default for any option left zero, except where zero
+// means off.
 type Options struct {
 	Timeout          time.Duration // conversation.timeout; 0 turns the inactivity conclusion off
-	CallTimeout      time.Duration // conversation.call_timeout (3m)
-	MaxTurns         int           // conversation.max_turns (40)
-	MaxTurnsPerAgent int           // conversation.max_turns_per_agent (10)
-	MaxParallel      int           // conversation.max_parallel (8)
-	MaxMessageChars  int           // conversation.max_message_chars (12000)
-	MaxQueued        int           // conversation.max_queued (100): turns waiting per conversation
-	MaxInputTokens   int           // input budget when no prompt or profile sets one (16000)
-	MaxToolRounds    int           // llm.max_tool_rounds (8)
+	CallTimeout      time.Duration // conversation.call_timeout
+	MaxTurns         int           // conversation.max_turns
+	MaxTurnsPerAgent int           // conversation.max_turns_per_agent
+	MaxParallel      int           // conversation.max_parallel
+	MaxMessageChars  int           // conversation.max_message_chars
+	MaxQueued        int           // conversation.max_queued: turns waiting per conversation
+	MaxInputTokens   int           // llm.max_input_tokens: the input budget when no prompt or profile sets one
+	MaxToolRounds    int           // llm.max_tool_rounds
 
-	MatchThreshold float64 // expert.match_threshold (0.75)
-	SessionScope   string  // expert.session_scope: ScopeAgent (default) or ScopeChannel
+	MatchThreshold float64 // expert.match_threshold
+	SessionScope   string  // expert.session_scope: ScopeAgent or ScopeChannel
 
-	Notify string // errors.notify: NotifyThread (default) or NotifyLog
+	Notify string // errors.notify: NotifyThread or NotifyLog
 	// PostRetryWindow is how long a failed post is retried, from its
-	// first attempt (slack.post_retry_window, 30m).
+	// first attempt (slack.post_retry_window).
 	PostRetryWindow time.Duration
-	// TurnTimeout bounds the model calls of one turn together (10m;
-	// `conclave run`: three times the longest llm total_timeout, for a
-	// threading turn's calls); PostTimeout bounds one attempt of a post,
-	// all its parts and the look-up before it (1m; `conclave run`: six
-	// times slack.timeout). Past them the turn fails with a ⚠️ notice, the
-	// post is retried.
+	// TurnTimeout bounds the model calls of one turn together (`conclave
+	// run`: three times the longest llm total_timeout, for a threading
+	// turn's calls); PostTimeout bounds one attempt of a post, all its
+	// parts and the look-up before it (`conclave run`: six times
+	// slack.timeout). Past them the turn fails with a ⚠️ notice, the post
+	// is retried.
 	TurnTimeout     time.Duration
 	PostTimeout     time.Duration
-	WorkingReaction string // slack.working_reaction (hourglass_flowing_sand)
+	WorkingReaction string // slack.working_reaction
 
 	Channels    []ChannelConfig
 	Agents      map[string]AgentSettings // by ENS name
 	BotUserID   string                   // conclave's own Slack user
 	BaseDomains []string                 // ens.base_domains; the first is canonical
 
-	ShutdownGrace time.Duration // time for in-flight turns after Run's context ends (15s)
-	LockTTL       time.Duration // per-conversation lock, renewed while a turn runs (30s)
-	SweepInterval time.Duration // how often Due is polled (1s)
+	ShutdownGrace time.Duration // shutdown_grace: time for in-flight turns after Run's context ends
+	LockTTL       time.Duration // per-conversation lock, renewed while a turn runs
+	SweepInterval time.Duration // how often Due is polled
 
 	// Stream shows plain-text replies while they are written
 	// (slack.stream); StreamInterval spaces their updates
-	// (slack.stream_interval, 1s).
+	// (slack.stream_interval).
 	Stream         bool
 	StreamInterval time.Duration
 
@@ -110,6 +112,37 @@ type Options struct {
 	// workers to those it accepts: `conclave chat` may share the store of
 	// a running conclave and must leave its conversations alone.
 	Owns func(conversationID string) bool
+}
+
+// DefaultOptions are the engine's defaults: the one place each is
+// written. The configuration's defaults for the engine's keys are read
+// from here (cmd/conclave), and New takes them for options left zero.
+// The conversation timeout is on by default, but a zero Timeout passed to
+// New stays off.
+func DefaultOptions() Options {
+	return Options{
+		Timeout:          10 * time.Minute,
+		CallTimeout:      3 * time.Minute,
+		MaxTurns:         40,
+		MaxTurnsPerAgent: 10,
+		MaxParallel:      8,
+		MaxMessageChars:  12000,
+		MaxQueued:        100,
+		MaxInputTokens:   16000,
+		MaxToolRounds:    8,
+		MatchThreshold:   0.75,
+		SessionScope:     ScopeAgent,
+		Notify:           NotifyThread,
+		PostRetryWindow:  30 * time.Minute,
+		TurnTimeout:      10 * time.Minute,
+		PostTimeout:      time.Minute,
+		WorkingReaction:  "hourglass_flowing_sand",
+		BaseDomains:      slices.Clone(ens.DefaultBaseDomains),
+		ShutdownGrace:    15 * time.Second,
+		LockTTL:          30 * time.Second,
+		SweepInterval:    time.Second,
+		StreamInterval:   time.Second,
+	}
 }
 
 // Deps are the engine's collaborators.
@@ -185,7 +218,7 @@ type Engine struct {
 
 // New returns an engine; it starts nothing.
 func New(opts Options, deps Deps) *Engine {
-	opts = withFallbacks(opts)
+	opts = withDefaults(opts)
 	if deps.Logger == nil {
 		deps.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -218,52 +251,42 @@ func New(opts Options, deps Deps) *Engine {
 	return e
 }
 
-// withFallbacks fills the options left zero. The configuration
-// (cmd/conclave) is where conclave's defaults are set, and `conclave run`
-// and `conclave chat` always pass them; these fallbacks, the same values,
-// serve callers that build Options by hand (tests, benchmarks), so that
-// a zero value never means no worker, no lock lease or no turn.
-func withFallbacks(opts Options) Options {
-	fallback := func(v *int, d int) {
-		if *v <= 0 {
-			*v = d
-		}
-	}
-	fallbackDuration := func(v *time.Duration, d time.Duration) {
-		if *v <= 0 {
-			*v = d
-		}
-	}
-	fallback(&opts.MaxTurns, 40)
-	fallback(&opts.MaxTurnsPerAgent, 10)
-	fallback(&opts.MaxParallel, 8)
-	fallback(&opts.MaxQueued, 100)
-	fallback(&opts.MaxMessageChars, 12000)
-	fallback(&opts.MaxInputTokens, DefaultMaxInputTokens)
-	fallback(&opts.MaxToolRounds, DefaultMaxToolRounds)
-	fallbackDuration(&opts.CallTimeout, 3*time.Minute)
-	fallbackDuration(&opts.ShutdownGrace, 15*time.Second)
-	fallbackDuration(&opts.LockTTL, 30*time.Second)
-	fallbackDuration(&opts.SweepInterval, time.Second)
-	fallbackDuration(&opts.PostRetryWindow, 30*time.Minute)
-	fallbackDuration(&opts.TurnTimeout, 10*time.Minute)
-	fallbackDuration(&opts.PostTimeout, time.Minute)
-	if opts.MatchThreshold <= 0 {
-		opts.MatchThreshold = 0.75
-	}
-	if opts.SessionScope == "" {
-		opts.SessionScope = ScopeAgent
-	}
-	if opts.Notify == "" {
-		opts.Notify = NotifyThread
-	}
-	if opts.WorkingReaction == "" {
-		opts.WorkingReaction = "hourglass_flowing_sand"
-	}
+// withDefaults takes DefaultOptions for the options left zero (negative
+// counts and durations too), so that a zero value never means no worker,
+// no lock lease or no turn. Timeout is left as it is: zero turns the
+// inactivity conclusion off.
+func withDefaults(opts Options) Options {
+	d := DefaultOptions()
+	orDefault(&opts.CallTimeout, d.CallTimeout)
+	orDefault(&opts.MaxTurns, d.MaxTurns)
+	orDefault(&opts.MaxTurnsPerAgent, d.MaxTurnsPerAgent)
+	orDefault(&opts.MaxParallel, d.MaxParallel)
+	orDefault(&opts.MaxMessageChars, d.MaxMessageChars)
+	orDefault(&opts.MaxQueued, d.MaxQueued)
+	orDefault(&opts.MaxInputTokens, d.MaxInputTokens)
+	orDefault(&opts.MaxToolRounds, d.MaxToolRounds)
+	orDefault(&opts.MatchThreshold, d.MatchThreshold)
+	orDefault(&opts.PostRetryWindow, d.PostRetryWindow)
+	orDefault(&opts.TurnTimeout, d.TurnTimeout)
+	orDefault(&opts.PostTimeout, d.PostTimeout)
+	orDefault(&opts.ShutdownGrace, d.ShutdownGrace)
+	orDefault(&opts.LockTTL, d.LockTTL)
+	orDefault(&opts.SweepInterval, d.SweepInterval)
+	orDefault(&opts.StreamInterval, d.StreamInterval)
+	opts.SessionScope = cmp.Or(opts.SessionScope, d.SessionScope)
+	opts.Notify = cmp.Or(opts.Notify, d.Notify)
+	opts.WorkingReaction = cmp.Or(opts.WorkingReaction, d.WorkingReaction)
 	if len(opts.BaseDomains) == 0 {
-		opts.BaseDomains = []string{"protocol6022.eth", "6022.eth"}
+		opts.BaseDomains = d.BaseDomains
 	}
 	return opts
+}
+
+// orDefault sets *v to d when it is zero or negative.
+func orDefault[T int | float64 | time.Duration](v *T, d T) {
+	if *v <= 0 {
+		*v = d
+	}
 }
 
 // agentSettings keys the agents' settings by canonical name and compiles

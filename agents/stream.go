@@ -34,9 +34,6 @@ type streamMark struct {
 	Prompt string `json:"prompt"`
 }
 
-// DefaultStreamInterval is slack.stream_interval when not set.
-const DefaultStreamInterval = time.Second
-
 // StreamModel is a Model that can show a reply while it is written
 // (llm.Client). A Model without it is never streamed.
 type StreamModel interface {
@@ -280,9 +277,6 @@ func (c *convo) turnIDFor(agent, prompt string) string {
 // tests).
 func (e *Engine) streamTicker() (<-chan time.Time, func()) {
 	d := e.opts.StreamInterval
-	if d <= 0 {
-		d = DefaultStreamInterval
-	}
 	if e.deps.StreamTicker != nil {
 		return e.deps.StreamTicker(d)
 	}

@@ -11,10 +11,6 @@ import (
 	"github.com/conclavehq/conclave/agents/llm"
 )
 
-// DefaultMaxToolRounds is llm.max_tool_rounds when the configuration does
-// not set it.
-const DefaultMaxToolRounds = 8
-
 // Toolbox is the MCP tools agents may use (package agents/tools).
 type Toolbox interface {
 	// Tools returns the tools a selection names — "server" for every tool

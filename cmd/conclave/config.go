@@ -17,8 +17,11 @@ import (
 	"github.com/pelletier/go-toml/v2"
 
 	"github.com/conclavehq/conclave/agents"
+	"github.com/conclavehq/conclave/agents/llm"
 	"github.com/conclavehq/conclave/agents/tools"
 	"github.com/conclavehq/conclave/bot"
+	"github.com/conclavehq/conclave/ens"
+	"github.com/conclavehq/conclave/memory"
 )
 
 // Duration is a time.Duration written as a string in TOML ("10m").
@@ -243,64 +246,75 @@ type LogConfig struct {
 func ptr[T any](v T) *T { return &v }
 
 // defaultConfig is the configuration with every default filled in: what
-// conclave runs with when no file is given.
+// conclave runs with when no file is given. A key whose value a package
+// also falls back to takes it from that package (agents.DefaultOptions,
+// llm, memory, ens, tools), where it is written once; the keys only the
+// configuration knows are written here.
 func defaultConfig() Config {
+	eng := agents.DefaultOptions()
 	return Config{
-		ShutdownGrace: Duration{15 * time.Second},
+		ShutdownGrace: Duration{eng.ShutdownGrace},
 		Slack: SlackConfig{
 			APIURL:          "https://slack.com/api/",
-			WorkingReaction: "hourglass_flowing_sand",
+			WorkingReaction: eng.WorkingReaction,
 			IPFSGateway:     "https://ipfs.io/ipfs/",
 			Timeout:         Duration{10 * time.Second},
-			PostRetryWindow: Duration{30 * time.Minute},
-			StreamInterval:  Duration{agents.DefaultStreamInterval},
+			PostRetryWindow: Duration{eng.PostRetryWindow},
+			StreamInterval:  Duration{eng.StreamInterval},
 		},
 		LLM: LLMConfig{LLMProfileConfig: LLMProfileConfig{
-			BaseURL:          ptr("https://api.openai.com/v1"),
+			BaseURL:          ptr(llm.DefaultBaseURL),
 			APIKey:           ptr(""),
 			APIKeyEnv:        ptr(""),
 			Model:            ptr("gpt-4o-mini"),
 			MaxTokens:        ptr(0),
 			Headers:          map[string]string{},
-			MaxInputTokens:   ptr(16000),
-			Timeout:          &Duration{60 * time.Second},
-			TotalTimeout:     &Duration{150 * time.Second},
+			MaxInputTokens:   ptr(eng.MaxInputTokens),
+			Timeout:          &Duration{llm.DefaultTimeout},
+			TotalTimeout:     &Duration{llm.DefaultTotalTimeout},
 			MaxRetries:       ptr(3),
 			JSONMode:         ptr(true),
 			MergeConsecutive: ptr(false),
-		}, MaxToolRounds: agents.DefaultMaxToolRounds},
+		}, MaxToolRounds: eng.MaxToolRounds},
 		Memory: MemoryConfig{
-			KeyPrefix:          "conclave:",
-			MaxSessionMessages: 1000,
-			ConversationTTL:    Duration{720 * time.Hour},
+			KeyPrefix:          memory.DefaultKeyPrefix,
+			MaxSessionMessages: memory.DefaultMaxSessionMessages,
+			ConversationTTL:    Duration{memory.DefaultConversationTTL},
 		},
 		Templates: TemplatesConfig{Dir: "templates"},
 		ENS: ENSConfig{
-			BaseDomains: []string{"protocol6022.eth", "6022.eth"},
-			CacheTTL:    Duration{10 * time.Minute},
-			NegativeTTL: Duration{time.Minute},
-			StaleMax:    Duration{24 * time.Hour},
-			RPCTimeout:  Duration{5 * time.Second},
-			TextKeys:    []string{"role", "mission", "expertise", "description", "avatar", "url"},
-			Chains: []ChainConfig{
-				{ChainID: 137, Registry: "0x23dbc335f966d9869940FB55f61E919118AAD236"},
-				{ChainID: 80002, Registry: "0x37c5879529E5b0241663ed40feeebb2326BBEE0d"},
-			},
+			BaseDomains: eng.BaseDomains,
+			CacheTTL:    Duration{ens.DefaultCacheTTL},
+			NegativeTTL: Duration{ens.DefaultNegativeTTL},
+			StaleMax:    Duration{ens.DefaultStaleMax},
+			RPCTimeout:  Duration{ens.DefaultRPCTimeout},
+			TextKeys:    slices.Clone(ens.DefaultTextKeys),
+			Chains:      defaultChains(),
 		},
 		Conversation: ConversationConfig{
-			Timeout:          Duration{10 * time.Minute},
-			CallTimeout:      Duration{3 * time.Minute},
-			MaxTurns:         40,
-			MaxTurnsPerAgent: 10,
-			MaxParallel:      8,
-			MaxMessageChars:  12000,
-			MaxQueued:        100,
+			Timeout:          Duration{eng.Timeout},
+			CallTimeout:      Duration{eng.CallTimeout},
+			MaxTurns:         eng.MaxTurns,
+			MaxTurnsPerAgent: eng.MaxTurnsPerAgent,
+			MaxParallel:      eng.MaxParallel,
+			MaxMessageChars:  eng.MaxMessageChars,
+			MaxQueued:        eng.MaxQueued,
 		},
-		Expert: ExpertConfig{MatchThreshold: 0.75, SessionScope: "agent"},
-		Errors: ErrorsConfig{Notify: "thread"},
+		Expert: ExpertConfig{MatchThreshold: eng.MatchThreshold, SessionScope: eng.SessionScope},
+		Errors: ErrorsConfig{Notify: eng.Notify},
 		HTTP:   HTTPConfig{Addr: ":8080"},
 		Log:    LogConfig{Level: "info", Format: "json"},
 	}
+}
+
+// defaultChains are the public registry deployments (ens.DefaultRegistries)
+// as [[ens.chains]], by chain id.
+func defaultChains() []ChainConfig {
+	var chains []ChainConfig
+	for _, id := range slices.Sorted(maps.Keys(ens.DefaultRegistries)) {
+		chains = append(chains, ChainConfig{ChainID: id, Registry: ens.DefaultRegistries[id]})
+	}
+	return chains
 }
 
 // loadConfig reads the config file at path into the defaults. A missing
@@ -671,8 +685,8 @@ func (c *Config) validateAgents(p *problems) map[string]AgentConfig {
 			p.bad(fmt.Sprintf("agents[%d].clone_of", i), "%q is not a human agent", a.CloneOf)
 		}
 	}
-	for ens, s := range c.AgentSetting {
-		key := fmt.Sprintf("agent_settings.%q", ens)
+	for name, s := range c.AgentSetting {
+		key := fmt.Sprintf("agent_settings.%q", name)
 		if s.LLMProfile != "" && !c.hasProfile(s.LLMProfile) {
 			p.bad(key+".llm_profile", "unknown profile %q", s.LLMProfile)
 		}
