@@ -101,7 +101,8 @@ type PairingRequest struct {
 	Agent   ens.Agent
 }
 
-// PairingStore is what pairing needs of the store (a memory.Store).
+// PairingStore is what pairing needs of the store (memory's stores
+// satisfy it).
 type PairingStore interface {
 	PairHuman(ctx context.Context, userID, ens string) (prevAgent, prevUser string, err error)
 	HumanAgent(ctx context.Context, userID string) (string, error)

@@ -53,7 +53,7 @@ var (
 )
 
 // WalletStore is what wallet links need of the store: the links
-// themselves and one-time values (a memory.Store).
+// themselves and one-time values (memory's stores satisfy it).
 type WalletStore interface {
 	// LinkWallet links a verified address to a Slack user (idempotent).
 	LinkWallet(ctx context.Context, userID, address string) error

@@ -1,0 +1,166 @@
+package main
+
+import (
+	"bytes"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/conclavehq/conclave"
+
+// importRules are the rules for imports of docs/architecture.md: imports
+// go down the flow only. Each names the packages it covers (a path and
+// everything under it, relative to the module) and the conclave packages
+// they must not import.
+var importRules = []struct {
+	from   []string
+	banned []string
+	why    string
+}{
+	{[]string{"memory"}, []string{"agents", "bot", "templates", "ens", "cmd"},
+		"memory satisfies the ports agents declares and knows nothing of the packages above it"},
+	{[]string{"agents"}, []string{"bot", "cmd"},
+		"agents is the domain; the transports call it, never the other way"},
+	{[]string{"templates", "ens"}, []string{"agents", "bot", "cmd", "memory"},
+		"templates and ens sit below agents in the flow"},
+	{[]string{"bot"}, []string{"cmd", "memory"},
+		"a transport talks to the engine, not to what cmd/conclave wires under it"},
+	{[]string{"bot/fakeslack", "agents/testlog"}, []string{""},
+		"test fakes stand alone: any package's tests may import them"},
+}
+
+// under tells whether rel (module-relative) is dir or inside it; "" is
+// the whole module.
+func under(rel, dir string) bool {
+	return dir == "" || rel == dir || strings.HasPrefix(rel, dir+"/")
+}
+
+// conclavePackage is one package of the module as go list describes it.
+type conclavePackage struct {
+	rel     string // path relative to the module ("" for the root)
+	dir     string
+	imports []string
+	goFiles []string // non-test files
+}
+
+func listPackages(t *testing.T) []conclavePackage {
+	t.Helper()
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
+	}
+	cmd := exec.Command(goTool, "list", "-f", "{{.ImportPath}}\t{{.Dir}}\t{{join .Imports \" \"}}\t{{join .GoFiles \" \"}}", module+"/...") // #nosec G204 -- the go tool, fixed arguments
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, stderr.String())
+	}
+	var pkgs []conclavePackage
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Split(line, "\t")
+		if len(f) != 4 {
+			t.Fatalf("go list: unexpected line %q", line)
+		}
+		p := conclavePackage{rel: strings.TrimPrefix(strings.TrimPrefix(f[0], module), "/"), dir: f[1], goFiles: strings.Fields(f[3])}
+		for _, imp := range strings.Fields(f[2]) {
+			if imp == module || strings.HasPrefix(imp, module+"/") {
+				p.imports = append(p.imports, strings.TrimPrefix(strings.TrimPrefix(imp, module), "/"))
+			}
+		}
+		pkgs = append(pkgs, p)
+	}
+	if len(pkgs) < 5 {
+		t.Fatalf("go list found %d packages of %s; expected the whole module", len(pkgs), module)
+	}
+	return pkgs
+}
+
+// TestImportsGoDownTheFlow checks the rules for imports of
+// docs/architecture.md against what the packages import (test files
+// aside).
+func TestImportsGoDownTheFlow(t *testing.T) {
+	for _, p := range listPackages(t) {
+		for _, rule := range importRules {
+			if !coveredBy(p.rel, rule.from) {
+				continue
+			}
+			for _, imp := range p.imports {
+				for _, b := range rule.banned {
+					if under(imp, b) && !under(imp, p.rel) {
+						t.Errorf("%s/%s imports %s/%s: %s (docs/architecture.md, Rules for imports)", module, p.rel, module, imp, rule.why)
+					}
+				}
+			}
+		}
+	}
+}
+
+func coveredBy(rel string, dirs []string) bool {
+	for _, d := range dirs {
+		if under(rel, d) {
+			return true
+		}
+	}
+	return false
+}
+
+// TestAgentsNeverNameTheStore checks that no non-test file of agents names
+// memory.Store: the engine uses the small ports it declares.
+func TestAgentsNeverNameTheStore(t *testing.T) {
+	checked := 0
+	for _, p := range listPackages(t) {
+		if !under(p.rel, "agents") {
+			continue
+		}
+		for _, name := range p.goFiles {
+			path := filepath.Join(p.dir, name)
+			fset := token.NewFileSet()
+			f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checked++
+			for _, pos := range namesOf(f, module+"/memory", "Store") {
+				t.Errorf("%s: names memory.Store; declare the small port the code needs in agents (docs/architecture.md, Rules for imports)", fset.Position(pos))
+			}
+		}
+	}
+	if checked == 0 {
+		t.Fatal("no file of agents was checked")
+	}
+}
+
+// namesOf returns where file f names the identifier sel of the package
+// imported from path.
+func namesOf(f *ast.File, path, sel string) []token.Pos {
+	local := ""
+	for _, imp := range f.Imports {
+		if p, _ := strconv.Unquote(imp.Path.Value); p == path {
+			local = filepath.Base(path)
+			if imp.Name != nil {
+				local = imp.Name.Name
+			}
+		}
+	}
+	if local == "" || local == "_" {
+		return nil
+	}
+	var at []token.Pos
+	ast.Inspect(f, func(n ast.Node) bool {
+		if s, ok := n.(*ast.SelectorExpr); ok {
+			if id, ok := s.X.(*ast.Ident); ok && id.Name == local && s.Sel.Name == sel {
+				at = append(at, s.Pos())
+			}
+		}
+		return true
+	})
+	return at
+}
