@@ -110,3 +110,57 @@ func BenchmarkRedisConversationBytes(b *testing.B) {
 	}
 	b.ReportMetric(float64(total), "bytes/conversation")
 }
+
+// BenchmarkRecordEvent is what recording a person's reply costs before its
+// acknowledgement: "lookup+record" as two calls (Lookup, then
+// RecordMessage), "record-looked" as one (Recorder.RecordLooked).
+func BenchmarkRecordEvent(b *testing.B) {
+	text := strings.Repeat("word ", 40)
+	conv := memory.Conversation{ID: "conv-1", Team: "T1", Channel: "C1", ThreadTS: "1700000000.000000"}
+	q := memory.Lookup{Channel: "C1", User: "U1", Conversation: conv.ID}
+	msg := func(i int) memory.Message {
+		return memory.Message{TS: fmt.Sprintf("1700000001.%06d", i), UserID: "U1", Kind: "person", Raw: text, Text: text, Name: "Ann", At: time.Now()}
+	}
+	ways := []struct {
+		name   string
+		record func(ctx context.Context, s memory.Store, i int) error
+	}{
+		{"lookup+record", func(ctx context.Context, s memory.Store, i int) error {
+			if _, err := s.Lookup(ctx, q); err != nil {
+				return err
+			}
+			_, err := s.RecordMessage(ctx, conv, msg(i), fmt.Sprintf("Ev%d", i))
+			return err
+		}},
+		{"record-looked", func(ctx context.Context, s memory.Store, i int) error {
+			out, err := s.(memory.Recorder).RecordLooked(ctx, memory.Intake{Conversation: conv, Message: msg(i), EventID: fmt.Sprintf("Ev%d", i),
+				Lookup: q, NeedUnpaired: true})
+			if err == nil && !out.Recorded {
+				err = fmt.Errorf("message %d not recorded: %+v", i, out)
+			}
+			return err
+		}},
+	}
+	for _, w := range ways {
+		b.Run("in-process/"+w.name, func(b *testing.B) {
+			s := memory.NewInProcess(memory.Options{})
+			for i := 0; b.Loop(); i++ {
+				if err := w.record(b.Context(), s, i); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run("redis/"+w.name, func(b *testing.B) {
+			s, trips := redistest.New(b).CountedStore(b, memory.Options{})
+			before := trips.Count()
+			n := 0
+			for i := 0; b.Loop(); i++ {
+				if err := w.record(b.Context(), s, i); err != nil {
+					b.Fatal(err)
+				}
+				n++
+			}
+			b.ReportMetric(float64(trips.Count()-before)/float64(n), "roundtrips/op")
+		})
+	}
+}

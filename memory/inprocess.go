@@ -54,7 +54,10 @@ type inNonce struct {
 	expires time.Time
 }
 
-var _ Store = (*InProcess)(nil)
+var (
+	_ Store    = (*InProcess)(nil)
+	_ Recorder = (*InProcess)(nil)
+)
 
 // NewInProcess returns an empty in-process store.
 func NewInProcess(opts Options) *InProcess {
@@ -168,16 +171,20 @@ func (s *InProcess) RecordMessage(_ context.Context, conv Conversation, m Messag
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	now := s.now()
+	return s.record(conv, m, eventID, s.now()), nil
+}
+
+// record records a message as RecordMessage does; callers hold s.mu.
+func (s *InProcess) record(conv Conversation, m Message, eventID string, now time.Time) bool {
 	tsKey := conv.ID + "\x00ts\x00" + m.TS
 	evKey := conv.ID + "\x00ev\x00" + eventID
 	s.markPending(conv.ID, now)
 	if s.marked(tsKey, now) || (eventID != "" && s.marked(evKey, now)) {
-		return false, nil
+		return false
 	}
 	if c := s.conv(conv.ID, now); c != nil {
 		if _, ok := c.msgs[m.TS]; ok {
-			return false, nil
+			return false
 		}
 	}
 	s.marks[tsKey] = now.Add(DedupTTL)
@@ -185,7 +192,22 @@ func (s *InProcess) RecordMessage(_ context.Context, conv Conversation, m Messag
 		s.marks[evKey] = now.Add(DedupTTL)
 	}
 	s.writable(conv, now).msgs[m.TS] = cloneMessage(m)
-	return true, nil
+	return true
+}
+
+// RecordLooked implements Recorder.
+func (s *InProcess) RecordLooked(_ context.Context, in Intake) (Intaken, error) {
+	if err := checkIntake(in); err != nil {
+		return Intaken{}, fmt.Errorf("memory: record message: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	out := Intaken{Found: s.lookup(in.Lookup, now)}
+	if out.Met = in.meets(out.Found); out.Met {
+		out.Recorded = s.record(in.Conversation, in.Message, in.EventID, now)
+	}
+	return out, nil
 }
 
 // UpdateMessage implements Store.

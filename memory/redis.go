@@ -51,7 +51,10 @@ type Redis struct {
 	direct bool // commit appends to sessions in its own script (not on Cluster)
 }
 
-var _ Store = (*Redis)(nil)
+var (
+	_ Store    = (*Redis)(nil)
+	_ Recorder = (*Redis)(nil)
+)
 
 // NewRedis connects to Redis and checks it answers.
 func NewRedis(ctx context.Context, o RedisOptions) (*Redis, error) {
@@ -139,6 +142,70 @@ func (r *Redis) RecordMessage(ctx context.Context, conv Conversation, m Message,
 		return false, fmt.Errorf("memory: record message %s of %s: %w", m.TS, conv.ID, err)
 	}
 	return n == 1, nil
+}
+
+// RecordLooked implements Recorder: off Cluster, one script reads the
+// lookup and records; on Cluster, a pipeline reads and a script records.
+func (r *Redis) RecordLooked(ctx context.Context, in Intake) (Intaken, error) {
+	if err := checkIntake(in); err != nil {
+		return Intaken{}, fmt.Errorf("memory: record message: %w", err)
+	}
+	if !r.direct {
+		return r.recordLookedInTwo(ctx, in)
+	}
+	m, conv := in.Message, in.Conversation
+	body, err := json.Marshal(m)
+	if err != nil {
+		return Intaken{}, fmt.Errorf("memory: record message %s: %w", m.TS, err)
+	}
+	k := r.keys.conv(conv.ID)
+	q := in.Lookup
+	keys := []string{k.due, k.conv, k.msgs, k.seenTS(m.TS), r.keys.channel(q.Channel), r.keys.pairByUser()}
+	if in.EventID != "" {
+		keys = append(keys, k.seenEvent(in.EventID))
+	}
+	res, err := recordLookedScript.Run(ctx, r.c, keys, conv.ID, conv.Team, conv.Channel, conv.ThreadTS, m.TS, body,
+		r.pendingScore(), ms(DedupTTL), r.convTTL(),
+		q.User, flag(q.Channel != ""), flag(q.Conversation != ""),
+		flag(in.NeedChannelAgents), flag(in.NeedUnpaired), flag(in.NeedExists)).Slice()
+	if err == nil && len(res) != 5 {
+		err = fmt.Errorf("unexpected answer %v", res)
+	}
+	if err != nil {
+		return Intaken{}, fmt.Errorf("memory: record message %s of %s: %w", m.TS, conv.ID, err)
+	}
+	met, _ := res[0].(int64)
+	recorded, _ := res[1].(int64)
+	exists, _ := res[4].(int64)
+	human, _ := res[3].(string)
+	out := Intaken{Met: met == 1, Recorded: recorded == 1, Found: Found{HumanAgent: human, Exists: exists > 0}}
+	if q.Channel != "" {
+		out.Found.ChannelAgents = strs(res[2])
+	}
+	return out, nil
+}
+
+// recordLookedInTwo is RecordLooked where the records read live in other
+// hash slots than the conversation (Cluster): the reads, then the record.
+func (r *Redis) recordLookedInTwo(ctx context.Context, in Intake) (Intaken, error) {
+	f, err := r.Lookup(ctx, in.Lookup)
+	if err != nil {
+		return Intaken{}, err
+	}
+	out := Intaken{Found: f, Met: in.meets(f)}
+	if out.Met {
+		if out.Recorded, err = r.RecordMessage(ctx, in.Conversation, in.Message, in.EventID); err != nil {
+			return Intaken{}, err
+		}
+	}
+	return out, nil
+}
+
+func flag(b bool) string {
+	if b {
+		return "1"
+	}
+	return ""
 }
 
 // UpdateMessage implements Store.

@@ -39,23 +39,56 @@ local function used(recent, key)
 end
 `
 
-// recordScript: KEYS due, conv, msgs, ts mark[, event mark];
-// ARGV id, team, channel, thread_ts, ts, message, pending score, dedup ttl
-// ms, conversation ttl ms. Returns 1 when recorded, 0 for a duplicate.
-var recordScript = redis.NewScript(luaCommon + `
-mark_pending(KEYS[1], ARGV[1], ARGV[7])
-if redis.call('EXISTS', KEYS[4]) == 1 then return 0 end
-if KEYS[5] and redis.call('EXISTS', KEYS[5]) == 1 then return 0 end
-if redis.call('HEXISTS', KEYS[3], ARGV[5]) == 1 then return 0 end
-redis.call('SET', KEYS[4], '1', 'PX', ARGV[8])
-if KEYS[5] then redis.call('SET', KEYS[5], '1', 'PX', ARGV[8]) end
-if redis.call('EXISTS', KEYS[2]) == 0 then
-  redis.call('HSET', KEYS[2], 'team', ARGV[2], 'channel', ARGV[3], 'thread_ts', ARGV[4])
+// luaRecord is prepended to the scripts that record a message: record
+// takes the keys due, conv, msgs, ts mark and event mark (nil when none)
+// and ARGV (A) id, team, channel, thread_ts, ts, message, pending score,
+// dedup ttl ms, conversation ttl ms. Returns 1 when recorded, 0 for a
+// duplicate.
+const luaRecord = `
+local function record(due, conv, msgs, tsmark, evmark, A)
+  mark_pending(due, A[1], A[7])
+  if redis.call('EXISTS', tsmark) == 1 then return 0 end
+  if evmark and redis.call('EXISTS', evmark) == 1 then return 0 end
+  if redis.call('HEXISTS', msgs, A[5]) == 1 then return 0 end
+  redis.call('SET', tsmark, '1', 'PX', A[8])
+  if evmark then redis.call('SET', evmark, '1', 'PX', A[8]) end
+  if redis.call('EXISTS', conv) == 0 then
+    redis.call('HSET', conv, 'team', A[2], 'channel', A[3], 'thread_ts', A[4])
+  end
+  redis.call('HSET', msgs, A[5], A[6])
+  redis.call('PEXPIRE', conv, A[9])
+  redis.call('PEXPIRE', msgs, A[9])
+  return 1
 end
-redis.call('HSET', KEYS[3], ARGV[5], ARGV[6])
-redis.call('PEXPIRE', KEYS[2], ARGV[9])
-redis.call('PEXPIRE', KEYS[3], ARGV[9])
-return 1
+`
+
+// recordScript: KEYS due, conv, msgs, ts mark[, event mark]; ARGV as
+// record's. Returns 1 when recorded, 0 for a duplicate.
+var recordScript = redis.NewScript(luaCommon + luaRecord + `
+return record(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], ARGV)
+`)
+
+// recordLookedScript: KEYS due, conv, msgs, ts mark, channel agents,
+// pairings by user[, event mark]; ARGV 1-9 as record's, then the user
+// whose pairing to read ("" none), whether to read the channel's agents
+// and the conversation's existence ("1"), and whether the channel must
+// have agents, the user be unpaired, the conversation exist ("1"). Returns
+// {met, recorded, agents, human agent ("" none), exists}. Its keys span
+// hash slots: it runs off Cluster only.
+var recordLookedScript = redis.NewScript(luaCommon + luaRecord + `
+local agents = {}
+if ARGV[11] == '1' then agents = redis.call('LRANGE', KEYS[5], 0, -1) end
+local human = ''
+if ARGV[10] ~= '' then human = redis.call('HGET', KEYS[6], ARGV[10]) or '' end
+local exists = 0
+if ARGV[12] == '1' then exists = redis.call('EXISTS', KEYS[2]) end
+local met = 1
+if ARGV[13] == '1' and #agents == 0 then met = 0 end
+if ARGV[14] == '1' and human ~= '' then met = 0 end
+if ARGV[15] == '1' and exists == 0 then met = 0 end
+local recorded = 0
+if met == 1 then recorded = record(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[7], ARGV) end
+return {met, recorded, agents, human, exists}
 `)
 
 // updateScript: KEYS conv, msgs; ARGV ts, raw, text, conversation ttl ms.
@@ -246,6 +279,6 @@ return {prevAgent, prevUser}
 `)
 
 var allScripts = []*redis.Script{
-	recordScript, updateScript, deleteScript, markPendingScript, dueScript, renewScript,
+	recordScript, recordLookedScript, updateScript, deleteScript, markPendingScript, dueScript, renewScript,
 	loadScript, commitScript, releaseScript, appendScript, addAgentScript, pairScript,
 }

@@ -261,3 +261,59 @@ type Store interface {
 	// Close releases the store's connections.
 	Close() error
 }
+
+// Intake is an inbound message to record together with the small records
+// whether to record it depends on: the store reads Lookup and, when what
+// it read meets every condition set, records the message as
+// RecordMessage does, all in one round trip (Recorder.RecordLooked).
+type Intake struct {
+	Conversation Conversation
+	Message      Message
+	EventID      string
+	// Lookup is read as Lookup reads it. Its Conversation, when set, is
+	// Conversation.ID.
+	Lookup Lookup
+	// Conditions on what Lookup read. When one is not met nothing is
+	// written (not even the pending mark) and the caller decides with what
+	// was read.
+	NeedChannelAgents bool // Lookup.Channel has at least one agent
+	NeedUnpaired      bool // Lookup.User is paired with no human agent
+	NeedExists        bool // Lookup.Conversation exists
+}
+
+// Intaken is what RecordLooked read and did.
+type Intaken struct {
+	Found    Found // what Lookup read, whether or not the conditions were met
+	Met      bool  // the conditions were met and the message went to be recorded
+	Recorded bool  // as RecordMessage reports (false for a duplicate); only when Met
+}
+
+// Recorder is a store that records an inbound message with the reads
+// its recording depends on in one round trip. Both stores implement it;
+// it stays out of Store so that a wrapper of a Store (embedding it, to
+// observe or fail RecordMessage) is not bypassed unknowingly: such a
+// wrapper is no Recorder unless it says so.
+type Recorder interface {
+	// RecordLooked reads in.Lookup and, when the conditions of in are met,
+	// records in.Message as RecordMessage does. On Redis Cluster, where the
+	// records live in other hash slots than the conversation, it takes two
+	// round trips (the reads, then the record).
+	RecordLooked(ctx context.Context, in Intake) (Intaken, error)
+}
+
+// meets reports whether what f read meets in's conditions.
+func (in Intake) meets(f Found) bool {
+	return !(in.NeedChannelAgents && len(f.ChannelAgents) == 0 ||
+		in.NeedUnpaired && f.HumanAgent != "" ||
+		in.NeedExists && !f.Exists)
+}
+
+func checkIntake(in Intake) error {
+	if err := checkRecord(in.Conversation, in.Message); err != nil {
+		return err
+	}
+	if in.Lookup.Conversation != "" && in.Lookup.Conversation != in.Conversation.ID {
+		return errors.New("the intake's lookup names another conversation")
+	}
+	return nil
+}

@@ -41,6 +41,10 @@ func Run(t *testing.T, newStore Factory) {
 		{"RecordMessage/bad input", testRecordBadInput},
 		{"RecordMessage/concurrent same message", testRecordConcurrent},
 		{"RecordMessage/round trip", testRoundTrip},
+		{"RecordLooked/conditions met", testRecordLookedMet},
+		{"RecordLooked/conditions not met", testRecordLookedNotMet},
+		{"RecordLooked/duplicate", testRecordLookedDuplicate},
+		{"RecordLooked/bad input", testRecordLookedBadInput},
 		{"UpdateMessage", testUpdateMessage},
 		{"DeleteMessage", testDeleteMessage},
 		{"Snapshot/unknown", testSnapshotUnknown},
@@ -1260,6 +1264,157 @@ func testLookup(t *testing.T, h *harness) {
 	}
 	if h.release(t, l) {
 		t.Error("a Lookup of the conversation marked it pending")
+	}
+}
+
+// recorder is the store as a Recorder; both stores are one.
+func (h *harness) recorder(t *testing.T) memory.Recorder {
+	t.Helper()
+	r, ok := h.s.(memory.Recorder)
+	if !ok {
+		t.Fatalf("%T is no memory.Recorder", h.s)
+	}
+	return r
+}
+
+func (h *harness) recordLooked(t *testing.T, in memory.Intake) memory.Intaken {
+	t.Helper()
+	out, err := h.recorder(t).RecordLooked(h.ctx, in)
+	if err != nil {
+		t.Fatalf("RecordLooked(%+v): %v", in, err)
+	}
+	return out
+}
+
+// intake is a message of conversation id with every read and condition.
+func (h *harness) intake(id, ts, text, eventID string) memory.Intake {
+	return memory.Intake{
+		Conversation: conv(id), Message: h.msg(ts, text), EventID: eventID,
+		Lookup:            memory.Lookup{Channel: "C1", User: "U1", Conversation: id},
+		NeedChannelAgents: true, NeedUnpaired: true,
+	}
+}
+
+func testRecordLookedMet(t *testing.T, h *harness) {
+	for _, a := range []string{"b.eth", "a.eth"} {
+		if _, err := h.s.AddChannelAgent(h.ctx, "C1", a); err != nil {
+			t.Fatalf("AddChannelAgent: %v", err)
+		}
+	}
+	out := h.recordLooked(t, h.intake("c1", "1700000000.000100", "hi", "Ev1"))
+	if !out.Met || !out.Recorded {
+		t.Fatalf("RecordLooked = %+v, want met and recorded", out)
+	}
+	want(t, "channel agents read", out.Found.ChannelAgents, []string{"b.eth", "a.eth"})
+	if out.Found.HumanAgent != "" || out.Found.Exists {
+		t.Errorf("found %+v, want no pairing and a conversation that did not exist before", out.Found)
+	}
+	want(t, "messages", h.texts(t, "c1"), []string{"1700000000.000100=hi"})
+	want(t, "due", h.due(t, 0), []string{"c1"})
+	// A reply: the conversation now exists, as the condition wants.
+	in := h.intake("c1", "1700000000.000200", "again", "Ev2")
+	in.NeedExists = true
+	if out = h.recordLooked(t, in); !out.Met || !out.Recorded || !out.Found.Exists {
+		t.Errorf("RecordLooked of a reply = %+v, want met, recorded and the conversation existing", out)
+	}
+	want(t, "messages", h.texts(t, "c1"), []string{"1700000000.000100=hi", "1700000000.000200=again"})
+	// With no condition and nothing to read, it records as RecordMessage.
+	in = memory.Intake{Conversation: conv("c2"), Message: h.msg("1700000000.000300", "plain")}
+	if out = h.recordLooked(t, in); !out.Met || !out.Recorded || len(out.Found.ChannelAgents) != 0 {
+		t.Errorf("RecordLooked without conditions = %+v, want met and recorded, nothing read", out)
+	}
+	want(t, "messages", h.texts(t, "c2"), []string{"1700000000.000300=plain"})
+}
+
+func testRecordLookedNotMet(t *testing.T, h *harness) {
+	if _, err := h.s.AddChannelAgent(h.ctx, "C1", "a.eth"); err != nil {
+		t.Fatalf("AddChannelAgent: %v", err)
+	}
+	if _, _, err := h.s.PairHuman(h.ctx, "U2", "ann.eth"); err != nil {
+		t.Fatalf("PairHuman: %v", err)
+	}
+	tests := []struct {
+		name  string
+		in    func(memory.Intake) memory.Intake
+		found memory.Found
+	}{
+		{"channel without agents", func(in memory.Intake) memory.Intake {
+			in.Conversation.Channel, in.Lookup.Channel = "C9", "C9"
+			return in
+		}, memory.Found{}},
+		{"paired author", func(in memory.Intake) memory.Intake {
+			in.Message.UserID, in.Lookup.User = "U2", "U2"
+			return in
+		}, memory.Found{ChannelAgents: []string{"a.eth"}, HumanAgent: "ann.eth"}},
+		{"unknown conversation", func(in memory.Intake) memory.Intake {
+			in.NeedExists = true
+			return in
+		}, memory.Found{ChannelAgents: []string{"a.eth"}}},
+	}
+	for i, tt := range tests {
+		id := fmt.Sprintf("n%d", i)
+		in := tt.in(h.intake(id, "1700000000.000100", "hi", "Ev"+id))
+		out := h.recordLooked(t, in)
+		if out.Met || out.Recorded {
+			t.Errorf("%s: RecordLooked = %+v, want the conditions not met", tt.name, out)
+		}
+		if !slices.Equal(out.Found.ChannelAgents, tt.found.ChannelAgents) || out.Found.HumanAgent != tt.found.HumanAgent || out.Found.Exists != tt.found.Exists {
+			t.Errorf("%s: found %+v, want %+v", tt.name, out.Found, tt.found)
+		}
+		if snap := h.snapshot(t, id); snap.Exists || len(snap.Messages) != 0 {
+			t.Errorf("%s: the conversation was written: %+v", tt.name, snap)
+		}
+		if due := h.due(t, 0); slices.Contains(due, id) {
+			t.Errorf("%s: due %v, want the conversation not marked", tt.name, due)
+		}
+		// No dedup mark was set: the message can still be recorded.
+		if !h.record(t, id, in.Message, in.EventID) {
+			t.Errorf("%s: RecordMessage after it reports a duplicate", tt.name)
+		}
+	}
+}
+
+func testRecordLookedDuplicate(t *testing.T, h *harness) {
+	if _, err := h.s.AddChannelAgent(h.ctx, "C1", "a.eth"); err != nil {
+		t.Fatalf("AddChannelAgent: %v", err)
+	}
+	in := h.intake("c1", "1700000000.000100", "hi", "Ev1")
+	if out := h.recordLooked(t, in); !out.Recorded {
+		t.Fatalf("first RecordLooked = %+v, want recorded", out)
+	}
+	if out := h.recordLooked(t, in); !out.Met || out.Recorded {
+		t.Errorf("second RecordLooked = %+v, want met and a duplicate", out)
+	}
+	other := h.intake("c1", "1700000000.000200", "other", "Ev1") // same event id
+	if out := h.recordLooked(t, other); out.Recorded {
+		t.Errorf("RecordLooked of a known event id = %+v, want a duplicate", out)
+	}
+	if h.record(t, "c1", in.Message, "") {
+		t.Error("RecordMessage recorded what RecordLooked had recorded")
+	}
+	want(t, "messages", h.texts(t, "c1"), []string{"1700000000.000100=hi"})
+	// A duplicate leaves the conversation pending, as RecordMessage does.
+	l := h.lock(t, "c1", time.Minute)
+	h.load(t, l)
+	h.recordLooked(t, in)
+	if !h.release(t, l) {
+		t.Error("a duplicate did not mark the conversation pending")
+	}
+}
+
+func testRecordLookedBadInput(t *testing.T, h *harness) {
+	for name, in := range map[string]memory.Intake{
+		"no conversation": {Message: h.msg("1700000000.000100", "hi")},
+		"no ts":           {Conversation: conv("c1")},
+		"other conversation looked up": {Conversation: conv("c1"), Message: h.msg("1700000000.000100", "hi"),
+			Lookup: memory.Lookup{Conversation: "c2"}},
+	} {
+		if _, err := h.recorder(t).RecordLooked(h.ctx, in); err == nil {
+			t.Errorf("%s: RecordLooked accepted %+v", name, in)
+		}
+	}
+	if snap := h.snapshot(t, "c1"); snap.Exists {
+		t.Errorf("bad input wrote %+v", snap)
 	}
 }
 
