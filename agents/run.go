@@ -34,9 +34,12 @@ const threadHistoryLimit = 50
 // ignored (their ticket is zero). Should Dispatch never be called, the
 // sweeper finds the conversation due.
 //
-// It takes two store round trips: one reading what the event needs (the
+// A message takes one store round trip when the store is a
+// memory.Recorder (off Redis Cluster): what the event needs (the
 // channel's agents, the author's pairing, whether a reply's thread is a
-// conversation), one recording it.
+// conversation) is read and the message recorded when that read cannot
+// change the outcome; otherwise, and for edits and deletions, one round
+// trip reads and one records.
 func (e *Engine) Record(ctx context.Context, ev Event) (Ticket, error) {
 	if ev.Channel == "" || ev.TS == "" {
 		return Ticket{}, nil
@@ -58,9 +61,23 @@ func (e *Engine) Record(ctx context.Context, ev Event) (Ticket, error) {
 			q.Conversation = id
 		}
 	}
-	found, err := e.deps.Store.Lookup(ctx, q)
-	if err != nil {
-		return Ticket{}, fmt.Errorf("agents: look up message %s: %w", ev.TS, err)
+	conv := memory.Conversation{ID: id, Team: ev.Team, Channel: ev.Channel, ThreadTS: thread}
+	var found memory.Found
+	rec, oneTrip := e.deps.Store.(memory.Recorder)
+	if oneTrip && ev.Kind == EventMessage {
+		done, err := rec.RecordLooked(ctx, e.intake(ev, conv, q))
+		if err != nil {
+			return Ticket{}, fmt.Errorf("agents: record message %s: %w", ev.TS, err)
+		}
+		if done.Met {
+			return e.ticket(conv), nil
+		}
+		found = done.Found // decide with what was read, as below
+	} else {
+		var err error
+		if found, err = e.deps.Store.Lookup(ctx, q); err != nil {
+			return Ticket{}, fmt.Errorf("agents: look up message %s: %w", ev.TS, err)
+		}
 	}
 	names := e.channelNames(ev.Channel, found.ChannelAgents)
 	if len(names) == 0 {
@@ -74,12 +91,43 @@ func (e *Engine) Record(ctx context.Context, ev Event) (Ticket, error) {
 	if thread != ev.TS && !found.Exists && len(findMentions(m.Text, e.forms(names))) == 0 && len(attemptedNames(m.Text, e.opts.BaseDomains)) == 0 {
 		return Ticket{}, nil // a thread conclave does not know, naming nobody
 	}
-	conv := memory.Conversation{ID: id, Team: ev.Team, Channel: ev.Channel, ThreadTS: thread}
 	if _, err := e.deps.Store.RecordMessage(ctx, conv, m, ev.ID); err != nil {
 		return Ticket{}, fmt.Errorf("agents: record message %s: %w", ev.TS, err)
 	}
-	t := task{id: id, channel: ev.Channel}
-	return Ticket{dispatch: func() { e.dispatchSoon(t) }}, nil
+	return e.ticket(conv), nil
+}
+
+// intake is a message event to record in one round trip with what its
+// recording depends on, under conditions that make the outcome the one
+// Record would reach with the same reads: the channel has agents (asked
+// of the store only when the configuration declares none), the author is
+// paired with no human agent (the message is then a person's), and a
+// reply names a configured agent or an agent-shaped name, or its thread
+// is a conversation. When a condition fails, Record decides with what the
+// store read.
+func (e *Engine) intake(ev Event, conv memory.Conversation, q memory.Lookup) memory.Intake {
+	m := e.messageOf(ev, "")
+	static := e.static[ev.Channel].Agents
+	in := memory.Intake{
+		Conversation:      conv,
+		Message:           m,
+		EventID:           ev.ID,
+		Lookup:            q,
+		NeedChannelAgents: len(static) == 0,
+		NeedUnpaired:      q.User != "",
+	}
+	if conv.ThreadTS != ev.TS {
+		named := len(findMentions(m.Text, e.forms(static))) > 0 || len(attemptedNames(m.Text, e.opts.BaseDomains)) > 0
+		in.NeedExists = !named
+	}
+	return in
+}
+
+// ticket is the ticket of a recorded message: it hands the message's
+// conversation to a worker.
+func (e *Engine) ticket(conv memory.Conversation) Ticket {
+	t := task{id: conv.ID, channel: conv.Channel}
+	return Ticket{dispatch: func() { e.dispatchSoon(t) }}
 }
 
 // recordChange records an edit (new text, no turn) or a deletion.

@@ -232,10 +232,36 @@ type observedStore struct {
 	m *runMetrics
 }
 
-func (m *runMetrics) observeStore(s memory.Store) memory.Store { return observedStore{Store: s, m: m} }
+func (m *runMetrics) observeStore(s memory.Store) memory.Store {
+	if r, ok := s.(memory.Recorder); ok {
+		return observedRecorder{observedStore: observedStore{Store: s, m: m}, r: r}
+	}
+	return observedStore{Store: s, m: m}
+}
+
+// observedRecorder is an observedStore of a store that records a message
+// with its look-ups in one round trip; it counts those events too.
+type observedRecorder struct {
+	observedStore
+	r memory.Recorder
+}
+
+func (s observedRecorder) RecordLooked(ctx context.Context, in memory.Intake) (memory.Intaken, error) {
+	out, err := s.r.RecordLooked(ctx, in)
+	if err != nil || out.Met {
+		s.countEvent(out.Recorded, err)
+	}
+	return out, err
+}
 
 func (s observedStore) RecordMessage(ctx context.Context, conv memory.Conversation, msg memory.Message, eventID string) (bool, error) {
 	recorded, err := s.Store.RecordMessage(ctx, conv, msg, eventID)
+	s.countEvent(recorded, err)
+	return recorded, err
+}
+
+// countEvent counts the outcome of recording an event.
+func (s observedStore) countEvent(recorded bool, err error) {
 	switch {
 	case err != nil:
 		s.m.events.WithLabelValues("error").Inc()
@@ -244,7 +270,6 @@ func (s observedStore) RecordMessage(ctx context.Context, conv memory.Conversati
 	default:
 		s.m.events.WithLabelValues("duplicate").Inc()
 	}
-	return recorded, err
 }
 
 func (s observedStore) AcquireLock(ctx context.Context, convID string, ttl time.Duration) (memory.Lock, error) {
