@@ -61,6 +61,7 @@ type result struct {
 	ToModel     []time.Duration // per turn: delivered → model called
 	ToPost      []time.Duration // per turn: model answered → posted
 	RedisTrips  float64         // per turn, all replicas, background work included
+	RedisAck    float64         // of them, per turn, recording events (before the ack)
 	RedisCmds   float64
 	RedisCPU    time.Duration // per turn: CPU time of the Redis server (meaningful on a private server)
 	ReplicaCPU  time.Duration // per turn: CPU time of the replicas, background work included
@@ -249,6 +250,7 @@ func measure(ctx context.Context, sc scenario, o options) (res result, err error
 	res.ReplicaCPU = (after.CPU - before.CPU) / time.Duration(res.Turns)
 	res.RedisCPU = (redisCPU(ctx, o.redisURL, sc.Store) - cpuBefore) / time.Duration(res.Turns)
 	res.RedisTrips = float64(after.RedisTrips-before.RedisTrips) / float64(res.Turns)
+	res.RedisAck = float64(after.RedisAck-before.RedisAck) / float64(res.Turns)
 	res.RedisCmds = float64(after.RedisCmds-before.RedisCmds) / float64(res.Turns)
 	res.HeapPerConv = (float64(after.HeapBytes) - float64(before.HeapBytes)) / float64(sc.Conversations)
 
@@ -307,6 +309,7 @@ func sumStats(urls []string) (replicaStats, error) {
 		total.Goroutines += s.Goroutines
 		total.RedisCmds += s.RedisCmds
 		total.RedisTrips += s.RedisTrips
+		total.RedisAck += s.RedisAck
 		total.TurnsLogged += s.TurnsLogged
 		total.CPU += s.CPU
 	}

@@ -98,7 +98,7 @@ func run() error {
 		*redisURL = url
 	}
 	printMachine(ctx, *redisURL, withRedis)
-	fmt.Println("| store | replicas | conversations | model latency | turns | turns/s | ack p50 ms | ack p99 ms | overhead p50 ms | overhead p99 ms | → model p99 ms | → post p99 ms | conclave CPU µs/turn | Redis trips/turn | Redis cmds/turn | Redis CPU µs/turn | rig CPU µs/turn | heap/conversation KB |")
+	fmt.Println("| store | replicas | conversations | model latency | turns | turns/s | ack p50 ms | ack p99 ms | overhead p50 ms | overhead p99 ms | → model p99 ms | → post p99 ms | conclave CPU µs/turn | Redis trips/turn (ack + rest) | Redis cmds/turn | Redis CPU µs/turn | rig CPU µs/turn | heap/conversation KB |")
 	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	failed := false
 	for _, store := range strings.Split(*stores, ",") {
@@ -135,7 +135,7 @@ func run() error {
 func printResult(r result) {
 	trips, cmds, redisCPU := "–", "–", "–"
 	if r.Store == "redis" {
-		trips = strconv.FormatFloat(r.RedisTrips, 'f', 1, 64)
+		trips = fmt.Sprintf("%.1f (%.1f + %.1f)", r.RedisTrips, r.RedisAck, r.RedisTrips-r.RedisAck)
 		cmds = strconv.FormatFloat(r.RedisCmds, 'f', 1, 64)
 		redisCPU = strconv.FormatFloat(r.RedisCPU.Seconds()*1e6, 'f', 0, 64)
 	}

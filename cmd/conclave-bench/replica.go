@@ -50,19 +50,21 @@ type replicaStats struct {
 	Goroutines  int
 	RedisCmds   int64         // commands sent to Redis
 	RedisTrips  int64         // round trips to Redis (a pipeline is one)
+	RedisAck    int64         // of them, recording events (before their acknowledgement)
 	TurnsLogged int64         // turns the engine reported
 	CPU         time.Duration // user and system CPU time of the process
 }
 
-// roundTrips counts go-redis commands and round trips.
-type roundTrips struct{ cmds, trips atomic.Int64 }
+// roundTrips counts go-redis commands and round trips, and apart the
+// round trips of recording events (before their acknowledgement).
+type roundTrips struct{ cmds, trips, ackTrips atomic.Int64 }
 
 func (r *roundTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
 
 func (r *roundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		r.cmds.Add(1)
-		r.trips.Add(1)
+		r.trip(ctx)
 		return next(ctx, cmd)
 	}
 }
@@ -70,9 +72,62 @@ func (r *roundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 func (r *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		r.cmds.Add(int64(len(cmds)))
-		r.trips.Add(1)
+		r.trip(ctx)
 		return next(ctx, cmds)
 	}
+}
+
+func (r *roundTrips) trip(ctx context.Context) {
+	r.trips.Add(1)
+	if ctx.Value(recordingKey{}) != nil {
+		r.ackTrips.Add(1)
+	}
+}
+
+// recordingKey marks the context of the store calls that record an event.
+type recordingKey struct{}
+
+// recordingStore marks the store calls the engine makes to record an
+// event (Handle), so that their round trips are counted apart.
+type recordingStore struct{ memory.Store }
+
+func recording(ctx context.Context) context.Context {
+	return context.WithValue(ctx, recordingKey{}, true)
+}
+
+func (s recordingStore) Lookup(ctx context.Context, q memory.Lookup) (memory.Found, error) {
+	return s.Store.Lookup(recording(ctx), q)
+}
+
+func (s recordingStore) RecordMessage(ctx context.Context, c memory.Conversation, m memory.Message, ev string) (bool, error) {
+	return s.Store.RecordMessage(recording(ctx), c, m, ev)
+}
+
+func (s recordingStore) UpdateMessage(ctx context.Context, convID, ts, raw, text string) error {
+	return s.Store.UpdateMessage(recording(ctx), convID, ts, raw, text)
+}
+
+func (s recordingStore) DeleteMessage(ctx context.Context, convID, ts string) error {
+	return s.Store.DeleteMessage(recording(ctx), convID, ts)
+}
+
+// recordingRecorder is a recordingStore of a memory.Recorder.
+type recordingRecorder struct {
+	recordingStore
+	r memory.Recorder
+}
+
+func (s recordingRecorder) RecordLooked(ctx context.Context, in memory.Intake) (memory.Intaken, error) {
+	return s.r.RecordLooked(recording(ctx), in)
+}
+
+// countRecording wraps a store as recordingStore, keeping it a Recorder
+// when it is one.
+func countRecording(s memory.Store) memory.Store {
+	if r, ok := s.(memory.Recorder); ok {
+		return recordingRecorder{recordingStore{s}, r}
+	}
+	return recordingStore{s}
 }
 
 // runReplica is one conclave replica: the store, the built-in prompts, a
@@ -161,7 +216,7 @@ func runReplica(raw string) error {
 		MaxParallel: cfg.MaxParallel,
 		BotUserID:   id.UserID,
 	}, agents.Deps{
-		Store:    store,
+		Store:    countRecording(store),
 		Chat:     slack,
 		Model:    model,
 		Prompts:  func() agents.Prompts { return lib.Current() },
@@ -182,7 +237,7 @@ func runReplica(raw string) error {
 		runtime.ReadMemStats(&ms)
 		_ = json.NewEncoder(w).Encode(replicaStats{
 			HeapBytes: ms.HeapAlloc, Goroutines: runtime.NumGoroutine(),
-			RedisCmds: trips.cmds.Load(), RedisTrips: trips.trips.Load(), TurnsLogged: turns.Load(), CPU: processCPU(),
+			RedisCmds: trips.cmds.Load(), RedisTrips: trips.trips.Load(), RedisAck: trips.ackTrips.Load(), TurnsLogged: turns.Load(), CPU: processCPU(),
 		})
 	})
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
