@@ -214,6 +214,9 @@ type Engine struct {
 
 	mu   sync.Mutex
 	busy map[string]bool // conversations a local worker is on
+	// again: conversations handed over while a local worker was on them;
+	// the worker takes them up once more when it is done.
+	again map[string]bool
 }
 
 // New returns an engine; it starts nothing.
@@ -236,6 +239,7 @@ func New(opts Options, deps Deps) *Engine {
 		nudge:    make(chan struct{}, 1),
 		ready:    make(chan task, 256),
 		busy:     make(map[string]bool),
+		again:    make(map[string]bool),
 	}
 	e.reactions = newReactor(deps.Chat, e.log, opts.MaxParallel)
 	bases := make([]string, len(opts.BaseDomains)) // the caller's slice stays as it is

@@ -228,7 +228,9 @@ func (e *Engine) Run(ctx context.Context) error {
 			defer wg.Done()
 			for t := range work {
 				e.process(ctx, turnCtx, t)
-				e.setBusy(t.id, false)
+				if e.setFree(t.id) {
+					e.dispatchSoon(t)
+				}
 			}
 		}()
 	}
@@ -292,31 +294,53 @@ func (e *Engine) sweep(ctx context.Context, work chan<- task) {
 // dispatch hands a conversation no local worker is on to a worker; false
 // when ctx ended first.
 func (e *Engine) dispatch(ctx context.Context, work chan<- task, t task) bool {
-	if !e.setBusy(t.id, true) {
+	if !e.setBusy(t.id) {
 		return true
 	}
 	select {
 	case work <- t:
 		return true
 	case <-ctx.Done():
-		e.setBusy(t.id, false)
+		e.setFree(t.id)
 		return false
 	}
 }
 
-// setBusy marks a conversation taken (false when it already was) or free.
-func (e *Engine) setBusy(id string, busy bool) bool {
+// setBusy marks a conversation taken; false when it already was, in
+// which case the worker on it takes it up once more when done (setFree)
+// unless its last look at the store came later (lookedAgain): the
+// message that brought the conversation here may have been recorded after
+// that look, and would otherwise wait for a sweep.
+func (e *Engine) setBusy(id string) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if busy {
-		if e.busy[id] {
-			return false
-		}
-		e.busy[id] = true
-		return true
+	if e.busy[id] {
+		e.again[id] = true
+		return false
 	}
-	delete(e.busy, id)
+	e.busy[id] = true
 	return true
+}
+
+// lookedAgain is called by a worker just before the store call that
+// releases the conversation and reports whether it is pending: that call
+// sees every message recorded before it, so hand-overs until then need no
+// second look.
+func (e *Engine) lookedAgain(id string) {
+	e.mu.Lock()
+	delete(e.again, id)
+	e.mu.Unlock()
+}
+
+// setFree marks a conversation free and reports whether it was handed
+// over again meanwhile.
+func (e *Engine) setFree(id string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	again := e.again[id]
+	delete(e.busy, id)
+	delete(e.again, id)
+	return again
 }
 
 // process works on one conversation while it has work: it takes the lock
@@ -383,6 +407,7 @@ func (e *Engine) holdLock(runCtx, turnCtx context.Context, lock memory.Lock, sna
 		}
 		if !more || runCtx.Err() != nil {
 			stopRenewal()
+			e.lookedAgain(lock.ConversationID)
 			if pending, err = c.commit(ctx, commitRelease); err != nil {
 				break
 			}
@@ -460,6 +485,7 @@ func (e *Engine) release(turnCtx context.Context, lock memory.Lock, markPending 
 			log.Error("leave the conversation due", slog.Any(logError, err))
 		}
 	}
+	e.lookedAgain(lock.ConversationID)
 	pending, err := e.deps.Store.ReleaseLock(ctx, lock)
 	if err != nil {
 		log.Error("release conversation lock", slog.Any(logError, err))
