@@ -124,7 +124,9 @@ func (e *Engine) load(ctx context.Context, lock memory.Lock, snap memory.Snapsho
 	var unresolved []string
 	for _, n := range names {
 		c.registered[n] = true
-		a, err := e.resolve(ctx, n)
+		var a ens.Agent
+		var err error
+		e.offCPU(func() { a, err = e.resolve(ctx, n) })
 		if err != nil {
 			c.log.Warn("agent of the channel cannot be resolved; it is not served", slog.String(logAgent, n), slog.Any(logError, err))
 			unresolved = append(unresolved, n)
@@ -197,7 +199,9 @@ func (c *convo) commit(ctx context.Context, mode commitMode) (bool, error) {
 	c.newMsgs, c.sessions = nil, nil
 	c.conv.State = conv.State // what a streamed reply's marker is committed over
 	for _, n := range c.notices {
-		if err := c.e.deps.Chat.PostEphemeral(ctx, c.conv.Channel, n.user, n.text); err != nil {
+		var err error
+		c.e.offCPU(func() { err = c.e.deps.Chat.PostEphemeral(ctx, c.conv.Channel, n.user, n.text) })
+		if err != nil {
 			c.log.Warn("post a notice of an agent that cannot be called", slog.String(logAgent, n.agent), slog.Any(logError, err))
 		}
 	}
@@ -327,7 +331,11 @@ func (c *convo) open(ctx context.Context, fresh []memory.Message) bool {
 // loadHistory adds the latest replies of a thread conclave does not know,
 // as already routed content.
 func (c *convo) loadHistory(ctx context.Context) {
-	events, err := c.e.deps.Chat.ThreadHistory(ctx, c.conv.Channel, c.conv.ThreadTS, threadHistoryLimit)
+	var events []Event
+	var err error
+	c.e.offCPU(func() {
+		events, err = c.e.deps.Chat.ThreadHistory(ctx, c.conv.Channel, c.conv.ThreadTS, threadHistoryLimit)
+	})
 	if err != nil {
 		c.log.Warn("load the history of an adopted thread", slog.Any(logError, err))
 		return

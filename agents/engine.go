@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"regexp"
+	"runtime"
 	"slices"
 	"sort"
 	"strings"
@@ -217,6 +218,14 @@ type Engine struct {
 	// again: conversations handed over while a local worker was on them;
 	// the worker takes them up once more when it is done.
 	again map[string]bool
+	// cpu bounds the workers computing at once, two per core: a worker
+	// holds a token while it works on a conversation and gives it back
+	// while it waits on the model, a Slack post, tools or an identity
+	// (offCPU). Without it a hundred turns in flight are a hundred
+	// runnable goroutines, and each step of recording and acknowledging
+	// an event (socket read, store round trip, ack write) waits behind
+	// them all.
+	cpu chan struct{}
 }
 
 // New returns an engine; it starts nothing.
@@ -240,6 +249,7 @@ func New(opts Options, deps Deps) *Engine {
 		ready:    make(chan task, 256),
 		busy:     make(map[string]bool),
 		again:    make(map[string]bool),
+		cpu:      make(chan struct{}, 2*runtime.GOMAXPROCS(0)),
 	}
 	e.reactions = newReactor(deps.Chat, e.log, opts.MaxParallel)
 	bases := make([]string, len(opts.BaseDomains)) // the caller's slice stays as it is

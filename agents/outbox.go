@@ -50,7 +50,7 @@ type outbox struct {
 func (c *convo) newOutbox() *outbox {
 	return &outbox{
 		st:        c.st,
-		chat:      c.e.deps.Chat,
+		chat:      offCPUChat{Chat: c.e.deps.Chat, off: c.e.offCPU},
 		locks:     c.e.deps.Store,
 		lock:      c.lock,
 		channel:   c.conv.Channel,
@@ -259,4 +259,21 @@ func (c *convo) applyPost(ctx context.Context, p *pendingPost, ts string) {
 		c.st.Conclude.EndTS = ts
 	}
 	c.routeOne(ctx, m, !p.Conclusion)
+}
+
+// offCPUChat is the outbox's Chat: a worker waiting on a post or on a
+// look-up of one gives its CPU token back meanwhile (see Engine.cpu).
+type offCPUChat struct {
+	Chat
+	off func(func())
+}
+
+func (c offCPUChat) PostReply(ctx context.Context, r Reply) (posted []string, err error) {
+	c.off(func() { posted, err = c.Chat.PostReply(ctx, r) })
+	return posted, err
+}
+
+func (c offCPUChat) FindPost(ctx context.Context, channel, threadTS, postID string) (posted []string, err error) {
+	c.off(func() { posted, err = c.Chat.FindPost(ctx, channel, threadTS, postID) })
+	return posted, err
 }

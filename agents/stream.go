@@ -115,11 +115,15 @@ func (c runner) newStreamer(t *turn, sm StreamModel, mention bool) *streamer {
 }
 
 // complete's model call: streamed when the turn streams.
-func (c runner) callModel(ctx context.Context, t *turn, req llm.Request) (llm.Response, error) {
-	if s := t.stream; s != nil {
-		return s.model.Stream(ctx, req, s.onText)
-	}
-	return c.e.deps.Model.Complete(ctx, req)
+func (c runner) callModel(ctx context.Context, t *turn, req llm.Request) (resp llm.Response, err error) {
+	c.e.offCPU(func() {
+		if s := t.stream; s != nil {
+			resp, err = s.model.Stream(ctx, req, s.onText)
+			return
+		}
+		resp, err = c.e.deps.Model.Complete(ctx, req)
+	})
+	return resp, err
 }
 
 // onText takes the model's text so far and wakes the loop.

@@ -98,7 +98,7 @@ func (c runner) runTools(ctx context.Context, t *turn, offered []llm.Tool, calls
 			results[i] = capText(text, c.e.opts.MaxMessageChars)
 		})
 	}
-	wg.Wait()
+	c.e.offCPU(wg.Wait)
 	for i, call := range calls {
 		if ran[i] {
 			c.m.addNote(fmt.Sprintf("(used %s)", call.Name), c.e.now(), false)
