@@ -13,7 +13,8 @@ import (
 // and Toolbox, the other ports, are declared beside their users.
 
 // Inbound records what the transport hands the engine (Record): one
-// look-up of what an event needs, then one write.
+// look-up of what an event needs, then one write. A store that is also a
+// memory.Recorder (both of memory's are) does both in one round trip.
 type Inbound interface {
 	// Lookup reads what recording an event needs: the channel's run-time
 	// agents, the author's pairing, whether a reply's thread is known.
