@@ -1,6 +1,8 @@
 package agents
 
 import (
+	"context"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -39,5 +41,45 @@ func BenchmarkConversation(b *testing.B) {
 		r.model.on(cora, "context-not-found", threading("C1", ""))
 		r.send("", "U1", "Alice", "Is claim C1 covered?")
 		r.settle()
+	}
+}
+
+// notRecorder hides a store's memory.Recorder: Record then looks up and
+// records in two calls, as it does on stores that are no Recorder.
+type notRecorder struct{ Store }
+
+// BenchmarkRecord records a person's reply in a known thread, as the
+// transport has the engine do before each ack: one store round trip
+// (the store a memory.Recorder) or two.
+func BenchmarkRecord(b *testing.B) {
+	for _, store := range []struct {
+		name string
+		rig  []func(*rig)
+	}{{"in-process", nil}, {"redis", []func(*rig){withRedis}}} {
+		for _, way := range []struct {
+			name string
+			wrap func(Store) Store
+		}{
+			{"one-round-trip", func(s Store) Store { return s }},
+			{"two-round-trips", func(s Store) Store { return notRecorder{s} }},
+		} {
+			b.Run(store.name+"/"+way.name, func(b *testing.B) {
+				r := newRig(b, store.rig...)
+				e := r.engine(fakePrompts{}, onStore(way.wrap(r.store)))
+				ctx := context.Background()
+				root := Event{ID: "Ev0", Kind: EventMessage, Team: team, Channel: chanA, TS: r.nextTS(), UserID: "U1", UserName: "Alice", Text: "hello", Raw: "hello"}
+				if _, err := e.Record(ctx, root); err != nil {
+					b.Fatal(err)
+				}
+				b.ReportAllocs()
+				for i := 0; b.Loop(); i++ {
+					ev := Event{ID: fmt.Sprintf("Ev%d", i+1), Kind: EventMessage, Team: team, Channel: chanA, TS: r.nextTS(), ThreadTS: root.TS,
+						UserID: "U1", UserName: "Alice", Text: "one more thing", Raw: "one more thing"}
+					if t, err := e.Record(ctx, ev); err != nil || t.dispatch == nil {
+						b.Fatalf("Record = %v, %v; want the reply recorded", t, err)
+					}
+				}
+			})
+		}
 	}
 }

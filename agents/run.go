@@ -102,25 +102,20 @@ func (e *Engine) Record(ctx context.Context, ev Event) (Ticket, error) {
 // Record would reach with the same reads: the channel has agents (asked
 // of the store only when the configuration declares none), the author is
 // paired with no human agent (the message is then a person's), and a
-// reply names a configured agent or an agent-shaped name, or its thread
-// is a conversation. When a condition fails, Record decides with what the
-// store read.
+// reply's thread is a conversation. When a condition fails, Record
+// decides with what the store read: a reply adopting a thread conclave
+// does not know (it names an agent) is recorded in a second round trip,
+// so that the common reply is not scanned for names before the ack.
 func (e *Engine) intake(ev Event, conv memory.Conversation, q memory.Lookup) memory.Intake {
-	m := e.messageOf(ev, "")
-	static := e.static[ev.Channel].Agents
-	in := memory.Intake{
+	return memory.Intake{
 		Conversation:      conv,
-		Message:           m,
+		Message:           e.messageOf(ev, ""),
 		EventID:           ev.ID,
 		Lookup:            q,
-		NeedChannelAgents: len(static) == 0,
+		NeedChannelAgents: len(e.static[ev.Channel].Agents) == 0,
 		NeedUnpaired:      q.User != "",
+		NeedExists:        conv.ThreadTS != ev.TS,
 	}
-	if conv.ThreadTS != ev.TS {
-		named := len(findMentions(m.Text, e.forms(static))) > 0 || len(attemptedNames(m.Text, e.opts.BaseDomains)) > 0
-		in.NeedExists = !named
-	}
-	return in
 }
 
 // ticket is the ticket of a recorded message: it hands the message's
