@@ -162,11 +162,27 @@ func (r *deliveryRig) replica(parent context.Context, change ...func(*replica)) 
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = eng.Run(ctx) })
 	wg.Go(func() { _ = b.Run(ctx) })
-	t.Cleanup(func() { cancel(); wg.Wait() })
+	t.Cleanup(func() {
+		cancel()
+		stopped := make(chan struct{})
+		go func() {
+			wg.Wait()
+			close(stopped)
+		}()
+		select {
+		case <-stopped:
+		case <-time.After(time.Minute):
+			t.Errorf("the replica (engine and transport) did not stop within a minute of its context ending\n%s", r.logs)
+		}
+	})
+	connecting := time.NewTimer(time.Minute)
+	defer connecting.Stop()
 	for b.Ready() != nil {
 		select {
 		case <-ctx.Done():
 			t.Fatal("the replica did not connect")
+		case <-connecting.C:
+			t.Fatalf("the replica did not connect within a minute: %v", b.Ready())
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
