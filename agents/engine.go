@@ -212,8 +212,9 @@ type Engine struct {
 
 	reactions *reactor
 
-	mu   sync.Mutex
-	busy map[string]bool // conversations a local worker is on
+	mu    sync.Mutex
+	busy  map[string]bool // conversations a local worker is on
+	again map[string]bool // of those, the ones handed over again since their worker loaded them
 }
 
 // New returns an engine; it starts nothing.
@@ -236,6 +237,7 @@ func New(opts Options, deps Deps) *Engine {
 		nudge:    make(chan struct{}, 1),
 		ready:    make(chan task, 256),
 		busy:     make(map[string]bool),
+		again:    make(map[string]bool),
 	}
 	e.reactions = newReactor(deps.Chat, e.log, opts.MaxParallel)
 	bases := make([]string, len(opts.BaseDomains)) // the caller's slice stays as it is

@@ -180,7 +180,9 @@ func (e *Engine) Run(ctx context.Context) error {
 			defer wg.Done()
 			for t := range work {
 				e.process(ctx, turnCtx, t)
-				e.setBusy(t.id, false)
+				for e.free(t.id) {
+					e.process(ctx, turnCtx, t) // handed over again meanwhile
+				}
 			}
 		}()
 	}
@@ -242,33 +244,57 @@ func (e *Engine) sweep(ctx context.Context, work chan<- task) {
 }
 
 // dispatch hands a conversation no local worker is on to a worker; false
-// when ctx ended first.
+// when ctx ended first. A conversation a local worker is on is marked to
+// be taken up again by that worker: its message may have come after the
+// worker's last look (see free).
 func (e *Engine) dispatch(ctx context.Context, work chan<- task, t task) bool {
-	if !e.setBusy(t.id, true) {
+	if !e.take(t.id) {
 		return true
 	}
 	select {
 	case work <- t:
 		return true
 	case <-ctx.Done():
-		e.setBusy(t.id, false)
+		e.free(t.id)
 		return false
 	}
 }
 
-// setBusy marks a conversation taken (false when it already was) or free.
-func (e *Engine) setBusy(id string, busy bool) bool {
+// take marks a conversation taken; false when a local worker is on it
+// already, which is then to take it up again.
+func (e *Engine) take(id string) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if busy {
-		if e.busy[id] {
-			return false
-		}
-		e.busy[id] = true
+	if e.busy[id] {
+		e.again[id] = true
+		return false
+	}
+	e.busy[id] = true
+	return true
+}
+
+// looking clears a conversation's mark to be taken up again: its worker is
+// about to load it, and sees every message recorded so far.
+func (e *Engine) looking(id string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	delete(e.again, id)
+}
+
+// free marks a conversation's worker done with it, unless it was handed
+// over again since the worker last loaded it: then it stays taken and free
+// reports true, and the worker takes it up again. Without that, a message
+// recorded between the worker's release and free would wait for the
+// sweeper (or, with the store listing nothing due, forever).
+func (e *Engine) free(id string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.again[id] {
+		delete(e.again, id)
 		return true
 	}
 	delete(e.busy, id)
-	return true
+	return false
 }
 
 // process works on one conversation while it has work: it takes the lock
@@ -280,6 +306,7 @@ func (e *Engine) setBusy(id string, busy bool) bool {
 func (e *Engine) process(runCtx, turnCtx context.Context, t task) {
 	log := e.log.With(slog.String(logConversation, t.id))
 	for runCtx.Err() == nil {
+		e.looking(t.id)
 		lock, snap, found, err := e.deps.Store.AcquireAndLoad(turnCtx, t.id, e.opts.LockTTL, memory.Lookup{Channel: t.channel})
 		if errors.Is(err, memory.ErrLocked) {
 			return
