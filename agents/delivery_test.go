@@ -53,6 +53,12 @@ type deliveryRig struct {
 	abandoned atomic.Int64
 	window    time.Duration // slack.post_retry_window
 	lockTTL   time.Duration // 0: the default
+	// slackTimeout is slack.timeout, 10 s as `conclave run` has it by
+	// default. A test that
+	// does not advance the fake clock needs every Slack call to succeed
+	// at its first attempt (a retry waits on that clock): a short
+	// timeout on a loaded machine fails some and leaves them pending.
+	slackTimeout time.Duration
 	// engine, when set, adjusts each replica's engine options and deps.
 	engine func(*agents.Options, *agents.Deps)
 }
@@ -62,11 +68,12 @@ func newDeliveryRig(t *testing.T) *deliveryRig {
 		t: t,
 		slack: fakeslack.New(t, fakeslack.Options{EchoPosts: true,
 			Channels: []fakeslack.Channel{{ID: deliveryChannel, Name: "desk", Purpose: "The desk"}}}),
-		llm:    llmfake.New(t),
-		db:     redistest.New(t),
-		clock:  storetest.NewClock(time.Now().UTC()),
-		logs:   &testlog.Buffer{},
-		window: 30 * time.Minute,
+		llm:          llmfake.New(t),
+		db:           redistest.New(t),
+		clock:        storetest.NewClock(time.Now().UTC()),
+		logs:         &testlog.Buffer{},
+		window:       30 * time.Minute,
+		slackTimeout: 10 * time.Second,
 	}
 	r.llm.Handle(answerLatest)
 	return r
@@ -125,7 +132,7 @@ func (r *deliveryRig) replica(parent context.Context, change ...func(*replica)) 
 	}
 	web := bot.NewWebAPI(bot.Options{
 		AppToken: fakeslack.AppToken, BotToken: fakeslack.BotToken, APIURL: r.slack.APIURL(),
-		Timeout: 300 * time.Millisecond,
+		Timeout: r.slackTimeout,
 	}, log)
 	id, err := web.Identify(ctx)
 	if err != nil {
@@ -162,11 +169,27 @@ func (r *deliveryRig) replica(parent context.Context, change ...func(*replica)) 
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = eng.Run(ctx) })
 	wg.Go(func() { _ = b.Run(ctx) })
-	t.Cleanup(func() { cancel(); wg.Wait() })
+	t.Cleanup(func() {
+		cancel()
+		stopped := make(chan struct{})
+		go func() {
+			wg.Wait()
+			close(stopped)
+		}()
+		select {
+		case <-stopped:
+		case <-time.After(time.Minute):
+			t.Errorf("the replica (engine and transport) did not stop within a minute of its context ending\n%s", r.logs)
+		}
+	})
+	connecting := time.NewTimer(time.Minute)
+	defer connecting.Stop()
 	for b.Ready() != nil {
 		select {
 		case <-ctx.Done():
 			t.Fatal("the replica did not connect")
+		case <-connecting.C:
+			t.Fatalf("the replica did not connect within a minute: %v", b.Ready())
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
@@ -257,7 +280,7 @@ func (r *deliveryRig) settled(ctx context.Context, thread string, n int) []fakes
 	for {
 		n, err := store.PendingPosts(ctx)
 		if err != nil {
-			r.t.Fatal(err)
+			r.t.Fatalf("%v (posts still pending)\n%s", err, r.logs)
 		}
 		if n == 0 {
 			break
@@ -404,7 +427,8 @@ func TestPartTwoOfThreeFailing(t *testing.T) {
 }
 
 func TestHungPostHoldsOnlyItsThread(t *testing.T) {
-	r, ctx := startDelivery(t)
+	// A hung attempt ends at slack.timeout, real time: short here.
+	r, ctx := startDelivery(t, func(r *deliveryRig) { r.slackTimeout = 300 * time.Millisecond })
 	// Every post in the first thread to post hangs until the other thread
 	// has its answer: each attempt ends at slack.timeout and is retried.
 	var stuck atomic.Value

@@ -2,9 +2,12 @@ package agents
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/conclavehq/conclave/memory"
 )
 
 // dueless is a store whose Due lists nothing, so that only the hand-off
@@ -95,5 +98,75 @@ func TestZeroTicketDispatchesNothing(t *testing.T) {
 	NewTicket(func() { called++ }).Dispatch()
 	if called != 1 {
 		t.Errorf("NewTicket's Dispatch called its function %d times, want 1", called)
+	}
+}
+
+// handOverOnRelease is a store that lists nothing due (only hand-offs
+// start turns) and, once the first release of a conversation is made,
+// runs onRelease before the worker hears of it.
+type handOverOnRelease struct {
+	dueless
+	once      sync.Once
+	onRelease func()
+	// marker is a conversation whose loading closes loaded.
+	marker string
+	loaded chan struct{}
+}
+
+func (s *handOverOnRelease) Commit(ctx context.Context, l memory.Lock, c memory.Commit) (bool, error) {
+	pending, err := s.dueless.Commit(ctx, l, c)
+	if c.Release && err == nil {
+		s.once.Do(s.onRelease)
+	}
+	return pending, err
+}
+
+func (s *handOverOnRelease) AcquireAndLoad(ctx context.Context, id string, ttl time.Duration, q memory.Lookup) (memory.Lock, memory.Snapshot, memory.Found, error) {
+	if id == s.marker {
+		close(s.loaded)
+	}
+	return s.dueless.AcquireAndLoad(ctx, id, ttl, q)
+}
+
+// TestHandOverWhileItsWorkerFinishes: a message recorded after its
+// conversation's worker released the lock, and handed over before that
+// worker is done with the conversation, is taken up again by that worker
+// at once, not left to the sweeper (which here finds nothing).
+func TestHandOverWhileItsWorkerFinishes(t *testing.T) {
+	r := newRig(t)
+	r.opts.SweepInterval = time.Hour
+	store := &handOverOnRelease{dueless: dueless{Store: r.store}, marker: "marker", loaded: make(chan struct{})}
+	reports := make(chan TurnReport, 2)
+	e := r.engine(fakePrompts{}, onStore(store), reportTo(reports))
+	ctx := context.Background()
+	root := Event{ID: "Ev1", Team: team, Channel: chanA, TS: r.nextTS(), UserID: "U1", UserName: "Alice", Text: "hello"}
+	reply := Event{ID: "Ev2", Team: team, Channel: chanA, TS: r.nextTS(), ThreadTS: root.TS, UserID: "U1", UserName: "Alice", Text: "and more"}
+	store.onRelease = func() {
+		// The worker released the first turn's lock and is not done yet:
+		// the reply is recorded and handed over now. The marker, handed
+		// over after it, is loaded by another worker only once the
+		// engine has dealt with the reply's hand-off (one queue, in
+		// order).
+		if err := handle(ctx, e, reply); err != nil {
+			t.Errorf("Record: %v", err)
+		}
+		e.dispatchSoon(task{id: store.marker})
+		select { // on the worker's goroutine: no t.Fatal here
+		case <-store.loaded:
+		case <-time.After(time.Minute):
+			t.Error("the hand-off after the reply's was never taken")
+		}
+	}
+	runEngine(t, e)
+	if err := handle(ctx, e, root); err != nil {
+		t.Fatal(err)
+	}
+	for i, what := range []string{"the message never got its turn", "the reply handed over while its conversation's worker finished never got its turn"} {
+		if tr := receive(t, reports, what); tr.Outcome != "ok" {
+			t.Errorf("turn %d: %+v", i+1, tr)
+		}
+	}
+	if got := r.chat.texts(); len(got) != 2 {
+		t.Errorf("posts %q, want one per message", got)
 	}
 }

@@ -346,7 +346,7 @@ func TestTurnsNeverOverlap(t *testing.T) {
 				time.Sleep(5 * time.Millisecond)
 			}
 			cancel()
-			wg.Wait()
+			waitAll(t, &wg, "the replicas' Run did not return once their context ended")
 			settleEngines(t, r.store, r.clock, engines...)
 			model.mu.Lock()
 			defer model.mu.Unlock()
@@ -383,11 +383,13 @@ func TestNoticeOnceWhenAReplicaDies(t *testing.T) {
 }
 
 // flakyRenewals is a store whose lock renewals fail, without the lock
-// being lost, while failing is set.
+// being lost, while failing is set; it counts the renewals that failed
+// and those made.
 type flakyRenewals struct {
 	Store
 	failing  atomic.Bool
 	failures atomic.Int64
+	renewals atomic.Int64
 }
 
 func (s *flakyRenewals) RenewLock(ctx context.Context, l memory.Lock, ttl time.Duration) error {
@@ -395,47 +397,105 @@ func (s *flakyRenewals) RenewLock(ctx context.Context, l memory.Lock, ttl time.D
 		s.failures.Add(1)
 		return errors.New("dial tcp: connection refused")
 	}
-	return s.Store.RenewLock(ctx, l, ttl)
+	err := s.Store.RenewLock(ctx, l, ttl)
+	if err == nil {
+		s.renewals.Add(1)
+	}
+	return err
+}
+
+// ctxModel is the fake model with a hook that sees each call's context
+// first; a call whose context ended meanwhile fails, as a real one would.
+type ctxModel struct {
+	*fakeModel
+	before func(ctx context.Context)
+}
+
+func (m ctxModel) Complete(ctx context.Context, r llm.Request) (llm.Response, error) {
+	m.before(ctx)
+	if err := ctx.Err(); err != nil {
+		return llm.Response{}, err
+	}
+	return m.fakeModel.Complete(ctx, r)
+}
+
+// await polls cond until it holds and reports true; false when ctx ends
+// first, or after a minute (a stalled engine): the caller then fails the
+// test, naming what it waited for, instead of hanging it.
+func await(ctx context.Context, cond func() bool) bool {
+	deadline := time.NewTimer(time.Minute)
+	defer deadline.Stop()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-deadline.C:
+			return false
+		case <-time.After(time.Millisecond):
+		}
+	}
+	return true
 }
 
 // TestLockRenewalSurvivesTransientErrors: renewals failing for a moment
 // (the store unreachable) do not stop a turn while its lease runs; a
 // lease that runs out does, and the turn is run again once, posting once.
+//
+// The model call waits on the holder's renewals, never on the time they
+// take: the store comes back once three renewals failed, and the call
+// returns once one was made again; a lease left to run out ends the call.
 func TestLockRenewalSurvivesTransientErrors(t *testing.T) {
 	for _, tt := range []struct {
 		name     string
 		recovers bool
+		ttl      time.Duration
 	}{
-		{"the store comes back within the lease", true},
-		{"the lease runs out", false},
+		// A lease long enough for three failed renewals (ttl/30 apart,
+		// the first at ttl/3) however slowly the machine runs.
+		{"the store comes back within the lease", true, 3 * time.Second},
+		{"the lease runs out", false, 150 * time.Millisecond},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			r := newRig(t)
 			// The in-process lock lives on the fake clock: it never
 			// expires by itself here; the holder measures its lease on
 			// the real clock.
-			r.opts.LockTTL = 150 * time.Millisecond
+			r.opts.LockTTL = tt.ttl
 			flaky := &flakyRenewals{Store: r.store}
-			replica := r.engine(fakePrompts{}, onStore(flaky))
-			root := r.send("", "U1", "Alice", "hello")
-			id := ConversationID(team, chanA, root.TS)
-			r.model.hook = func(llm.Request) {
+			model := ctxModel{fakeModel: r.model, before: func(ctx context.Context) {
 				flaky.failing.Store(true)
-				for flaky.failures.Load() < 3 {
-					time.Sleep(time.Millisecond)
-				}
-				if tt.recovers {
-					flaky.failing.Store(false)
-					time.Sleep(2 * r.opts.LockTTL) // renewed meanwhile
+				if !tt.recovers {
+					if await(context.Background(), func() bool { return ctx.Err() != nil }) {
+						return // the holder stopped the turn: its lease ran out
+					}
+					t.Errorf("the turn went on a minute after its lease ran out (%d renewals failed)", flaky.failures.Load())
 					return
 				}
-				time.Sleep(2 * r.opts.LockTTL) // past the lease
-			}
+				if !await(ctx, func() bool { return flaky.failures.Load() >= 3 }) {
+					t.Errorf("the holder stopped after %d failed renewals, its lease of %s still running", flaky.failures.Load(), tt.ttl)
+					flaky.failing.Store(false)
+					return
+				}
+				renewals := flaky.renewals.Load()
+				flaky.failing.Store(false)
+				if !await(ctx, func() bool { return flaky.renewals.Load() > renewals }) {
+					t.Errorf("the lock was not renewed once the store came back (stopped: %v)", ctx.Err())
+				}
+			}}
 			reports := make(chan TurnReport, 4)
-			replica.deps.OnTurn = func(tr TurnReport) { reports <- tr }
+			replica := r.engine(fakePrompts{}, onStore(flaky), func(d *Deps) {
+				d.Model = model
+				d.OnTurn = func(tr TurnReport) { reports <- tr }
+			})
+			root := r.send("", "U1", "Alice", "hello")
+			id := ConversationID(team, chanA, root.TS)
 			replica.process(context.Background(), context.Background(), task{id: id, channel: chanA})
-			r.model.hook = nil
-			first := <-reports
+			var first TurnReport
+			select {
+			case first = <-reports:
+			default:
+				t.Fatal("process returned without running the turn")
+			}
 			if tt.recovers {
 				if first.Outcome != "ok" {
 					t.Errorf("turn outcome %q, want ok: transient renewal errors stopped it", first.Outcome)

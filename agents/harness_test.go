@@ -379,10 +379,38 @@ func runEngine(t *testing.T, e *Engine) {
 	go func() { ran <- e.Run(ctx) }()
 	t.Cleanup(func() {
 		cancel()
-		if err := <-ran; err != nil {
+		if err := receive(t, ran, "Run did not return once its context ended"); err != nil {
 			t.Errorf("Run: %v", err)
 		}
 	})
+}
+
+// receive takes a value from ch, failing the test with what when none
+// comes within a minute: a stalled engine fails the test, naming what it
+// did not do, instead of hanging it.
+func receive[T any](t testing.TB, ch <-chan T, what string) T {
+	t.Helper()
+	timer := time.NewTimer(time.Minute)
+	defer timer.Stop()
+	select {
+	case v := <-ch:
+		return v
+	case <-timer.C:
+		t.Fatalf("%s (waited a minute)", what)
+	}
+	var zero T
+	return zero
+}
+
+// waitAll waits for wg as receive waits for a value.
+func waitAll(t testing.TB, wg *sync.WaitGroup, what string) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	receive(t, done, what)
 }
 
 // engine builds an engine over the rig's parts with prompts p; each change

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -47,12 +48,14 @@ func TestReactionsOffTheTurnsPath(t *testing.T) {
 	t.Run("Run waits for them", func(t *testing.T) {
 		r := newRig(t)
 		gate := make(chan struct{})
+		open := sync.OnceFunc(func() { close(gate) })
+		t.Cleanup(open) // a failed test leaves no change held
 		r.chat.reactionGate = gate
 		reports := make(chan TurnReport, 1)
 		// The changes are held until Run says it waits for them.
 		logger := slog.New(slog.NewTextHandler(onWrite(func(line string) {
 			if strings.Contains(line, "waiting for reaction changes") {
-				close(gate)
+				open()
 			}
 		}), nil))
 		e := r.engine(fakePrompts{}, reportTo(reports), func(d *Deps) { d.Logger = logger })
@@ -73,7 +76,7 @@ func TestReactionsOffTheTurnsPath(t *testing.T) {
 			t.Fatal("no turn")
 		}
 		cancel()
-		if got := <-ran; len(got) != 2 {
+		if got := receive(t, ran, "Run did not return once its context ended"); len(got) != 2 {
 			t.Errorf("reaction changes made when Run returned: %q, want the add and the remove", got)
 		}
 	})

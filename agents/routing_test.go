@@ -398,7 +398,7 @@ func testReplicas(t *testing.T, r *rig) {
 		t.Fatal("the replicas did not answer every thread")
 	}
 	cancel()
-	wg.Wait()
+	waitAll(t, &wg, "the replicas' Run did not return once their context ended")
 	settleEngines(t, r.store, r.clock, engines...)
 	posts := r.chat.texts()
 	if len(posts) != threads {
@@ -439,12 +439,12 @@ func TestRunShutdownLeavesUnfinishedTurnsQueued(t *testing.T) {
 	}
 	ran := make(chan error)
 	go func() { ran <- e.Run(ctx) }()
-	<-model.started
+	receive(t, model.started, "the turn never called the model")
 	cancel()
-	if err := <-ran; err != nil {
+	if err := receive(t, ran, "Run did not return once its context ended"); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
-	if tr := <-reports; tr.Outcome != "cancelled" {
+	if tr := receive(t, reports, "the cancelled turn was not reported"); tr.Outcome != "cancelled" {
 		t.Errorf("the cancelled turn was reported %q", tr.Outcome)
 	}
 	if len(r.chat.texts()) != 0 {
