@@ -130,25 +130,7 @@ func BuildRequest(prompts Prompts, profiles Profiles, p TurnPrompt) (llm.Request
 	for _, h := range append(append([]HistoryMessage(nil), history...), p.Tail...) {
 		candidates = append(candidates, llm.Message{Role: h.Role, Content: h.text(p.MaxMessageChars)})
 	}
-	fixed := estimateTokens(system) + estimateTokens(phase)
-	kept := candidates
-	if fixed > info.Budget {
-		info.OverBudget = true
-		info.Warnings = append(info.Warnings, fmt.Sprintf("the system and %s prompts alone (about %d tokens) exceed the input budget of %d; sent without history", p.Prompt, fixed, info.Budget))
-		kept = nil
-	} else {
-		used := fixed
-		start := len(candidates)
-		for start > 0 {
-			t := estimateTokens(candidates[start-1].Content)
-			if used+t > info.Budget {
-				break
-			}
-			used += t
-			start--
-		}
-		kept = candidates[start:]
-	}
+	kept := fitHistory(candidates, system, phase, p.Prompt, &info)
 	info.Dropped = len(candidates) - len(kept)
 
 	msgs := make([]llm.Message, 0, len(kept)+2)
@@ -174,6 +156,29 @@ func BuildRequest(prompts Prompts, profiles Profiles, p TurnPrompt) (llm.Request
 		Role:        role,
 		Prompt:      p.Prompt,
 	}, info, nil
+}
+
+// fitHistory keeps the latest candidates that fit the input budget
+// (info.Budget) beside the system and phase prompts; none when the prompts
+// alone exceed it, which info records with a warning.
+func fitHistory(candidates []llm.Message, system, phase, prompt string, info *BuildInfo) []llm.Message {
+	fixed := estimateTokens(system) + estimateTokens(phase)
+	if fixed > info.Budget {
+		info.OverBudget = true
+		info.Warnings = append(info.Warnings, fmt.Sprintf("the system and %s prompts alone (about %d tokens) exceed the input budget of %d; sent without history", prompt, fixed, info.Budget))
+		return nil
+	}
+	used := fixed
+	start := len(candidates)
+	for start > 0 {
+		t := estimateTokens(candidates[start-1].Content)
+		if used+t > info.Budget {
+			break
+		}
+		used += t
+		start--
+	}
+	return candidates[start:]
 }
 
 // estimateTokens is the budget's token estimate of one message:

@@ -206,7 +206,7 @@ type Engine struct {
 	deps     Deps
 	log      *slog.Logger
 	patterns map[string]*regexp.Regexp
-	static   map[string]ChannelConfig
+	naming   // how agents are named: base domains, the configuration's channels
 
 	nudge chan struct{}
 	ready chan task // conversations this replica just recorded a message of
@@ -244,7 +244,7 @@ func New(opts Options, deps Deps) *Engine {
 		deps:     deps,
 		log:      deps.Logger.With(slog.String("component", "agents")),
 		patterns: make(map[string]*regexp.Regexp),
-		static:   make(map[string]ChannelConfig),
+		naming:   naming{static: make(map[string]ChannelConfig)},
 		nudge:    make(chan struct{}, 1),
 		ready:    make(chan task, 256),
 		busy:     make(map[string]bool),
@@ -257,8 +257,9 @@ func New(opts Options, deps Deps) *Engine {
 		bases[i] = strings.ToLower(strings.Trim(b, ". "))
 	}
 	opts.BaseDomains = bases
+	e.bases = bases
 	e.opts = opts
-	e.opts.Agents = e.agentSettings(opts.Agents)
+	e.opts.Agents = agentSettings(opts.Agents, e.naming, e.patterns, e.log)
 	for _, c := range opts.Channels {
 		e.static[c.ID] = canonicalChannel(c, e.canonical)
 	}
@@ -304,19 +305,20 @@ func orDefault[T int | float64 | time.Duration](v *T, d T) {
 }
 
 // agentSettings keys the agents' settings by canonical name and compiles
-// their session patterns (needs e.opts.BaseDomains set).
-func (e *Engine) agentSettings(in map[string]AgentSettings) map[string]AgentSettings {
+// their session patterns into patterns; an invalid pattern is logged and
+// its agent creates no session.
+func agentSettings(in map[string]AgentSettings, n naming, patterns map[string]*regexp.Regexp, log *slog.Logger) map[string]AgentSettings {
 	out := make(map[string]AgentSettings, len(in))
 	for name, s := range in {
-		name = e.canonical(name)
+		name = n.canonical(name)
 		out[name] = s
 		if s.SessionPolicy == SessionPattern {
 			re, err := regexp.Compile(`^(?:` + s.SessionPattern + `)$`)
 			if err != nil {
-				e.log.Error("invalid session_pattern; the agent creates no session", slog.String(logAgent, name), slog.Any(logError, err))
+				log.Error("invalid session_pattern; the agent creates no session", slog.String(logAgent, name), slog.Any(logError, err))
 				continue
 			}
-			e.patterns[name] = re
+			patterns[name] = re
 		}
 	}
 	return out
@@ -353,33 +355,6 @@ const (
 
 func (e *Engine) now() time.Time { return e.deps.Now() }
 
-// canonical lowercases an ENS name and writes it under the first base
-// domain when it is under any configured base.
-func (e *Engine) canonical(name string) string {
-	name = strings.ToLower(strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(name), "@")))
-	for _, b := range e.opts.BaseDomains {
-		if prefix, ok := strings.CutSuffix(name, "."+b); ok {
-			return prefix + "." + e.opts.BaseDomains[0]
-		}
-	}
-	return name
-}
-
-// forms lists the spellings of canonical names that mention them.
-func (e *Engine) forms(names []string) []nameForm {
-	var out []nameForm
-	for _, n := range names {
-		out = append(out, nameForm{form: n, agent: n})
-		first := "." + e.opts.BaseDomains[0]
-		if prefix, ok := strings.CutSuffix(n, first); ok {
-			for _, b := range e.opts.BaseDomains[1:] {
-				out = append(out, nameForm{form: prefix + "." + b, agent: n})
-			}
-		}
-	}
-	return out
-}
-
 // registeredNames lists a channel's agents: the configuration's, then
 // those added at run time, canonical and without duplicates.
 func (e *Engine) registeredNames(ctx context.Context, channel string) ([]string, error) {
@@ -388,23 +363,6 @@ func (e *Engine) registeredNames(ctx context.Context, channel string) ([]string,
 		return nil, fmt.Errorf("agents: list agents of %s: %w", channel, err)
 	}
 	return e.channelNames(channel, added), nil
-}
-
-// channelNames merges a channel's configured agents with those added at
-// run time (as the store lists them).
-func (e *Engine) channelNames(channel string, added []string) []string {
-	names := slices.Clone(e.static[channel].Agents)
-	for _, n := range added {
-		if n = e.canonical(n); !slices.Contains(names, n) {
-			names = append(names, n)
-		}
-	}
-	return names
-}
-
-// isStatic reports whether the configuration declares agent in channel.
-func (e *Engine) isStatic(channel, agent string) bool {
-	return slices.Contains(e.static[channel].Agents, agent)
 }
 
 // ChannelAgent is an agent registered in a channel.
