@@ -72,10 +72,13 @@ type Options struct {
 	MaxTurns         int           // conversation.max_turns
 	MaxTurnsPerAgent int           // conversation.max_turns_per_agent
 	MaxParallel      int           // conversation.max_parallel
-	MaxMessageChars  int           // conversation.max_message_chars
-	MaxQueued        int           // conversation.max_queued: turns waiting per conversation
-	MaxInputTokens   int           // llm.max_input_tokens: the input budget when no prompt or profile sets one
-	MaxToolRounds    int           // llm.max_tool_rounds
+	// ComputeWorkers bounds the workers computing at once (see
+	// Engine.cpu); 0 is two per core, a negative value no bound.
+	ComputeWorkers  int
+	MaxMessageChars int // conversation.max_message_chars
+	MaxQueued       int // conversation.max_queued: turns waiting per conversation
+	MaxInputTokens  int // llm.max_input_tokens: the input budget when no prompt or profile sets one
+	MaxToolRounds   int // llm.max_tool_rounds
 
 	MatchThreshold float64 // expert.match_threshold
 	SessionScope   string  // expert.session_scope: ScopeAgent or ScopeChannel
@@ -224,7 +227,7 @@ type Engine struct {
 	// (offCPU). Without it a hundred turns in flight are a hundred
 	// runnable goroutines, and each step of recording and acknowledging
 	// an event (socket read, store round trip, ack write) waits behind
-	// them all.
+	// them all. Nil when Options.ComputeWorkers is negative: no bound.
 	cpu chan struct{}
 }
 
@@ -249,7 +252,12 @@ func New(opts Options, deps Deps) *Engine {
 		ready:    make(chan task, 256),
 		busy:     make(map[string]bool),
 		again:    make(map[string]bool),
-		cpu:      make(chan struct{}, 2*runtime.GOMAXPROCS(0)),
+	}
+	switch {
+	case opts.ComputeWorkers == 0:
+		e.cpu = make(chan struct{}, 2*runtime.GOMAXPROCS(0))
+	case opts.ComputeWorkers > 0:
+		e.cpu = make(chan struct{}, opts.ComputeWorkers)
 	}
 	e.reactions = newReactor(deps.Chat, e.log, opts.MaxParallel)
 	bases := make([]string, len(opts.BaseDomains)) // the caller's slice stays as it is

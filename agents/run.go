@@ -345,8 +345,10 @@ func (e *Engine) setFree(id string) bool {
 // meanwhile. runCtx ending stops new turns; turnCtx ending cancels the one
 // in flight.
 func (e *Engine) process(runCtx, turnCtx context.Context, t task) {
-	e.cpu <- struct{}{} // see Engine.cpu
-	defer func() { <-e.cpu }()
+	if e.cpu != nil { // see Engine.cpu
+		e.cpu <- struct{}{}
+		defer func() { <-e.cpu }()
+	}
 	log := e.log.With(slog.String(logConversation, t.id))
 	for runCtx.Err() == nil {
 		lock, snap, found, err := e.deps.Store.AcquireAndLoad(turnCtx, t.id, e.opts.LockTTL, memory.Lookup{Channel: t.channel})
@@ -495,6 +497,10 @@ func (e *Engine) release(turnCtx context.Context, lock memory.Lock, markPending 
 // worker's CPU token given back meanwhile (see Engine.cpu). Only the
 // goroutine running process, which holds a token, calls it.
 func (e *Engine) offCPU(f func()) {
+	if e.cpu == nil {
+		f()
+		return
+	}
 	<-e.cpu
 	defer func() { e.cpu <- struct{}{} }()
 	f()

@@ -38,13 +38,14 @@ var facilitator = ens.Agent{
 
 // scenario is one measured configuration.
 type scenario struct {
-	Store         string // memory or redis
-	Replicas      int
-	Conversations int           // active at once
-	Messages      int           // person messages per conversation, each answered by one turn
-	Latency       time.Duration // the fake model's fixed latency
-	Think         time.Duration // a person waits a random time up to this before each message
-	MaxParallel   int           // conversation.max_parallel of each replica
+	Store          string // memory or redis
+	Replicas       int
+	Conversations  int           // active at once
+	Messages       int           // person messages per conversation, each answered by one turn
+	Latency        time.Duration // the fake model's fixed latency
+	Think          time.Duration // a person waits a random time up to this before each message
+	MaxParallel    int           // conversation.max_parallel of each replica
+	ComputeWorkers int           // agents.Options.ComputeWorkers of each replica
 }
 
 func (s scenario) String() string {
@@ -136,7 +137,7 @@ func measure(ctx context.Context, sc scenario, o options) (res result, err error
 		cfg := replicaConfig{
 			SlackAPIURL: slack.APIURL(), AppToken: fakeslack.AppToken, BotToken: fakeslack.BotToken,
 			ModelURL: model.URL(), Store: sc.Store, RedisURL: o.redisURL, KeyPrefix: prefix,
-			MaxParallel: sc.MaxParallel, Channel: benchChannel, Facilitator: facilitator,
+			MaxParallel: sc.MaxParallel, ComputeWorkers: sc.ComputeWorkers, Channel: benchChannel, Facilitator: facilitator,
 		}
 		if o.cpuProfile != "" {
 			cfg.CPUProfile = fmt.Sprintf("%s/%s-replica%d.pprof", o.cpuProfile, sc, i)

@@ -31,17 +31,18 @@ const envReplica = "CONCLAVE_BENCH_REPLICA"
 
 // replicaConfig is what a replica process needs to wire itself.
 type replicaConfig struct {
-	SlackAPIURL string
-	AppToken    string
-	BotToken    string
-	ModelURL    string
-	Store       string // "memory" or "redis"
-	RedisURL    string
-	KeyPrefix   string
-	MaxParallel int
-	Channel     string
-	Facilitator ens.Agent
-	CPUProfile  string // file to write a CPU profile to, until the process stops
+	SlackAPIURL    string
+	AppToken       string
+	BotToken       string
+	ModelURL       string
+	Store          string // "memory" or "redis"
+	RedisURL       string
+	KeyPrefix      string
+	MaxParallel    int
+	ComputeWorkers int // agents.Options.ComputeWorkers
+	Channel        string
+	Facilitator    ens.Agent
+	CPUProfile     string // file to write a CPU profile to, until the process stops
 }
 
 // replicaStats is what a replica reports at GET /stats.
@@ -212,9 +213,10 @@ func runReplica(raw string) error {
 		return err
 	}
 	eng := agents.New(agents.Options{
-		Channels:    []agents.ChannelConfig{{ID: cfg.Channel, Agents: []string{cfg.Facilitator.EnsDomain}}},
-		MaxParallel: cfg.MaxParallel,
-		BotUserID:   id.UserID,
+		Channels:       []agents.ChannelConfig{{ID: cfg.Channel, Agents: []string{cfg.Facilitator.EnsDomain}}},
+		MaxParallel:    cfg.MaxParallel,
+		ComputeWorkers: cfg.ComputeWorkers,
+		BotUserID:      id.UserID,
 	}, agents.Deps{
 		Store:    countRecording(store),
 		Chat:     slack,

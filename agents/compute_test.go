@@ -1,0 +1,34 @@
+package agents
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// TestComputeWorkers: a turn runs to its end with one compute token, and
+// with no bound at all (Options.ComputeWorkers negative: no tokens).
+func TestComputeWorkers(t *testing.T) {
+	for _, n := range []int{1, -1} {
+		r := newRig(t)
+		r.opts.SweepInterval = time.Hour
+		r.opts.ComputeWorkers = n
+		reports := make(chan TurnReport, 1)
+		e := r.engine(fakePrompts{}, reportTo(reports))
+		if (e.cpu == nil) != (n < 0) || (n > 0 && cap(e.cpu) != n) {
+			t.Fatalf("ComputeWorkers %d: tokens %v (cap %d)", n, e.cpu != nil, cap(e.cpu))
+		}
+		runEngine(t, e)
+		if err := handle(context.Background(), e, Event{ID: "Ev1", Team: team, Channel: chanA, TS: r.nextTS(), UserID: "U1", UserName: "Alice", Text: "hello"}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case tr := <-reports:
+			if tr.Outcome != "ok" || tr.Role != "facilitator" {
+				t.Errorf("ComputeWorkers %d: turn %+v", n, tr)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("ComputeWorkers %d: the recorded message never got its turn", n)
+		}
+	}
+}
