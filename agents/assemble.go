@@ -126,9 +126,11 @@ func BuildRequest(prompts Prompts, profiles Profiles, p TurnPrompt) (llm.Request
 	if settings.IncludeHistory != nil && !*settings.IncludeHistory {
 		history = nil
 	}
-	var candidates []llm.Message
-	for _, h := range append(append([]HistoryMessage(nil), history...), p.Tail...) {
-		candidates = append(candidates, llm.Message{Role: h.Role, Content: h.text(p.MaxMessageChars)})
+	candidates := make([]llm.Message, 0, len(history)+len(p.Tail))
+	for _, part := range [][]HistoryMessage{history, p.Tail} {
+		for _, h := range part {
+			candidates = append(candidates, llm.Message{Role: h.Role, Content: h.text(p.MaxMessageChars)})
+		}
 	}
 	kept := fitHistory(candidates, system, phase, p.Prompt, &info)
 	info.Dropped = len(candidates) - len(kept)
@@ -137,9 +139,6 @@ func BuildRequest(prompts Prompts, profiles Profiles, p TurnPrompt) (llm.Request
 	msgs = append(msgs, llm.Message{Role: llm.RoleSystem, Content: system})
 	msgs = append(msgs, kept...)
 	msgs = append(msgs, llm.Message{Role: llm.RoleUser, Content: phase})
-	for _, m := range msgs {
-		info.Tokens += estimateTokens(m.Content)
-	}
 
 	jsonMode := p.Prompt == templates.PromptContextNotFound
 	if settings.JSON != nil {
@@ -160,9 +159,11 @@ func BuildRequest(prompts Prompts, profiles Profiles, p TurnPrompt) (llm.Request
 
 // fitHistory keeps the latest candidates that fit the input budget
 // (info.Budget) beside the system and phase prompts; none when the prompts
-// alone exceed it, which info records with a warning.
+// alone exceed it, which info records with a warning. It sets info.Tokens
+// to the estimate of the prompts and the candidates kept: the request's.
 func fitHistory(candidates []llm.Message, system, phase, prompt string, info *BuildInfo) []llm.Message {
 	fixed := estimateTokens(system) + estimateTokens(phase)
+	info.Tokens = fixed
 	if fixed > info.Budget {
 		info.OverBudget = true
 		info.Warnings = append(info.Warnings, fmt.Sprintf("the system and %s prompts alone (about %d tokens) exceed the input budget of %d; sent without history", prompt, fixed, info.Budget))
@@ -178,6 +179,7 @@ func fitHistory(candidates []llm.Message, system, phase, prompt string, info *Bu
 		used += t
 		start--
 	}
+	info.Tokens = used
 	return candidates[start:]
 }
 

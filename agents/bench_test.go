@@ -5,6 +5,10 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/conclavehq/conclave/ens"
+	"github.com/conclavehq/conclave/templates"
 )
 
 func BenchmarkFindMentions(b *testing.B) {
@@ -80,6 +84,34 @@ func BenchmarkRecord(b *testing.B) {
 					}
 				}
 			})
+		}
+	}
+}
+
+// BenchmarkBuildRequest builds an expert's context-found request with the
+// built-in templates and fixture, its thread 40 messages long.
+func BenchmarkBuildRequest(b *testing.B) {
+	lib, err := templates.Open("", templates.Options{Clock: func() time.Time { return time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC) }})
+	if err != nil {
+		b.Fatal(err)
+	}
+	f := templates.BuiltinFixture()
+	self, ok := f.Data.ChannelMembers[0].AgentInfo()
+	if !ok {
+		b.Fatal("the fixture's first member is not an agent")
+	}
+	a := ens.Agent{Name: self.Name, EnsDomain: self.EnsDomain, Role: ens.RoleExpert, Attributes: self.Attributes}
+	p := FixturePrompt(a, templates.PromptContextFound, f)
+	for len(p.History) < 40 {
+		p.History = append(p.History, p.History...)
+	}
+	p.History = p.History[:40]
+	prompts, profiles := lib.Current(), newFakeModel()
+	b.ReportAllocs()
+	for b.Loop() {
+		req, _, err := BuildRequest(prompts, profiles, p)
+		if err != nil || len(req.Messages) < 3 {
+			b.Fatalf("request of %d messages, %v", len(req.Messages), err)
 		}
 	}
 }
