@@ -46,6 +46,7 @@ type scenario struct {
 	Think          time.Duration // a person waits a random time up to this before each message
 	MaxParallel    int           // conversation.max_parallel of each replica
 	ComputeWorkers int           // agents.Options.ComputeWorkers of each replica
+	HandleParallel int           // bot.Options.HandleParallel of each replica
 }
 
 func (s scenario) String() string {
@@ -137,7 +138,7 @@ func measure(ctx context.Context, sc scenario, o options) (res result, err error
 		cfg := replicaConfig{
 			SlackAPIURL: slack.APIURL(), AppToken: fakeslack.AppToken, BotToken: fakeslack.BotToken,
 			ModelURL: model.URL(), Store: sc.Store, RedisURL: o.redisURL, KeyPrefix: prefix,
-			MaxParallel: sc.MaxParallel, ComputeWorkers: sc.ComputeWorkers, Channel: benchChannel, Facilitator: facilitator,
+			MaxParallel: sc.MaxParallel, ComputeWorkers: sc.ComputeWorkers, HandleParallel: sc.HandleParallel, Channel: benchChannel, Facilitator: facilitator,
 		}
 		if o.cpuProfile != "" {
 			cfg.CPUProfile = fmt.Sprintf("%s/%s-replica%d.pprof", o.cpuProfile, sc, i)

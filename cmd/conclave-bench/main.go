@@ -54,6 +54,7 @@ func run() error {
 		messages      = flag.Int("messages", 4, "person messages per conversation, each answered by one turn")
 		maxParallel   = flag.Int("max-parallel", 0, "conversation.max_parallel of each replica; 0: as many as the conversations")
 		compute       = flag.Int("compute-workers", 0, "workers computing at once in each replica; 0: two per core, negative: no bound")
+		handle        = flag.Int("handle-parallel", 16, "threads whose events each replica records at once (bot.Options.HandleParallel; conclave run's is 16)")
 		redisURL      = flag.String("redis", "start", `Redis for the redis store: "start" runs a private redis-server (appendonly yes), else a URL (keys under a fresh prefix, deleted after)`)
 		cpuProfile    = flag.String("cpuprofile", "", "directory to write each replica's CPU profile to")
 		timeout       = flag.Duration("timeout", 5*time.Minute, "bound of one scenario")
@@ -110,7 +111,7 @@ func run() error {
 			}
 			for _, lat := range lats {
 				for _, c := range convs {
-					sc := scenario{Store: store, Replicas: r, Conversations: c, Messages: *messages, Latency: lat, Think: *think, MaxParallel: *maxParallel, ComputeWorkers: *compute}
+					sc := scenario{Store: store, Replicas: r, Conversations: c, Messages: *messages, Latency: lat, Think: *think, MaxParallel: *maxParallel, ComputeWorkers: *compute, HandleParallel: *handle}
 					if sc.MaxParallel == 0 {
 						sc.MaxParallel = c
 					}

@@ -40,6 +40,7 @@ type replicaConfig struct {
 	KeyPrefix      string
 	MaxParallel    int
 	ComputeWorkers int // agents.Options.ComputeWorkers
+	HandleParallel int // bot.Options.HandleParallel
 	Channel        string
 	Facilitator    ens.Agent
 	CPUProfile     string // file to write a CPU profile to, until the process stops
@@ -207,7 +208,7 @@ func runReplica(raw string) error {
 	// then the Socket Mode side over both. The transport records each
 	// event, acknowledges it, then dispatches its ticket (the turn may
 	// start only then).
-	slack := bot.NewWebAPI(bot.Options{AppToken: cfg.AppToken, BotToken: cfg.BotToken, APIURL: cfg.SlackAPIURL, HTTPClient: web, HandleParallel: 16}, log)
+	slack := bot.NewWebAPI(bot.Options{AppToken: cfg.AppToken, BotToken: cfg.BotToken, APIURL: cfg.SlackAPIURL, HTTPClient: web, HandleParallel: cfg.HandleParallel}, log)
 	id, err := slack.Identify(ctx)
 	if err != nil {
 		return err
