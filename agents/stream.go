@@ -99,7 +99,7 @@ func (c runner) askStreamed(ctx context.Context, t *turn, req llm.Request, menti
 func (c runner) newStreamer(t *turn, sm StreamModel, mention bool) *streamer {
 	s := &streamer{
 		c: c, model: sm, postID: t.id, agent: t.agent.EnsDomain, prompt: t.report.Phase, mention: mention,
-		base: c.conv.State, conv: c.conv, lock: c.lock,
+		base: c.conv.State, conv: *c.conv, lock: c.lock,
 		wake: make(chan struct{}, 1), stop: make(chan struct{}),
 	}
 	s.reply = Reply{
@@ -305,7 +305,7 @@ func (o *outbox) adoptStream(p *pendingPost) {
 }
 
 // streamedFor reports whether a message was streamed for turn id's reply.
-func (c *convo) streamedFor(id string) bool {
+func (c runner) streamedFor(id string) bool {
 	_, ok := c.st.Streamed[id]
 	return ok
 }

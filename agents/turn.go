@@ -18,9 +18,50 @@ import (
 // runner runs the turns of a loaded conversation, each from its prompt to
 // its pending post: an expert's or a clone's call (callTurn), the
 // facilitator's turn (facilitatorTurn) and the conclusion (concludeTurn).
-type runner struct{ *convo }
+// It holds what a turn reads and the pieces of the conversation a turn
+// changes: the machine (which turn, and its outcome), the session binds,
+// the outbox its posts go through, and the stream markers in the state.
+type runner struct {
+	e      *Engine              // ports (model, prompts, tools, store, chat), options, clock
+	log    *slog.Logger         // the conversation's
+	conv   *memory.Conversation // State as last committed: a stream's marker is committed over it
+	lock   memory.Lock          // what a stream's commits prove
+	msgs   *[]memory.Message    // the thread, in ts order
+	st     *convState           // read, but for the stream markers (Streamed)
+	m      *machine             // the state machine over st
+	roster *roster              // the channel's agents
+	out    *outbox              // the turn's posts and notices
+	binds  sessionBinds         // the conversation's memory sessions
+	react  func(ctx context.Context)
+	// turnID is the id of a facilitator's turn running a prompt (turnIDFor).
+	turnID func(agent, prompt string) string
+}
 
-func (c *convo) runner() runner { return runner{c} }
+// sessionBinds is what a turn asks of the conversation's memory
+// sessions (session.go).
+type sessionBinds interface {
+	// expertNamespace is whose memory an expert's sessions are in.
+	expertNamespace(name string) string
+	// sessionOf is the session an expert or clone reads and appends to.
+	sessionOf(a ens.Agent) (namespace, key string, ok bool)
+	// bind binds an expert to a session.
+	bind(ctx context.Context, a ens.Agent, key string)
+	// otherConversations reads a session's entries from other conversations.
+	otherConversations(ctx context.Context, namespace, key string) ([]memory.SessionEntry, error)
+}
+
+// runner is the turn runner of the loaded conversation.
+func (c *convo) runner() runner {
+	return runner{
+		e: c.e, log: c.log, conv: &c.conv, lock: c.lock, msgs: &c.msgs, st: c.st, m: c.m,
+		roster: &c.roster, out: c.out, binds: c, react: c.react, turnID: c.turnIDFor,
+	}
+}
+
+// view is the conversation as it stands, for a turn's prompts.
+func (c runner) view() view {
+	return view{roster: c.roster, conv: *c.conv, msgs: *c.msgs, st: c.st, opts: &c.e.opts, chat: c.e.deps.Chat, log: c.log}
+}
 
 // turn is one agent producing (or failing to produce) one reply.
 type turn struct {
@@ -163,8 +204,8 @@ func (c runner) notify(ctx context.Context, t *turn, reason string) {
 // names.
 func (c runner) mentionUsers(ctx context.Context, text, self string) []string {
 	var users []string
-	for _, n := range findMentions(text, c.forms) {
-		if n == self || c.agents[n].Role != ens.RoleHuman {
+	for _, n := range findMentions(text, c.roster.forms) {
+		if n == self || c.roster.agents[n].Role != ens.RoleHuman {
 			continue
 		}
 		u, err := c.e.PairedUser(ctx, n)
@@ -184,7 +225,7 @@ func (c runner) mentionUsers(ctx context.Context, text, self string) []string {
 func (c runner) callTurn(ctx context.Context) error {
 	q := c.st.Queue[0]
 	now := c.e.now()
-	a, registered := c.agents[q.Agent]
+	a, registered := c.roster.agents[q.Agent]
 	if !registered {
 		a = ens.Agent{Name: firstLabel(q.Agent), EnsDomain: q.Agent, Role: ens.RoleExpert}
 	}
@@ -261,7 +302,7 @@ func (c runner) expertTurn(ctx context.Context, t *turn) (text string, meta map[
 	}
 	visible := c.view().visibleTo(a)
 	data := c.view().data(ctx, a, visible, "", len(visible))
-	if data.KnownSessions, err = c.e.deps.Store.RecentSessions(ctx, c.expertNamespace(a.EnsDomain), maxKnownSessions); err != nil {
+	if data.KnownSessions, err = c.e.deps.Store.RecentSessions(ctx, c.binds.expertNamespace(a.EnsDomain), maxKnownSessions); err != nil {
 		return "", nil, "", fmt.Errorf("list sessions of %s: %w", a.EnsDomain, err)
 	}
 	req, err := c.build(t, templates.PromptContextNotFound, data, c.view().history(ctx, a, visible, false), nil)
@@ -303,7 +344,7 @@ func (c runner) expertTurn(ctx context.Context, t *turn) (text string, meta map[
 	case key == "":
 		return reply.Message, meta, "", nil
 	}
-	c.bind(ctx, a, key)
+	c.binds.bind(ctx, a, key)
 	if reply.Message != "" {
 		// A threading message that cannot be posted now stays first in
 		// the outbox; the answer goes after it.
@@ -323,7 +364,7 @@ func (c runner) chooseSession(ctx context.Context, a ens.Agent, key string) (ses
 	if key == "" {
 		return "", "", nil
 	}
-	ns := c.expertNamespace(a.EnsDomain)
+	ns := c.binds.expertNamespace(a.EnsDomain)
 	existing, err := c.e.deps.Store.Sessions(ctx, ns)
 	if err != nil {
 		return "", "", fmt.Errorf("list sessions of %s: %w", ns, err)
@@ -363,12 +404,12 @@ func (c runner) couldNotAnswer(agent, reason string) {
 
 // contextFound answers as a bound expert.
 func (c runner) contextFound(ctx context.Context, t *turn, key string) (string, error) {
-	return c.sessionTurn(ctx, t, c.expertNamespace(t.agent.EnsDomain), key, templates.PromptContextFound)
+	return c.sessionTurn(ctx, t, c.binds.expertNamespace(t.agent.EnsDomain), key, templates.PromptContextFound)
 }
 
 // cloneTurn answers as a clone, on its human's group session.
 func (c runner) cloneTurn(ctx context.Context, t *turn) (string, error) {
-	ns, key, _ := c.sessionOf(t.agent)
+	ns, key, _ := c.binds.sessionOf(t.agent)
 	return c.sessionTurn(ctx, t, ns, key, templates.PromptDefault)
 }
 
@@ -377,7 +418,7 @@ func (c runner) cloneTurn(ctx context.Context, t *turn) (string, error) {
 // thread.
 func (c runner) sessionTurn(ctx context.Context, t *turn, namespace, key, prompt string) (string, error) {
 	a := t.agent
-	entries, err := c.otherConversations(ctx, namespace, key)
+	entries, err := c.binds.otherConversations(ctx, namespace, key)
 	if err != nil {
 		return "", err
 	}
@@ -395,15 +436,15 @@ func (c runner) sessionTurn(ctx context.Context, t *turn, namespace, key, prompt
 // thread (START, BODY, or after a restart). A reply holding :end: asks for
 // the conclusion; what is left of it is posted first.
 func (c runner) facilitatorTurn(ctx context.Context) error {
-	f := c.agents[c.facilitator]
-	t := c.newTurn(c.turnIDFor(f.EnsDomain, templates.PromptDefault), f, templates.PromptDefault)
+	f := c.roster.agents[c.roster.facilitator]
+	t := c.newTurn(c.turnID(f.EnsDomain, templates.PromptDefault), f, templates.PromptDefault)
 	defer c.done(t)
 	// Messages that arrive during the turn are routed after it and wake
 	// the facilitator again.
 	wake := c.m.startFacilitator()
 
-	data := c.view().data(ctx, f, c.msgs, c.conv.ID, len(c.msgs))
-	req, err := c.build(t, templates.PromptDefault, data, c.view().history(ctx, f, c.msgs, true), nil)
+	data := c.view().data(ctx, f, *c.msgs, c.conv.ID, len(*c.msgs))
+	req, err := c.build(t, templates.PromptDefault, data, c.view().history(ctx, f, *c.msgs, true), nil)
 	var text string
 	if err == nil {
 		text, err = c.askStreamed(ctx, t, req, true)
@@ -444,16 +485,16 @@ func (c runner) facilitatorTurn(ctx context.Context) error {
 // turn fails.
 func (c runner) concludeTurn(ctx context.Context) error {
 	r := c.st.Conclude
-	f, ok := c.agents[c.facilitator]
+	f, ok := c.roster.agents[c.roster.facilitator]
 	if !ok {
 		c.m.concluded(c.e.now(), false)
 		c.react(ctx)
 		return nil
 	}
-	t := c.newTurn(c.turnIDFor(f.EnsDomain, templates.PromptConclude), f, templates.PromptConclude)
+	t := c.newTurn(c.turnID(f.EnsDomain, templates.PromptConclude), f, templates.PromptConclude)
 	defer c.done(t)
 	var msgs []memory.Message
-	for _, m := range c.msgs {
+	for _, m := range *c.msgs {
 		if r.EndTS == "" || m.TS != r.EndTS {
 			msgs = append(msgs, m)
 		}
