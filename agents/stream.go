@@ -76,8 +76,8 @@ type streamer struct {
 // streaming is on and the model can stream. mention: the reply may call
 // agents, so its paired users are mentioned as in the final post.
 func (c runner) askStreamed(ctx context.Context, t *turn, req llm.Request, mention bool) (string, error) {
-	sm, ok := c.e.deps.Model.(StreamModel)
-	if !c.e.opts.Stream || !ok || req.JSON {
+	sm, ok := c.deps.Model.(StreamModel)
+	if !c.opts.Stream || !ok || req.JSON {
 		return c.ask(ctx, t, req)
 	}
 	s := c.newStreamer(t, sm, mention)
@@ -116,12 +116,12 @@ func (c runner) newStreamer(t *turn, sm StreamModel, mention bool) *streamer {
 
 // complete's model call: streamed when the turn streams.
 func (c runner) callModel(ctx context.Context, t *turn, req llm.Request) (resp llm.Response, err error) {
-	c.e.offCPU(func() {
+	c.offCPU(func() {
 		if s := t.stream; s != nil {
 			resp, err = s.model.Stream(ctx, req, s.onText)
 			return
 		}
-		resp, err = c.e.deps.Model.Complete(ctx, req)
+		resp, err = c.deps.Model.Complete(ctx, req)
 	})
 	return resp, err
 }
@@ -148,7 +148,7 @@ func (s *streamer) latest() (raw, shown string) {
 // interval's ticks when the text changed: a tick allows one update, the
 // next change uses it.
 func (s *streamer) loop(ctx context.Context) {
-	tick, stopTick := s.c.e.streamTicker()
+	tick, stopTick := s.c.streamTicker()
 	defer stopTick()
 	started, due := false, false
 	for {
@@ -198,7 +198,7 @@ func (s *streamer) show(ctx context.Context, text string, ending bool) {
 	case s.ts == "" && !s.looked:
 		// An earlier run may have posted it without recording its ts.
 		s.looked = true
-		found, err := c.e.deps.Chat.FindPost(ctx, s.conv.Channel, s.conv.ThreadTS, s.postID)
+		found, err := c.deps.Chat.FindPost(ctx, s.conv.Channel, s.conv.ThreadTS, s.postID)
 		if err != nil {
 			s.gaveUp = true
 			c.log.Info("streamed reply not shown", slog.String(logPost, s.postID), slog.Any(logError, err))
@@ -214,8 +214,8 @@ func (s *streamer) show(ctx context.Context, text string, ending bool) {
 	if s.mention && !ending {
 		r.Mention = c.mentionUsers(ctx, text, s.agent)
 	}
-	pctx, cancel := context.WithTimeout(ctx, c.e.opts.PostTimeout)
-	posted, err := c.e.deps.Chat.PostReply(pctx, r)
+	pctx, cancel := context.WithTimeout(ctx, c.opts.PostTimeout)
+	posted, err := c.deps.Chat.PostReply(pctx, r)
 	cancel()
 	if err != nil || len(posted) == 0 {
 		if s.ts == "" {
@@ -249,9 +249,9 @@ func (s *streamer) commit(ctx context.Context) error {
 	st.Streamed[s.postID] = s.mark()
 	conv := s.conv
 	conv.State = st.encode()
-	_, err = c.e.deps.Store.Commit(ctx, s.lock, memory.Commit{
+	_, err = c.deps.Store.Commit(ctx, s.lock, memory.Commit{
 		Conversation: conv,
-		Deadline:     c.e.now().Add(c.e.opts.LockTTL),
+		Deadline:     c.now().Add(c.opts.LockTTL),
 		PendingPosts: len(st.Outbox) + 1,
 	})
 	if err != nil {

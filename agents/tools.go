@@ -48,7 +48,7 @@ func (e *Engine) toolsFor(agent string, fromSettings *[]string) []llm.Tool {
 // history line "(used <tool>)".
 func (c runner) complete(ctx context.Context, t *turn, req llm.Request) (llm.Response, error) {
 	for round := 0; ; round++ {
-		if round >= c.e.opts.MaxToolRounds {
+		if round >= c.opts.MaxToolRounds {
 			req.Tools = nil
 		}
 		resp, err := c.callModel(ctx, t, req)
@@ -86,7 +86,7 @@ func (c runner) runTools(ctx context.Context, t *turn, offered []llm.Tool, calls
 		}
 		ran[i] = true
 		wg.Go(func() {
-			text, err := c.e.deps.Tools.Call(ctx, call.Name, call.Arguments)
+			text, err := c.deps.Tools.Call(ctx, call.Name, call.Arguments)
 			if err != nil {
 				text = "error: " + firstLine(err.Error()) // the toolbox keeps servers' secrets out of it
 				c.log.Info("tool call failed", slog.String(logAgent, t.agent.EnsDomain), slog.String(logTurn, t.id),
@@ -95,13 +95,13 @@ func (c runner) runTools(ctx context.Context, t *turn, offered []llm.Tool, calls
 			if strings.TrimSpace(text) == "" {
 				text = "(no output)"
 			}
-			results[i] = capText(text, c.e.opts.MaxMessageChars)
+			results[i] = capText(text, c.opts.MaxMessageChars)
 		})
 	}
-	c.e.offCPU(wg.Wait)
+	c.offCPU(wg.Wait)
 	for i, call := range calls {
 		if ran[i] {
-			c.m.addNote(fmt.Sprintf("(used %s)", call.Name), c.e.now(), false)
+			c.m.addNote(fmt.Sprintf("(used %s)", call.Name), c.now(), false)
 			t.report.ToolCalls++
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -18,11 +19,23 @@ import (
 // runner runs the turns of a loaded conversation, each from its prompt to
 // its pending post: an expert's or a clone's call (callTurn), the
 // facilitator's turn (facilitatorTurn) and the conclusion (concludeTurn).
-// It holds what a turn reads and the pieces of the conversation a turn
-// changes: the machine (which turn, and its outcome), the session binds,
-// the outbox its posts go through, and the stream markers in the state.
+// It holds what a turn uses of the engine (ports, options, clock, and the
+// few engine services it calls, as functions), what it reads of the
+// conversation, and the pieces of the conversation a turn changes: the
+// machine (which turn, and its outcome), the session binds, the outbox its
+// posts go through, and the stream markers in the state.
 type runner struct {
-	e      *Engine              // ports (model, prompts, tools, store, chat), options, clock
+	deps *Deps    // the ports: model, prompts, tools, store, chat, OnTurn
+	opts *Options // the engine's options
+	now  func() time.Time
+	// offCPU runs a call to the outside with the worker's CPU token given
+	// back meanwhile (Engine.offCPU).
+	offCPU       func(func())
+	pairedUser   func(ctx context.Context, agent string) (string, error)
+	toolsFor     func(agent string, fromSettings *[]string) []llm.Tool
+	patterns     map[string]*regexp.Regexp // the experts' session patterns
+	streamTicker func() (<-chan time.Time, func())
+
 	log    *slog.Logger         // the conversation's
 	conv   *memory.Conversation // State as last committed: a stream's marker is committed over it
 	lock   memory.Lock          // what a stream's commits prove
@@ -53,14 +66,16 @@ type sessionBinds interface {
 // runner is the turn runner of the loaded conversation.
 func (c *convo) runner() runner {
 	return runner{
-		e: c.e, log: c.log, conv: &c.conv, lock: c.lock, msgs: &c.msgs, st: c.st, m: c.m,
+		deps: &c.e.deps, opts: &c.e.opts, now: c.e.now, offCPU: c.e.offCPU, pairedUser: c.e.PairedUser,
+		toolsFor: c.e.toolsFor, patterns: c.e.patterns, streamTicker: c.e.streamTicker,
+		log: c.log, conv: &c.conv, lock: c.lock, msgs: &c.msgs, st: c.st, m: c.m,
 		roster: &c.roster, out: c.out, binds: c, react: c.react, turnID: c.turnIDFor,
 	}
 }
 
 // view is the conversation as it stands, for a turn's prompts.
 func (c runner) view() view {
-	return view{roster: c.roster, conv: *c.conv, msgs: *c.msgs, st: c.st, opts: &c.e.opts, chat: c.e.deps.Chat, log: c.log}
+	return view{roster: c.roster, conv: *c.conv, msgs: *c.msgs, st: c.st, opts: c.opts, chat: c.deps.Chat, log: c.log}
 }
 
 // turn is one agent producing (or failing to produce) one reply.
@@ -79,9 +94,9 @@ func (c runner) newTurn(id string, a ens.Agent, phase string) *turn {
 	return &turn{
 		id:       id,
 		agent:    a,
-		prompts:  c.e.deps.Prompts(),
-		started:  c.e.now(),
-		deadline: time.Now().Add(c.e.opts.TurnTimeout),
+		prompts:  c.deps.Prompts(),
+		started:  c.now(),
+		deadline: time.Now().Add(c.opts.TurnTimeout),
 		report: TurnReport{
 			Conversation: c.conv.ID,
 			TurnID:       id,
@@ -95,7 +110,7 @@ func (c runner) newTurn(id string, a ens.Agent, phase string) *turn {
 
 // done logs the turn's one line and reports it.
 func (c runner) done(t *turn) {
-	t.report.Duration = c.e.now().Sub(t.started)
+	t.report.Duration = c.now().Sub(t.started)
 	r := t.report
 	attrs := []any{
 		slog.String(logTurn, r.TurnID), slog.String(logAgent, r.Agent), slog.String(logRole, r.Role),
@@ -112,22 +127,22 @@ func (c runner) done(t *turn) {
 	} else {
 		c.log.Info("turn", attrs...)
 	}
-	if c.e.deps.OnTurn != nil {
-		c.e.deps.OnTurn(r)
+	if c.deps.OnTurn != nil {
+		c.deps.OnTurn(r)
 	}
 }
 
 // build renders and fits one request of a turn.
 func (c runner) build(t *turn, prompt string, data templates.Data, history, tail []HistoryMessage) (llm.Request, error) {
-	req, info, err := BuildRequest(t.prompts, c.e.deps.Model, TurnPrompt{
+	req, info, err := BuildRequest(t.prompts, c.deps.Model, TurnPrompt{
 		Agent:           t.agent,
 		Prompt:          prompt,
 		Data:            data,
 		History:         history,
 		Tail:            tail,
-		AgentProfile:    c.e.opts.Agents[t.agent.EnsDomain].LLMProfile,
-		MaxInputTokens:  c.e.opts.MaxInputTokens,
-		MaxMessageChars: c.e.opts.MaxMessageChars,
+		AgentProfile:    c.opts.Agents[t.agent.EnsDomain].LLMProfile,
+		MaxInputTokens:  c.opts.MaxInputTokens,
+		MaxMessageChars: c.opts.MaxMessageChars,
 	})
 	for _, w := range info.Warnings {
 		c.log.Warn(w, slog.String(logAgent, t.agent.EnsDomain), slog.String(logPhase, prompt))
@@ -138,7 +153,7 @@ func (c runner) build(t *turn, prompt string, data templates.Data, history, tail
 	}
 	t.report.Phase = prompt
 	if err == nil {
-		req.Tools = c.e.toolsFor(t.agent.EnsDomain, info.Tools)
+		req.Tools = c.toolsFor(t.agent.EnsDomain, info.Tools)
 	}
 	return req, err
 }
@@ -154,7 +169,7 @@ func (c runner) ask(ctx context.Context, t *turn, req llm.Request) (string, erro
 	defer cancel()
 	resp, err := c.complete(mctx, t, req)
 	if err != nil && ctx.Err() == nil && mctx.Err() != nil {
-		err = fmt.Errorf("%w (%s): %w", errTurnDeadline, c.e.opts.TurnTimeout, err)
+		err = fmt.Errorf("%w (%s): %w", errTurnDeadline, c.opts.TurnTimeout, err)
 	}
 	if err != nil {
 		return "", err
@@ -190,7 +205,7 @@ func (c runner) failed(ctx context.Context, t *turn, err error) error {
 // now stays pending there; a lost lock leaves it to the next holder, which
 // must not see it twice.
 func (c runner) notify(ctx context.Context, t *turn, reason string) {
-	if c.e.opts.Notify != NotifyThread && !c.streamedFor(t.id) {
+	if c.opts.Notify != NotifyThread && !c.streamedFor(t.id) {
 		return
 	}
 	text := fmt.Sprintf("⚠️ %s could not answer: %s (ref %s)", t.agent.Name, reason, t.id)
@@ -208,7 +223,7 @@ func (c runner) mentionUsers(ctx context.Context, text, self string) []string {
 		if n == self || c.roster.agents[n].Role != ens.RoleHuman {
 			continue
 		}
-		u, err := c.e.PairedUser(ctx, n)
+		u, err := c.pairedUser(ctx, n)
 		if err != nil {
 			c.log.Warn("paired user of a human agent", slog.String(logAgent, n), slog.Any(logError, err))
 		}
@@ -224,7 +239,7 @@ func (c runner) mentionUsers(ctx context.Context, text, self string) []string {
 // at its turn cap.
 func (c runner) callTurn(ctx context.Context) error {
 	q := c.st.Queue[0]
-	now := c.e.now()
+	now := c.now()
 	a, registered := c.roster.agents[q.Agent]
 	if !registered {
 		a = ens.Agent{Name: firstLabel(q.Agent), EnsDomain: q.Agent, Role: ens.RoleExpert}
@@ -233,7 +248,7 @@ func (c runner) callTurn(ctx context.Context) error {
 	t.report.Wait = now.Sub(q.Queued)
 	defer c.done(t)
 	endCall := func() {
-		c.m.endCall(q, c.e.now())
+		c.m.endCall(q, c.now())
 		c.react(ctx)
 	}
 	switch c.m.admit(q, registered, now) {
@@ -245,12 +260,12 @@ func (c runner) callTurn(ctx context.Context) error {
 		return nil
 	case callExpired:
 		endCall()
-		c.m.addNote(fmt.Sprintf("(%s did not answer: timeout)", q.Agent), c.e.now(), true)
+		c.m.addNote(fmt.Sprintf("(%s did not answer: timeout)", q.Agent), c.now(), true)
 		t.report.Outcome = "timeout"
 		return nil
 	case atCap:
 		endCall()
-		reason := fmt.Sprintf("it reached its limit of %d turns in this conversation", c.e.opts.MaxTurnsPerAgent)
+		reason := fmt.Sprintf("it reached its limit of %d turns in this conversation", c.opts.MaxTurnsPerAgent)
 		c.couldNotAnswer(q.Agent, reason)
 		t.report.Outcome = "skipped"
 		if c.m.capNotice(q.Agent) {
@@ -302,7 +317,7 @@ func (c runner) expertTurn(ctx context.Context, t *turn) (text string, meta map[
 	}
 	visible := c.view().visibleTo(a)
 	data := c.view().data(ctx, a, visible, "", len(visible))
-	if data.KnownSessions, err = c.e.deps.Store.RecentSessions(ctx, c.binds.expertNamespace(a.EnsDomain), maxKnownSessions); err != nil {
+	if data.KnownSessions, err = c.deps.Store.RecentSessions(ctx, c.binds.expertNamespace(a.EnsDomain), maxKnownSessions); err != nil {
 		return "", nil, "", fmt.Errorf("list sessions of %s: %w", a.EnsDomain, err)
 	}
 	req, err := c.build(t, templates.PromptContextNotFound, data, c.view().history(ctx, a, visible, false), nil)
@@ -365,11 +380,11 @@ func (c runner) chooseSession(ctx context.Context, a ens.Agent, key string) (ses
 		return "", "", nil
 	}
 	ns := c.binds.expertNamespace(a.EnsDomain)
-	existing, err := c.e.deps.Store.Sessions(ctx, ns)
+	existing, err := c.deps.Store.Sessions(ctx, ns)
 	if err != nil {
 		return "", "", fmt.Errorf("list sessions of %s: %w", ns, err)
 	}
-	match, kind, score := matchSession(key, existing, c.e.opts.MatchThreshold)
+	match, kind, score := matchSession(key, existing, c.opts.MatchThreshold)
 	if match != "" {
 		if kind != matchExact {
 			c.log.Info("session matched", slog.String(logAgent, a.EnsDomain), slog.String("key", key),
@@ -377,13 +392,13 @@ func (c runner) chooseSession(ctx context.Context, a ens.Agent, key string) (ses
 		}
 		return match, "", nil
 	}
-	s := c.e.opts.Agents[a.EnsDomain]
+	s := c.opts.Agents[a.EnsDomain]
 	switch s.SessionPolicy {
 	case SessionNever:
 		c.log.Info("no session matches and the policy creates none", slog.String(logAgent, a.EnsDomain), slog.String("key", key))
 		return "", fmt.Sprintf("it has no memory for %q and may not start one", key), nil
 	case SessionPattern:
-		if re := c.e.patterns[a.EnsDomain]; re == nil || !re.MatchString(key) {
+		if re := c.patterns[a.EnsDomain]; re == nil || !re.MatchString(key) {
 			c.log.Info("new session refused by session_pattern", slog.String(logAgent, a.EnsDomain), slog.String("key", key))
 			return "", fmt.Sprintf("it has no memory for %q, and %q is not a key it may start one for", key, key), nil
 		}
@@ -399,7 +414,7 @@ const maxKnownSessions = 50
 // history line never posted, which wakes the facilitator at once: it can
 // ask someone else or tell the person.
 func (c runner) couldNotAnswer(agent, reason string) {
-	c.m.addNote(fmt.Sprintf("(%s could not answer: %s)", agent, reason), c.e.now(), true)
+	c.m.addNote(fmt.Sprintf("(%s could not answer: %s)", agent, reason), c.now(), true)
 }
 
 // contextFound answers as a bound expert.
@@ -452,7 +467,7 @@ func (c runner) facilitatorTurn(ctx context.Context) error {
 	if err != nil && ctx.Err() != nil {
 		return c.failed(ctx, t, err) // to be run again: the messages keep their reaction
 	}
-	c.m.facilitatorDone(wake, c.e.now())
+	c.m.facilitatorDone(wake, c.now())
 	c.react(ctx)
 	if err != nil {
 		return c.failed(ctx, t, err)
@@ -487,7 +502,7 @@ func (c runner) concludeTurn(ctx context.Context) error {
 	r := c.st.Conclude
 	f, ok := c.roster.agents[c.roster.facilitator]
 	if !ok {
-		c.m.concluded(c.e.now(), false)
+		c.m.concluded(c.now(), false)
 		c.react(ctx)
 		return nil
 	}
@@ -516,7 +531,7 @@ func (c runner) concludeTurn(ctx context.Context) error {
 		t.report.Outcome = "cancelled"
 		return ctx.Err()
 	}
-	c.m.concluded(c.e.now(), true)
+	c.m.concluded(c.now(), true)
 	c.react(ctx)
 	c.log.Info("conversation concluded", slog.String("reason", r.Reason))
 	if err != nil {
