@@ -45,25 +45,8 @@ func (s *webAPI) chatUpdate(form url.Values) answer {
 	edited.text = text
 	edited.blocks = nil
 	if blocks != "" {
-		var parsed []struct {
-			Type string `json:"type"`
-			Text any    `json:"text"`
-		}
-		if json.Unmarshal([]byte(blocks), &parsed) != nil {
-			return answer{err: "invalid_blocks"}
-		}
-		md := 0
-		for _, b := range parsed {
-			if b.Type == "markdown" {
-				t, ok := b.Text.(string)
-				if !ok {
-					return answer{err: "invalid_blocks"}
-				}
-				md += len([]rune(t))
-			}
-		}
-		if md > markdownLimit {
-			return answer{err: "msg_blocks_too_long"}
+		if e := checkBlocks(blocks); e != "" {
+			return answer{err: e}
 		}
 		edited.blocks = json.RawMessage(blocks)
 	}

@@ -199,25 +199,8 @@ func (s *webAPI) chatPostMessage(form url.Values) answer {
 		Parse: form.Get("parse"), LinkNames: form.Get("link_names"), Form: form,
 	}
 	if blocks != "" {
-		var parsed []struct {
-			Type string `json:"type"`
-			Text any    `json:"text"`
-		}
-		if json.Unmarshal([]byte(blocks), &parsed) != nil {
-			return answer{err: "invalid_blocks"}
-		}
-		md := 0
-		for _, b := range parsed {
-			if b.Type == "markdown" {
-				t, ok := b.Text.(string)
-				if !ok {
-					return answer{err: "invalid_blocks"}
-				}
-				md += len([]rune(t))
-			}
-		}
-		if md > markdownLimit {
-			return answer{err: "msg_blocks_too_long"}
+		if e := checkBlocks(blocks); e != "" {
+			return answer{err: e}
 		}
 		p.Blocks = json.RawMessage(blocks)
 	}
@@ -497,4 +480,31 @@ func channelType(ch string) string {
 
 func formatTS(sec, micro int64) string {
 	return fmt.Sprintf("%d.%06d", sec, micro)
+}
+
+// checkBlocks checks a message's blocks as Slack does: a JSON array, each
+// markdown block's text a string, their text together within
+// markdownLimit runes. It returns Slack's error, or "" when they pass.
+func checkBlocks(blocks string) string {
+	var parsed []struct {
+		Type string `json:"type"`
+		Text any    `json:"text"`
+	}
+	if json.Unmarshal([]byte(blocks), &parsed) != nil {
+		return "invalid_blocks"
+	}
+	md := 0
+	for _, b := range parsed {
+		if b.Type == "markdown" {
+			t, ok := b.Text.(string)
+			if !ok {
+				return "invalid_blocks"
+			}
+			md += len([]rune(t))
+		}
+	}
+	if md > markdownLimit {
+		return "msg_blocks_too_long"
+	}
+	return ""
 }
