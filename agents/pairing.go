@@ -175,7 +175,7 @@ func (p *Pairing) Request(ctx context.Context, r PairingRequest) (PairingOutcome
 	}
 	now := p.now()
 	offer := PairingOffer{
-		ID: newOfferID(), User: r.User, Agent: r.Agent.EnsDomain, OfferedBy: r.Caller,
+		ID: newSecretID(), User: r.User, Agent: r.Agent.EnsDomain, OfferedBy: r.Caller,
 		Team: r.Team, Channel: r.Channel, Created: now, Expires: now.Add(PairingOfferTTL),
 	}
 	raw, _ := json.Marshal(offer) // plain data: cannot fail
@@ -313,9 +313,10 @@ func (p *Pairing) Withdraw(ctx context.Context, id string) error {
 	return nil
 }
 
-// newOfferID is 128 random bits in hex: an offer's id is carried by its
-// buttons, so it must not be guessable.
-func newOfferID() string {
+// newSecretID is 128 random bits in hex, not guessable: an offer's id
+// (carried by its buttons) and a wallet link's token (also the EIP-4361
+// nonce, which must be alphanumeric).
+func newSecretID() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
 	return hex.EncodeToString(b[:])

@@ -2,8 +2,6 @@ package agents
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -102,12 +100,6 @@ func messageKey(token string, addr common.Address) string {
 // nonce (which must be alphanumeric).
 var linkToken = regexp.MustCompile(`^[0-9a-f]{32}$`)
 
-func newLinkToken() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
-	return hex.EncodeToString(b[:])
-}
-
 // Issue records a pending link for link's user, issued now (to the second)
 // and working for WalletLinkTTL, and returns its token and the link as
 // kept.
@@ -121,7 +113,7 @@ func (w *Wallets) Issue(ctx context.Context, link WalletLink) (string, WalletLin
 	if err != nil {
 		return "", link, fmt.Errorf("agents: wallet link: %w", err)
 	}
-	token := newLinkToken()
+	token := newSecretID()
 	if err := w.store.PutNonce(ctx, linkKey(token), value, WalletLinkTTL); err != nil {
 		return "", link, fmt.Errorf("agents: wallet link: %w", err)
 	}
