@@ -56,20 +56,21 @@ func (s scenario) String() string {
 // result is what one scenario measured.
 type result struct {
 	scenario
-	Turns       int
-	Elapsed     time.Duration
-	Ack         []time.Duration // per person message: delivered → acknowledged, at the fake Slack
-	Overhead    []time.Duration // per turn: delivered → model called, plus model answered → posted
-	ToModel     []time.Duration // per turn: delivered → model called
-	ToPost      []time.Duration // per turn: model answered → posted
-	RedisTrips  float64         // per turn, all replicas, background work included
-	RedisAck    float64         // of them, per turn, recording events (before the ack)
-	RedisCmds   float64
-	RedisCPU    time.Duration // per turn: CPU time of the Redis server (meaningful on a private server)
-	ReplicaCPU  time.Duration // per turn: CPU time of the replicas, background work included
-	RigCPU      time.Duration // per turn: CPU time of this process (fake Slack, fake model, people)
-	HeapPerConv float64       // bytes: heap growth of all replicas (after a full GC) / conversations
-	Problems    []string
+	Turns        int
+	Elapsed      time.Duration
+	Ack          []time.Duration // per person message: delivered → acknowledged, at the fake Slack
+	Overhead     []time.Duration // per turn: delivered → model called, plus model answered → posted
+	ToModel      []time.Duration // per turn: delivered → model called
+	ToPost       []time.Duration // per turn: model answered → posted
+	RedisTrips   float64         // per turn, all replicas, background work included
+	RedisAck     float64         // of them, per turn, recording events (before the ack)
+	RedisCmds    float64
+	RedisCPU     time.Duration // per turn: CPU time of the Redis server (meaningful on a private server)
+	ReplicaCPU   time.Duration // per turn: CPU time of the replicas, background work included
+	RigCPU       time.Duration // per turn: CPU time of this process (fake Slack, fake model, people)
+	HeapPerConv  float64       // bytes: heap growth of all replicas (after a full GC) / conversations
+	AllocPerTurn float64       // bytes: heap allocated by all replicas, background work included / turns
+	Problems     []string
 }
 
 // modelCall is when the fake model received a turn's request and when it
@@ -255,6 +256,7 @@ func measure(ctx context.Context, sc scenario, o options) (res result, err error
 	res.RedisAck = float64(after.RedisAck-before.RedisAck) / float64(res.Turns)
 	res.RedisCmds = float64(after.RedisCmds-before.RedisCmds) / float64(res.Turns)
 	res.HeapPerConv = (float64(after.HeapBytes) - float64(before.HeapBytes)) / float64(sc.Conversations)
+	res.AllocPerTurn = float64(after.AllocBytes-before.AllocBytes) / float64(res.Turns)
 
 	mu.Lock()
 	defer mu.Unlock()
@@ -308,6 +310,7 @@ func sumStats(urls []string) (replicaStats, error) {
 			return total, err
 		}
 		total.HeapBytes += s.HeapBytes
+		total.AllocBytes += s.AllocBytes
 		total.Goroutines += s.Goroutines
 		total.RedisCmds += s.RedisCmds
 		total.RedisTrips += s.RedisTrips

@@ -56,7 +56,7 @@ func run() error {
 		compute       = flag.Int("compute-workers", 0, "workers computing at once in each replica; 0: two per core, negative: no bound")
 		handle        = flag.Int("handle-parallel", 16, "threads whose events each replica records at once (bot.Options.HandleParallel; conclave run's is 16)")
 		redisURL      = flag.String("redis", "start", `Redis for the redis store: "start" runs a private redis-server (appendonly yes), else a URL (keys under a fresh prefix, deleted after)`)
-		cpuProfile    = flag.String("cpuprofile", "", "directory to write each replica's CPU profile to")
+		cpuProfile    = flag.String("cpuprofile", "", "directory to write each replica's CPU and allocation profiles to")
 		timeout       = flag.Duration("timeout", 5*time.Minute, "bound of one scenario")
 	)
 	flag.Parse()
@@ -100,8 +100,8 @@ func run() error {
 		*redisURL = url
 	}
 	printMachine(ctx, *redisURL, withRedis)
-	fmt.Println("| store | replicas | conversations | model latency | turns | turns/s | ack p50 ms | ack p99 ms | overhead p50 ms | overhead p99 ms | → model p99 ms | → post p99 ms | conclave CPU µs/turn | Redis trips/turn (ack + rest) | Redis cmds/turn | Redis CPU µs/turn | rig CPU µs/turn | heap/conversation KB |")
-	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Println("| store | replicas | conversations | model latency | turns | turns/s | ack p50 ms | ack p99 ms | overhead p50 ms | overhead p99 ms | → model p99 ms | → post p99 ms | conclave CPU µs/turn | conclave alloc KB/turn | Redis trips/turn (ack + rest) | Redis cmds/turn | Redis CPU µs/turn | rig CPU µs/turn | heap/conversation KB |")
+	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	failed := false
 	for _, store := range strings.Split(*stores, ",") {
 		store = strings.TrimSpace(store)
@@ -148,6 +148,7 @@ func printResult(r result) {
 		ms(percentile(r.Overhead, 0.5)), ms(percentile(r.Overhead, 0.99)),
 		ms(percentile(r.ToModel, 0.99)), ms(percentile(r.ToPost, 0.99)),
 		strconv.FormatFloat(r.ReplicaCPU.Seconds()*1e6, 'f', 0, 64),
+		strconv.FormatFloat(r.AllocPerTurn/1024, 'f', 1, 64),
 		trips, cmds, redisCPU,
 		strconv.FormatFloat(r.RigCPU.Seconds()*1e6, 'f', 0, 64),
 		strconv.FormatFloat(r.HeapPerConv/1024, 'f', 1, 64),

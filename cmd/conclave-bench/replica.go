@@ -43,12 +43,13 @@ type replicaConfig struct {
 	HandleParallel int // bot.Options.HandleParallel
 	Channel        string
 	Facilitator    ens.Agent
-	CPUProfile     string // file to write a CPU profile to, until the process stops
+	CPUProfile     string // file to write a CPU profile to, until the process stops, and the allocations' profile to, with ".allocs" added
 }
 
 // replicaStats is what a replica reports at GET /stats.
 type replicaStats struct {
 	HeapBytes   uint64 // heap in use after a full collection
+	AllocBytes  uint64 // heap allocated since the process started
 	Goroutines  int
 	RedisCmds   int64         // commands sent to Redis
 	RedisTrips  int64         // round trips to Redis (a pipeline is one)
@@ -153,6 +154,7 @@ func runReplica(raw string) error {
 			return err
 		}
 		defer pprof.StopCPUProfile()
+		defer writeAllocProfile(cfg.CPUProfile + ".allocs")
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 
@@ -239,7 +241,7 @@ func runReplica(raw string) error {
 		var ms runtime.MemStats
 		runtime.ReadMemStats(&ms)
 		_ = json.NewEncoder(w).Encode(replicaStats{
-			HeapBytes: ms.HeapAlloc, Goroutines: runtime.NumGoroutine(),
+			HeapBytes: ms.HeapAlloc, AllocBytes: ms.TotalAlloc, Goroutines: runtime.NumGoroutine(),
 			RedisCmds: trips.cmds.Load(), RedisTrips: trips.trips.Load(), RedisAck: trips.ackTrips.Load(), TurnsLogged: turns.Load(), CPU: processCPU(),
 		})
 	})
@@ -285,4 +287,19 @@ func processCPU() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// writeAllocProfile writes the allocations' profile to path; a failure
+// is reported on stderr, the run's figures being unaffected.
+func writeAllocProfile(path string) {
+	f, err := os.Create(path)
+	if err == nil {
+		err = pprof.Lookup("allocs").WriteTo(f, 0)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "allocation profile:", err)
+	}
 }
