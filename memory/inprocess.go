@@ -157,6 +157,8 @@ func (s *InProcess) snapshot(id string, now time.Time) Snapshot {
 		return Snapshot{Conversation: Conversation{ID: id}}
 	}
 	snap := Snapshot{Exists: true, Conversation: cloneConversation(c.conv)}
+	// Room for the messages a turn adds, which the engine appends.
+	snap.Messages = make([]Message, 0, len(c.msgs)+4)
 	for _, m := range c.msgs {
 		snap.Messages = append(snap.Messages, cloneMessage(m))
 	}

@@ -44,11 +44,12 @@ type RedisOptions struct {
 // marks live in Redis, and everything the engine needs atomic is one Lua
 // script on one hash slot.
 type Redis struct {
-	c      redis.UniversalClient
-	owned  bool
-	opts   Options
-	keys   keySchema
-	direct bool // commit appends to sessions in its own script (not on Cluster)
+	c       redis.UniversalClient
+	owned   bool
+	opts    Options
+	keys    keySchema
+	direct  bool // commit appends to sessions in its own script (not on Cluster)
+	decoded *decoded
 }
 
 var (
@@ -66,10 +67,11 @@ func NewRedis(ctx context.Context, o RedisOptions) (*Redis, error) {
 		return nil, fmt.Errorf("memory: key prefix %q contains a brace", prefix)
 	}
 	r := &Redis{
-		c:     o.Client,
-		opts:  Options{MaxSessionMessages: o.MaxSessionMessages, ConversationTTL: o.ConversationTTL, Now: o.Now}.withDefaults(),
-		keys:  keySchema{prefix: prefix},
-		owned: o.Client == nil,
+		c:       o.Client,
+		opts:    Options{MaxSessionMessages: o.MaxSessionMessages, ConversationTTL: o.ConversationTTL, Now: o.Now}.withDefaults(),
+		keys:    keySchema{prefix: prefix},
+		owned:   o.Client == nil,
+		decoded: newDecoded(decodedBudget),
 	}
 	if r.c == nil {
 		c, err := redisurl.NewClient(o.URL)
@@ -243,14 +245,16 @@ func (r *Redis) Snapshot(ctx context.Context, convID string) (Snapshot, error) {
 	if err != nil {
 		return Snapshot{}, fmt.Errorf("memory: snapshot %s: %w", convID, err)
 	}
-	snap, err := decodeSnapshot(convID, fields.Val(), msgs.Val())
+	snap, err := r.decodeSnapshot(convID, fields.Val(), msgs.Val())
 	if err != nil {
 		return Snapshot{}, fmt.Errorf("memory: snapshot %s: %w", convID, err)
 	}
 	return snap, nil
 }
 
-func decodeSnapshot(id string, fields map[string]string, msgs []string) (Snapshot, error) {
+// decodeSnapshot builds a conversation's snapshot from its stored
+// fields and messages.
+func (r *Redis) decodeSnapshot(id string, fields map[string]string, msgs []string) (Snapshot, error) {
 	snap := Snapshot{Exists: len(fields) > 0, Conversation: Conversation{ID: id}}
 	if !snap.Exists {
 		return snap, nil
@@ -260,15 +264,11 @@ func decodeSnapshot(id string, fields map[string]string, msgs []string) (Snapsho
 	if s := fields["state"]; s != "" {
 		c.State = []byte(s)
 	}
-	snap.Messages = make([]Message, 0, len(msgs))
-	for _, body := range msgs {
-		var m Message
-		if err := json.Unmarshal([]byte(body), &m); err != nil {
-			return Snapshot{}, fmt.Errorf("decode message: %w", err)
-		}
-		snap.Messages = append(snap.Messages, m)
+	var err error
+	snap.Messages, err = r.decoded.messages(id, msgs)
+	if err != nil {
+		return Snapshot{}, err
 	}
-	sortMessages(snap.Messages)
 	return snap, nil
 }
 
@@ -450,7 +450,7 @@ func (r *Redis) load(ctx context.Context, l Lock, ttl time.Duration, q Lookup) (
 			return Snapshot{}, Found{}, err
 		}
 	}
-	snap, err := decodeSnapshot(l.ConversationID, fields, msgs)
+	snap, err := r.decodeSnapshot(l.ConversationID, fields, msgs)
 	return snap, found, err
 }
 
