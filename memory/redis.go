@@ -69,7 +69,7 @@ func NewRedis(ctx context.Context, o RedisOptions) (*Redis, error) {
 	r := &Redis{
 		c:       o.Client,
 		opts:    Options{MaxSessionMessages: o.MaxSessionMessages, ConversationTTL: o.ConversationTTL, Now: o.Now}.withDefaults(),
-		keys:    keySchema{prefix: prefix},
+		keys:    newKeySchema(prefix),
 		owned:   o.Client == nil,
 		decoded: newDecoded(decodedBudget),
 	}

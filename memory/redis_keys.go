@@ -2,7 +2,6 @@ package memory
 
 import (
 	"fmt"
-	"hash/fnv"
 	"strings"
 )
 
@@ -20,21 +19,40 @@ func esc(s string) string { return keyEscaper.Replace(s) }
 
 // keySchema builds every key the Redis store uses; docs/memory.md lists
 // them.
-type keySchema struct{ prefix string }
-
-func shardOf(convID string) int {
-	h := fnv.New32a()
-	_, _ = h.Write([]byte(convID))
-	return int(h.Sum32() % dueShards)
+type keySchema struct {
+	prefix string
+	shards []shardKeys // by shard, built once: every store call names some
 }
 
-func (k keySchema) shard(i int) string { return fmt.Sprintf("%s{c%02d}:", k.prefix, i) }
+// shardKeys are the keys of one shard.
+type shardKeys struct{ base, due, posts string }
 
-func (k keySchema) due(shard int) string { return k.shard(shard) + "due" }
+func newKeySchema(prefix string) keySchema {
+	k := keySchema{prefix: prefix, shards: make([]shardKeys, dueShards)}
+	for i := range k.shards {
+		base := fmt.Sprintf("%s{c%02d}:", prefix, i)
+		k.shards[i] = shardKeys{base: base, due: base + "due", posts: base + "posts"}
+	}
+	return k
+}
+
+func shardOf(convID string) int {
+	// FNV-1a, 32 bits, as hash/fnv computes it, without its allocation.
+	h := uint32(2166136261)
+	for i := range len(convID) {
+		h ^= uint32(convID[i])
+		h *= 16777619
+	}
+	return int(h % dueShards)
+}
+
+func (k keySchema) shard(i int) string { return k.shards[i].base }
+
+func (k keySchema) due(shard int) string { return k.shards[shard].due }
 
 // posts counts the pending posts of a shard's conversations (a hash:
 // conversation → count).
-func (k keySchema) posts(shard int) string { return k.shard(shard) + "posts" }
+func (k keySchema) posts(shard int) string { return k.shards[shard].posts }
 
 // convKeys are the keys of one conversation, all in one hash slot.
 type convKeys struct {
@@ -42,17 +60,26 @@ type convKeys struct {
 }
 
 func (k keySchema) conv(id string) convKeys {
-	s := shardOf(id)
-	base := k.shard(s)
+	sh := k.shards[shardOf(id)]
 	e := esc(id)
+	// The five keys are slices of one string: one allocation, not five.
+	var b strings.Builder
+	b.Grow(5*(len(sh.base)+len(e)) + len("conv:msgs:lock:outbox:seen::"))
+	var ends [5]int
+	for i, kind := range [...]string{"conv:", "msgs:", "lock:", "outbox:", "seen:"} {
+		b.WriteString(sh.base)
+		b.WriteString(kind)
+		b.WriteString(e)
+		if kind == "seen:" {
+			b.WriteByte(':')
+		}
+		ends[i] = b.Len()
+	}
+	all := b.String()
 	return convKeys{
-		due:    k.due(s),
-		conv:   base + "conv:" + e,
-		msgs:   base + "msgs:" + e,
-		lock:   base + "lock:" + e,
-		outbox: base + "outbox:" + e,
-		seen:   base + "seen:" + e + ":",
-		posts:  k.posts(s),
+		due: sh.due, posts: sh.posts,
+		conv: all[:ends[0]], msgs: all[ends[0]:ends[1]], lock: all[ends[1]:ends[2]],
+		outbox: all[ends[2]:ends[3]], seen: all[ends[3]:ends[4]],
 	}
 }
 
