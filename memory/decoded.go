@@ -3,6 +3,7 @@ package memory
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sync"
 )
 
@@ -29,8 +30,9 @@ type decoded struct {
 type decodedConv struct {
 	mu    sync.Mutex
 	byRaw map[string]*decodedMsg
-	gen   uint32 // loads made, to find the messages the last one did not see
-	bytes int    // stored bytes of byRaw's messages
+	gen   uint32        // loads made, to find the messages the last one did not see
+	bytes int           // stored bytes of byRaw's messages
+	order []*decodedMsg // scratch: a load's messages, sorted
 }
 
 type decodedMsg struct {
@@ -73,12 +75,11 @@ func (d *decoded) grew(n int) {
 // messages decodes the stored messages of conversation id, reusing what
 // an earlier load of it decoded, oldest first.
 func (d *decoded) messages(id string, stored []string) ([]Message, error) {
-	// Room for the messages a turn adds, which the engine appends.
-	out := make([]Message, 0, len(stored)+4)
 	c := d.conv(id)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.gen++
+	c.order = c.order[:0]
 	added := 0
 	for _, body := range stored {
 		e, ok := c.byRaw[body]
@@ -91,7 +92,7 @@ func (d *decoded) messages(id string, stored []string) ([]Message, error) {
 			added += len(body)
 		}
 		e.seen = c.gen
-		out = append(out, cloneMessage(e.m))
+		c.order = append(c.order, e)
 	}
 	// Edited and deleted messages leave entries behind; drop them.
 	if len(c.byRaw) > len(stored) {
@@ -106,6 +107,13 @@ func (d *decoded) messages(id string, stored []string) ([]Message, error) {
 		c.bytes += added
 		d.grew(added)
 	}
-	sortMessages(out)
+	// Sorted as pointers: a Message is too large to move around.
+	slices.SortFunc(c.order, func(a, b *decodedMsg) int { return compareTS(a.m.TS, b.m.TS) })
+	// Room for the messages a turn adds, which the engine appends.
+	out := make([]Message, 0, len(stored)+4)
+	for _, e := range c.order {
+		out = append(out, cloneMessage(e.m))
+	}
+	clear(c.order) // keeps no dropped message alive
 	return out, nil
 }
