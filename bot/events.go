@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/slack-go/slack"
+	"github.com/slack-go/slack/slackevents"
 	"github.com/slack-go/slack/socketmode"
 
 	"github.com/conclavehq/conclave/agents"
@@ -47,6 +48,14 @@ func (b *Bot) dispatch(ctx context.Context, ev socketmode.Event) {
 		}
 	case socketmode.EventTypeEventsAPI:
 		b.metrics.envelopes.WithLabelValues("events_api").Inc()
+		if !b.draining.Load() && isOwnPost(ev.Data, b.web.identity()) {
+			// Slack echoes every post of conclave's, half the envelopes
+			// of a conversation: they are known from the client's parse,
+			// without decoding the payload again.
+			b.metrics.skipped.WithLabelValues(string(skipOwn)).Inc()
+			b.ack(ctx, *ev.Request, nil)
+			return
+		}
 		b.handleEnvelope(ctx, *ev.Request)
 	case socketmode.EventTypeSlashCommand:
 		b.metrics.envelopes.WithLabelValues("slash_commands").Inc()
@@ -342,6 +351,22 @@ func fillMessage(ev *agents.Event, m *wireMessage, self Identity) skipReason {
 		ev.UserName = botName(m)
 	}
 	return ""
+}
+
+// isOwnPost says whether data, the socketmode client's parse of an
+// events_api envelope, is a post of conclave's own in a channel: what
+// decodeMessage would skip as skipOwn.
+func isOwnPost(data any, self Identity) bool {
+	api, ok := data.(slackevents.EventsAPIEvent)
+	if !ok || api.Type != slackevents.CallbackEvent {
+		return false
+	}
+	m, ok := api.InnerEvent.Data.(*slackevents.MessageEvent)
+	if !ok || m.Type != "message" || !contentSubtypes[m.SubType] ||
+		m.ChannelType == "im" || m.ChannelType == "mpim" || strings.HasPrefix(m.Channel, "D") {
+		return false
+	}
+	return self.BotID != "" && m.BotID == self.BotID || self.UserID != "" && m.User == self.UserID
 }
 
 func isOwn(m *wireMessage, self Identity) bool {

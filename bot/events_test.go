@@ -2,8 +2,11 @@ package bot
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/slack-go/slack/slackevents"
 
 	"github.com/conclavehq/conclave/agents"
 )
@@ -107,6 +110,17 @@ func TestDecodeMessage(t *testing.T) {
 			got, skip, err := decodeMessage(tt.payload, testSelf)
 			if (err != nil) != tt.wantErr {
 				t.Fatalf("err = %v, want error %v", err, tt.wantErr)
+			}
+			// The socketmode client's parse finds conclave's own posts
+			// without decodeMessage, and nothing decodeMessage keeps.
+			if parsed, perr := slackevents.ParseEvent(tt.payload, slackevents.OptionNoVerifyToken()); perr == nil {
+				own := isOwnPost(parsed, testSelf)
+				if own && skip != skipOwn {
+					t.Errorf("isOwnPost is true for an event decodeMessage skips as %q", skip)
+				}
+				if !own && skip == skipOwn && !strings.HasPrefix(tt.name, "edit") {
+					t.Errorf("isOwnPost is false for an own post")
+				}
 			}
 			if skip != tt.skip {
 				t.Fatalf("skip = %q, want %q", skip, tt.skip)
