@@ -21,6 +21,7 @@ import (
 	"github.com/conclavehq/conclave/agents"
 	"github.com/conclavehq/conclave/agents/llm"
 	"github.com/conclavehq/conclave/bot"
+	"github.com/conclavehq/conclave/cmd/internal/gcpace"
 	"github.com/conclavehq/conclave/ens"
 	"github.com/conclavehq/conclave/memory"
 	"github.com/conclavehq/conclave/templates"
@@ -142,6 +143,7 @@ func runReplica(raw string) error {
 	if err := json.Unmarshal([]byte(raw), &cfg); err != nil {
 		return fmt.Errorf("replica config: %w", err)
 	}
+	gcpace.Set(os.Getenv) // as conclave run does
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	if cfg.CPUProfile != "" {

@@ -25,6 +25,7 @@ import (
 	"github.com/conclavehq/conclave/agents/llm"
 	"github.com/conclavehq/conclave/agents/tools"
 	"github.com/conclavehq/conclave/bot"
+	"github.com/conclavehq/conclave/cmd/internal/gcpace"
 	"github.com/conclavehq/conclave/ens"
 	"github.com/conclavehq/conclave/memory"
 	"github.com/conclavehq/conclave/templates"
@@ -44,6 +45,8 @@ func runBot(ctx context.Context, args []string, e env) error {
 	if err != nil {
 		return err
 	}
+	pace, fromEnv := gcpace.Set(e.getenv)
+	log.Debug("garbage collector pace", slog.Int("percent", pace), slog.Bool("from_GOGC", fromEnv))
 	p := newInstance(cfg, log, e)
 	defer p.close()
 	if err := p.open(ctx); err != nil {
