@@ -133,3 +133,30 @@ func TestDecodeMessage(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkOwnPost is what Slack's echo of a conclave post costs the bot
+// once the socketmode client has parsed it: told apart on the client's
+// parse, against decoding the payload again.
+func BenchmarkOwnPost(b *testing.B) {
+	payload := callback(`{"type":"message","subtype":"bot_message","channel":"C1","bot_id":"BBOT","user":"UBOT","username":"Elen","text":"🧭 The claim C45653 was filed on 3 May; the adjuster confirms it is covered.","ts":"1700000100.200000","thread_ts":"1700000000.000001","blocks":[{"type":"rich_text","block_id":"x","elements":[{"type":"rich_text_section","elements":[{"type":"text","text":"🧭 The claim C45653 was filed on 3 May; the adjuster confirms it is covered."}]}]}],"channel_type":"channel","event_ts":"1700000100.200000"}`)
+	parsed, err := slackevents.ParseEvent(payload, slackevents.OptionNoVerifyToken())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("client parse", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if !isOwnPost(parsed, testSelf) {
+				b.Fatal("not own")
+			}
+		}
+	})
+	b.Run("decoded again", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, skip, _ := decodeMessage(payload, testSelf); skip != skipOwn {
+				b.Fatal("not own")
+			}
+		}
+	})
+}
