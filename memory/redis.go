@@ -245,7 +245,7 @@ func (r *Redis) Snapshot(ctx context.Context, convID string) (Snapshot, error) {
 	if err != nil {
 		return Snapshot{}, fmt.Errorf("memory: snapshot %s: %w", convID, err)
 	}
-	snap, err := r.decodeSnapshot(convID, fields.Val(), msgs.Val())
+	snap, err := decodeSnapshot(r.decoded, convID, fields.Val(), msgs.Val())
 	if err != nil {
 		return Snapshot{}, fmt.Errorf("memory: snapshot %s: %w", convID, err)
 	}
@@ -253,8 +253,8 @@ func (r *Redis) Snapshot(ctx context.Context, convID string) (Snapshot, error) {
 }
 
 // decodeSnapshot builds a conversation's snapshot from its stored
-// fields and messages.
-func (r *Redis) decodeSnapshot(id string, fields map[string]string, msgs []string) (Snapshot, error) {
+// fields and messages, decoding the messages d does not hold yet.
+func decodeSnapshot(d *decoded, id string, fields map[string]string, msgs []string) (Snapshot, error) {
 	snap := Snapshot{Exists: len(fields) > 0, Conversation: Conversation{ID: id}}
 	if !snap.Exists {
 		return snap, nil
@@ -265,7 +265,7 @@ func (r *Redis) decodeSnapshot(id string, fields map[string]string, msgs []strin
 		c.State = []byte(s)
 	}
 	var err error
-	snap.Messages, err = r.decoded.messages(id, msgs)
+	snap.Messages, err = d.messages(id, msgs)
 	if err != nil {
 		return Snapshot{}, err
 	}
@@ -450,7 +450,7 @@ func (r *Redis) load(ctx context.Context, l Lock, ttl time.Duration, q Lookup) (
 			return Snapshot{}, Found{}, err
 		}
 	}
-	snap, err := r.decodeSnapshot(l.ConversationID, fields, msgs)
+	snap, err := decodeSnapshot(r.decoded, l.ConversationID, fields, msgs)
 	return snap, found, err
 }
 
