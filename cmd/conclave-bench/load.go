@@ -97,6 +97,9 @@ type options struct {
 	timeout    time.Duration
 }
 
+// warmUp is how many messages warm each replica up before the measure.
+const warmUp = 2
+
 // measure runs one scenario: a fake Slack and a fake model in this
 // process, the replicas as child processes, and sc.Conversations people
 // writing at once, each sending the next message as soon as the last was
@@ -108,111 +111,16 @@ func measure(ctx context.Context, sc scenario, o options) (res result, err error
 	tb := &benchTB{}
 	defer func() { res.Problems = append(res.Problems, tb.close()...) }()
 
-	slack := fakeslack.New(tb, fakeslack.Options{
-		EchoPosts: true, Route: fakeslack.RouteRoundRobin,
-		Users:    []fakeslack.User{{ID: benchPerson, Name: "ada", RealName: "Ada Lovelace", DisplayName: "Ada"}},
-		Channels: []fakeslack.Channel{{ID: benchChannel, Name: "claims", Purpose: "The claims desk"}},
-	})
-	model := llmfake.New(tb)
-	var mu sync.Mutex
-	calls := make(map[string]modelCall, res.Turns)
-	model.Handle(func(req llmfake.Request) llmfake.Reply {
-		in := time.Now()
-		id := latestID(req)
-		if sc.Latency > 0 {
-			time.Sleep(sc.Latency)
-		}
-		mu.Lock()
-		calls[id] = modelCall{in: in, out: time.Now()}
-		mu.Unlock()
-		return llmfake.Reply{Content: "re: " + id, PromptTokens: 300, CompletionTokens: 5}
-	})
-
-	prefix := ""
-	if sc.Store == "redis" {
-		// A fresh key prefix whose keys are deleted when the scenario
-		// ends, after its replicas have stopped.
-		prefix = redistest.WithPrefix(tb, o.redisURL).Prefix
+	r := newRig(tb, sc)
+	stats, stop, err := r.startReplicas(ctx, tb, o)
+	defer stop()
+	if err != nil {
+		return res, err
 	}
-	var stats []string
-	for i := range sc.Replicas {
-		cfg := replicaConfig{
-			SlackAPIURL: slack.APIURL(), AppToken: fakeslack.AppToken, BotToken: fakeslack.BotToken,
-			ModelURL: model.URL(), Store: sc.Store, RedisURL: o.redisURL, KeyPrefix: prefix,
-			MaxParallel: sc.MaxParallel, ComputeWorkers: sc.ComputeWorkers, HandleParallel: sc.HandleParallel, Channel: benchChannel, Facilitator: facilitator,
-		}
-		if o.cpuProfile != "" {
-			cfg.CPUProfile = fmt.Sprintf("%s/%s-replica%d.pprof", o.cpuProfile, sc, i)
-		}
-		url, stop, err := startReplica(cfg)
-		if err != nil {
-			return res, err
-		}
-		defer stop()
-		stats = append(stats, url)
-	}
-	if err := slack.WaitOpen(ctx, sc.Replicas); err != nil {
-		return res, fmt.Errorf("replicas did not connect: %w", err)
-	}
-
-	// One reader hands each post to the conversation it answers;
-	// conversation number sc.Conversations warms the replicas up.
-	const warmUp = 2
-	replies := make([]chan string, sc.Conversations+1)
-	for i := range replies {
-		replies[i] = make(chan string, max(sc.Messages, warmUp))
-	}
-	go func() {
-		seen := 0
-		for {
-			posts, err := slack.WaitPostsAfter(ctx, seen)
-			if err != nil {
-				return
-			}
-			for _, p := range posts {
-				var c, m int
-				if _, err := fmt.Sscanf(p.Text, "re: c%d m%d", &c, &m); err == nil && c < len(replies) {
-					select {
-					case replies[c] <- p.Text:
-					default:
-					}
-				}
-			}
-			seen += len(posts)
-		}
-	}()
-	// converse sends conversation i's messages, each after the reply to
-	// the one before, and returns their delivery keys.
-	converse := func(i, messages int, think time.Duration) ([]string, error) {
-		var keys []string
-		thread := ""
-		for j := range messages {
-			if think > 0 {
-				select {
-				case <-time.After(rand.N(think)): // #nosec G404 -- think-time jitter of a load generator, not a secret
-				case <-ctx.Done():
-					return keys, ctx.Err()
-				}
-			}
-			text := fmt.Sprintf("c%d m%d", i, j)
-			d := slack.SendMessage(fakeslack.Message{Channel: benchChannel, User: benchPerson, Text: text, ThreadTS: thread})
-			keys = append(keys, d.Key())
-			if thread == "" {
-				thread = d.TS
-			}
-			select {
-			case got := <-replies[i]:
-				if got != "re: "+text {
-					return keys, fmt.Errorf("%s answered with %q", text, got)
-				}
-			case <-ctx.Done():
-				return keys, fmt.Errorf("%s: no reply: %w", text, ctx.Err())
-			}
-		}
-		return keys, nil
-	}
+	go r.readReplies(ctx)
 	for range sc.Replicas {
-		if _, err := converse(sc.Conversations, warmUp, 0); err != nil {
+		// Conversation number sc.Conversations warms the replicas up.
+		if _, err := r.converse(ctx, sc.Conversations, warmUp, 0); err != nil {
 			return res, fmt.Errorf("warm-up: %w", err)
 		}
 	}
@@ -223,14 +131,167 @@ func measure(ctx context.Context, sc scenario, o options) (res result, err error
 	cpuBefore := redisCPU(ctx, o.redisURL, sc.Store)
 	rigBefore := processCPU()
 
-	keys := make([][]string, sc.Conversations)
-	errs := make(chan error, sc.Conversations)
+	keys := r.conversations(ctx, &res)
+
+	after, err := sumStats(stats)
+	if err != nil {
+		return res, err
+	}
+	res.RigCPU = (processCPU() - rigBefore) / time.Duration(res.Turns)
+	res.RedisCPU = (redisCPU(ctx, o.redisURL, sc.Store) - cpuBefore) / time.Duration(res.Turns)
+	res.replicaFigures(before, after)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	res.timings(r.slack, keys, r.calls, sc.Replicas*warmUp)
+	return res, nil
+}
+
+// rig is a scenario's outside world: the fake Slack, the fake model and
+// the people writing.
+type rig struct {
+	sc    scenario
+	slack *fakeslack.Server
+	model *llmfake.Server
+
+	mu    sync.Mutex
+	calls map[string]modelCall // by message id (c<conversation> m<message>)
+
+	replies []chan string // by conversation, the posts answering it
+}
+
+func newRig(tb *benchTB, sc scenario) *rig {
+	r := &rig{
+		sc: sc,
+		slack: fakeslack.New(tb, fakeslack.Options{
+			EchoPosts: true, Route: fakeslack.RouteRoundRobin,
+			Users:    []fakeslack.User{{ID: benchPerson, Name: "ada", RealName: "Ada Lovelace", DisplayName: "Ada"}},
+			Channels: []fakeslack.Channel{{ID: benchChannel, Name: "claims", Purpose: "The claims desk"}},
+		}),
+		model:   llmfake.New(tb),
+		calls:   make(map[string]modelCall, sc.Conversations*sc.Messages),
+		replies: make([]chan string, sc.Conversations+1),
+	}
+	for i := range r.replies {
+		r.replies[i] = make(chan string, max(sc.Messages, warmUp))
+	}
+	r.model.Handle(func(req llmfake.Request) llmfake.Reply {
+		in := time.Now()
+		id := latestID(req)
+		if sc.Latency > 0 {
+			time.Sleep(sc.Latency)
+		}
+		r.mu.Lock()
+		r.calls[id] = modelCall{in: in, out: time.Now()}
+		r.mu.Unlock()
+		return llmfake.Reply{Content: "re: " + id, PromptTokens: 300, CompletionTokens: 5}
+	})
+	return r
+}
+
+// startReplicas starts the scenario's replicas and waits for their
+// sockets; it returns their stats URLs and what stops them all.
+func (r *rig) startReplicas(ctx context.Context, tb *benchTB, o options) ([]string, func(), error) {
+	prefix := ""
+	if r.sc.Store == "redis" {
+		// A fresh key prefix whose keys are deleted when the scenario
+		// ends, after its replicas have stopped.
+		prefix = redistest.WithPrefix(tb, o.redisURL).Prefix
+	}
+	var stats []string
+	var stops []func()
+	stopAll := func() {
+		for _, stop := range slices.Backward(stops) {
+			stop()
+		}
+	}
+	for i := range r.sc.Replicas {
+		cfg := replicaConfig{
+			SlackAPIURL: r.slack.APIURL(), AppToken: fakeslack.AppToken, BotToken: fakeslack.BotToken,
+			ModelURL: r.model.URL(), Store: r.sc.Store, RedisURL: o.redisURL, KeyPrefix: prefix,
+			MaxParallel: r.sc.MaxParallel, ComputeWorkers: r.sc.ComputeWorkers, HandleParallel: r.sc.HandleParallel,
+			Channel: benchChannel, Facilitator: facilitator,
+		}
+		if o.cpuProfile != "" {
+			cfg.CPUProfile = fmt.Sprintf("%s/%s-replica%d.pprof", o.cpuProfile, r.sc, i)
+		}
+		url, stop, err := startReplica(cfg)
+		if err != nil {
+			return nil, stopAll, err
+		}
+		stops = append(stops, stop)
+		stats = append(stats, url)
+	}
+	if err := r.slack.WaitOpen(ctx, r.sc.Replicas); err != nil {
+		return nil, stopAll, fmt.Errorf("replicas did not connect: %w", err)
+	}
+	return stats, stopAll, nil
+}
+
+// readReplies hands each post to the conversation it answers, until ctx
+// ends.
+func (r *rig) readReplies(ctx context.Context) {
+	seen := 0
+	for {
+		posts, err := r.slack.WaitPostsAfter(ctx, seen)
+		if err != nil {
+			return
+		}
+		for _, p := range posts {
+			var c, m int
+			if _, err := fmt.Sscanf(p.Text, "re: c%d m%d", &c, &m); err == nil && c < len(r.replies) {
+				select {
+				case r.replies[c] <- p.Text:
+				default:
+				}
+			}
+		}
+		seen += len(posts)
+	}
+}
+
+// converse sends conversation i's messages, each after the reply to the
+// one before, and returns their delivery keys.
+func (r *rig) converse(ctx context.Context, i, messages int, think time.Duration) ([]string, error) {
+	var keys []string
+	thread := ""
+	for j := range messages {
+		if think > 0 {
+			select {
+			case <-time.After(rand.N(think)): // #nosec G404 -- think-time jitter of a load generator, not a secret
+			case <-ctx.Done():
+				return keys, ctx.Err()
+			}
+		}
+		text := fmt.Sprintf("c%d m%d", i, j)
+		d := r.slack.SendMessage(fakeslack.Message{Channel: benchChannel, User: benchPerson, Text: text, ThreadTS: thread})
+		keys = append(keys, d.Key())
+		if thread == "" {
+			thread = d.TS
+		}
+		select {
+		case got := <-r.replies[i]:
+			if got != "re: "+text {
+				return keys, fmt.Errorf("%s answered with %q", text, got)
+			}
+		case <-ctx.Done():
+			return keys, fmt.Errorf("%s: no reply: %w", text, ctx.Err())
+		}
+	}
+	return keys, nil
+}
+
+// conversations runs the scenario's conversations at once and returns
+// their messages' delivery keys; res gets the elapsed time and the
+// problems met.
+func (r *rig) conversations(ctx context.Context, res *result) [][]string {
+	keys := make([][]string, r.sc.Conversations)
+	errs := make(chan error, r.sc.Conversations)
 	var wg sync.WaitGroup
 	start := time.Now()
-	for i := range sc.Conversations {
+	for i := range r.sc.Conversations {
 		wg.Go(func() {
 			var err error
-			if keys[i], err = converse(i, sc.Messages, sc.Think); err != nil {
+			if keys[i], err = r.converse(ctx, i, r.sc.Messages, r.sc.Think); err != nil {
 				errs <- err
 			}
 		})
@@ -244,24 +305,19 @@ func measure(ctx context.Context, sc scenario, o options) (res result, err error
 			break
 		}
 	}
+	return keys
+}
 
-	after, err := sumStats(stats)
-	if err != nil {
-		return res, err
-	}
-	res.RigCPU = (processCPU() - rigBefore) / time.Duration(res.Turns)
+// replicaFigures sets the per-turn figures the replicas' stats give,
+// from their values before and after the measure.
+func (res *result) replicaFigures(before, after replicaStats) {
+	turns := float64(res.Turns)
 	res.ReplicaCPU = (after.CPU - before.CPU) / time.Duration(res.Turns)
-	res.RedisCPU = (redisCPU(ctx, o.redisURL, sc.Store) - cpuBefore) / time.Duration(res.Turns)
-	res.RedisTrips = float64(after.RedisTrips-before.RedisTrips) / float64(res.Turns)
-	res.RedisAck = float64(after.RedisAck-before.RedisAck) / float64(res.Turns)
-	res.RedisCmds = float64(after.RedisCmds-before.RedisCmds) / float64(res.Turns)
-	res.HeapPerConv = (float64(after.HeapBytes) - float64(before.HeapBytes)) / float64(sc.Conversations)
-	res.AllocPerTurn = float64(after.AllocBytes-before.AllocBytes) / float64(res.Turns)
-
-	mu.Lock()
-	defer mu.Unlock()
-	res.timings(slack, keys, calls, sc.Replicas*warmUp)
-	return res, nil
+	res.RedisTrips = float64(after.RedisTrips-before.RedisTrips) / turns
+	res.RedisAck = float64(after.RedisAck-before.RedisAck) / turns
+	res.RedisCmds = float64(after.RedisCmds-before.RedisCmds) / turns
+	res.HeapPerConv = (float64(after.HeapBytes) - float64(before.HeapBytes)) / float64(res.Conversations)
+	res.AllocPerTurn = float64(after.AllocBytes-before.AllocBytes) / turns
 }
 
 // startReplica runs a replica process and returns its stats URL and a

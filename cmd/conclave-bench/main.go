@@ -60,32 +60,11 @@ func run() error {
 		timeout       = flag.Duration("timeout", 5*time.Minute, "bound of one scenario")
 	)
 	flag.Parse()
-	counts := func(name, s string) ([]int, error) {
-		var out []int
-		for _, f := range strings.Split(s, ",") {
-			n, err := strconv.Atoi(strings.TrimSpace(f))
-			if err != nil || n <= 0 {
-				return nil, fmt.Errorf("-%s: %q is not a positive number", name, f)
-			}
-			out = append(out, n)
-		}
-		return out, nil
-	}
-	reps, err := counts("replicas", *replicas)
+	plan, err := scenarios(*stores, *replicas, *conversations, *latencies, scenario{
+		Messages: *messages, Think: *think, MaxParallel: *maxParallel, ComputeWorkers: *compute, HandleParallel: *handle,
+	})
 	if err != nil {
 		return err
-	}
-	convs, err := counts("conversations", *conversations)
-	if err != nil {
-		return err
-	}
-	var lats []time.Duration
-	for _, f := range strings.Split(*latencies, ",") {
-		d, err := time.ParseDuration(strings.TrimSpace(f))
-		if err != nil {
-			return fmt.Errorf("-latencies: %w", err)
-		}
-		lats = append(lats, d)
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
@@ -103,7 +82,56 @@ func run() error {
 	fmt.Println("| store | replicas | conversations | model latency | turns | turns/s | ack p50 ms | ack p99 ms | overhead p50 ms | overhead p99 ms | → model p99 ms | → post p99 ms | conclave CPU µs/turn | conclave alloc KB/turn | Redis trips/turn (ack + rest) | Redis cmds/turn | Redis CPU µs/turn | rig CPU µs/turn | heap/conversation KB |")
 	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	failed := false
-	for _, store := range strings.Split(*stores, ",") {
+	for _, sc := range plan {
+		res, err := measure(ctx, sc, options{redisURL: *redisURL, cpuProfile: *cpuProfile, timeout: *timeout})
+		if err != nil {
+			return fmt.Errorf("%s: %w", sc, err)
+		}
+		printResult(res)
+		for _, p := range res.Problems {
+			failed = true
+			fmt.Fprintf(os.Stderr, "%s: %s\n", sc, p)
+		}
+	}
+	if failed {
+		return fmt.Errorf("some scenarios lost or doubled replies (see above)")
+	}
+	return nil
+}
+
+// scenarios lists the scenarios the flags ask for (comma-separated
+// lists), each with base's other settings; max_parallel 0 means as many
+// as the conversations.
+func scenarios(stores, replicas, conversations, latencies string, base scenario) ([]scenario, error) {
+	counts := func(name, s string) ([]int, error) {
+		var out []int
+		for _, f := range strings.Split(s, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n <= 0 {
+				return nil, fmt.Errorf("-%s: %q is not a positive number", name, f)
+			}
+			out = append(out, n)
+		}
+		return out, nil
+	}
+	reps, err := counts("replicas", replicas)
+	if err != nil {
+		return nil, err
+	}
+	convs, err := counts("conversations", conversations)
+	if err != nil {
+		return nil, err
+	}
+	var lats []time.Duration
+	for _, f := range strings.Split(latencies, ",") {
+		d, err := time.ParseDuration(strings.TrimSpace(f))
+		if err != nil {
+			return nil, fmt.Errorf("-latencies: %w", err)
+		}
+		lats = append(lats, d)
+	}
+	var plan []scenario
+	for _, store := range strings.Split(stores, ",") {
 		store = strings.TrimSpace(store)
 		for _, r := range reps {
 			if store == "memory" && r > 1 {
@@ -111,27 +139,17 @@ func run() error {
 			}
 			for _, lat := range lats {
 				for _, c := range convs {
-					sc := scenario{Store: store, Replicas: r, Conversations: c, Messages: *messages, Latency: lat, Think: *think, MaxParallel: *maxParallel, ComputeWorkers: *compute, HandleParallel: *handle}
+					sc := base
+					sc.Store, sc.Replicas, sc.Conversations, sc.Latency = store, r, c, lat
 					if sc.MaxParallel == 0 {
 						sc.MaxParallel = c
 					}
-					res, err := measure(ctx, sc, options{redisURL: *redisURL, cpuProfile: *cpuProfile, timeout: *timeout})
-					if err != nil {
-						return fmt.Errorf("%s: %w", sc, err)
-					}
-					printResult(res)
-					for _, p := range res.Problems {
-						failed = true
-						fmt.Fprintf(os.Stderr, "%s: %s\n", sc, p)
-					}
+					plan = append(plan, sc)
 				}
 			}
 		}
 	}
-	if failed {
-		return fmt.Errorf("some scenarios lost or doubled replies (see above)")
-	}
-	return nil
+	return plan, nil
 }
 
 func printResult(r result) {

@@ -146,56 +146,59 @@ func runReplica(raw string) error {
 	gcpace.Set(os.Getenv) // as conclave run does
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	if cfg.CPUProfile != "" {
-		f, err := os.Create(cfg.CPUProfile)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
-		defer writeAllocProfile(cfg.CPUProfile + ".allocs")
+	stopProfiles, err := startProfiles(cfg.CPUProfile)
+	if err != nil {
+		return err
 	}
+	defer stopProfiles()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 
 	var trips roundTrips
-	var store memory.Store
-	switch cfg.Store {
-	case "memory":
-		store = memory.NewInProcess(memory.Options{})
-	case "redis":
-		opts, err := redis.ParseURL(cfg.RedisURL)
-		if err != nil {
-			return err
-		}
-		// The same client conclave run builds from a URL (see
-		// memory/internal/redisurl), plus the hook that counts trips.
-		opts.ContextTimeoutEnabled = true
-		opts.PipelineReadBufferSize, opts.PipelineWriteBufferSize = 32<<10, 32<<10
-		client := redis.NewClient(opts)
-		client.AddHook(&trips)
-		defer client.Close()
-		s, err := memory.NewRedis(ctx, memory.RedisOptions{Client: client, KeyPrefix: cfg.KeyPrefix})
-		if err != nil {
-			return err
-		}
-		store = s
-	default:
-		return fmt.Errorf("unknown store %q", cfg.Store)
-	}
-	defer store.Close()
-
-	lib, err := templates.Open("", templates.Options{})
+	store, err := openStore(ctx, cfg, &trips)
 	if err != nil {
 		return err
+	}
+	defer store.Close()
+	var turns atomic.Int64
+	slack, eng, closeEngine, err := wireEngine(ctx, cfg, store, log, &turns)
+	if err != nil {
+		return err
+	}
+	defer closeEngine()
+
+	statsURL, closeStats, err := serveStats(&trips, &turns)
+	if err != nil {
+		return err
+	}
+	defer closeStats()
+	b := bot.New(slack, eng, nil)
+	engineDone := make(chan error, 1)
+	go func() { engineDone <- eng.Run(ctx) }()
+	slackDone := make(chan error, 1)
+	go func() { slackDone <- b.Run(ctx) }()
+	fmt.Fprintf(os.Stdout, "stats %s\n", statsURL)
+
+	// The transport returns early only when Slack refuses the tokens.
+	runErr := <-slackDone
+	stop()
+	if err := <-engineDone; err != nil && runErr == nil {
+		runErr = err
+	}
+	return runErr
+}
+
+// wireEngine builds the prompts, the directory, the model client, the
+// Slack Web API side and the engine over store, as conclave run does; the
+// function returned closes what they hold.
+func wireEngine(ctx context.Context, cfg replicaConfig, store memory.Store, log *slog.Logger, turns *atomic.Int64) (*bot.WebAPI, *agents.Engine, func(), error) {
+	lib, err := templates.Open("", templates.Options{})
+	if err != nil {
+		return nil, nil, nil, err
 	}
 	directory, err := ens.New(ens.Options{}, []ens.Agent{cfg.Facilitator})
 	if err != nil {
-		return err
+		return nil, nil, nil, err
 	}
-	defer directory.Close()
 	// As `conclave run` does: enough idle connections for the turns in
 	// flight.
 	transport := http.DefaultTransport.(*http.Transport).Clone()
@@ -204,10 +207,10 @@ func runReplica(raw string) error {
 	web := &http.Client{Transport: transport}
 	model, err := llm.New(llm.Profile{BaseURL: cfg.ModelURL, APIKey: "sk-bench", Model: "bench-model"}, nil, llm.WithHTTPClient(web))
 	if err != nil {
-		return err
+		_ = directory.Close()
+		return nil, nil, nil, err
 	}
 
-	var turns atomic.Int64
 	// The Web API side first: the engine needs it and conclave's identity;
 	// then the Socket Mode side over both. The transport records each
 	// event, acknowledges it, then dispatches its ticket (the turn may
@@ -215,7 +218,8 @@ func runReplica(raw string) error {
 	slack := bot.NewWebAPI(bot.Options{AppToken: cfg.AppToken, BotToken: cfg.BotToken, APIURL: cfg.SlackAPIURL, HTTPClient: web, HandleParallel: cfg.HandleParallel}, log)
 	id, err := slack.Identify(ctx)
 	if err != nil {
-		return err
+		_ = directory.Close()
+		return nil, nil, nil, err
 	}
 	eng := agents.New(agents.Options{
 		Channels:       []agents.ChannelConfig{{ID: cfg.Channel, Agents: []string{cfg.Facilitator.EnsDomain}}},
@@ -231,10 +235,79 @@ func runReplica(raw string) error {
 		Logger:   log,
 		OnTurn:   func(agents.TurnReport) { turns.Add(1) },
 	})
+	return slack, eng, func() { _ = directory.Close() }, nil
+}
 
+// startProfiles starts the CPU profile written to path, if any, and
+// returns what stops it and writes the allocations' profile next to it.
+func startProfiles(path string) (func(), error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path) // #nosec G304 -- under the directory the bench's user gave -cpuprofile
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		_ = f.Close()
+		writeAllocProfile(path + ".allocs")
+	}, nil
+}
+
+// openStore opens the replica's store; a Redis client counts its round
+// trips in trips.
+func openStore(ctx context.Context, cfg replicaConfig, trips *roundTrips) (memory.Store, error) {
+	switch cfg.Store {
+	case "memory":
+		return memory.NewInProcess(memory.Options{}), nil
+	case "redis":
+		opts, err := redis.ParseURL(cfg.RedisURL)
+		if err != nil {
+			return nil, err
+		}
+		// The same client conclave run builds from a URL (see
+		// memory/internal/redisurl), plus the hook that counts trips.
+		// The store does not own a client it is given: the client is
+		// closed with it.
+		opts.ContextTimeoutEnabled = true
+		opts.PipelineReadBufferSize, opts.PipelineWriteBufferSize = 32<<10, 32<<10
+		client := redis.NewClient(opts)
+		client.AddHook(trips)
+		s, err := memory.NewRedis(ctx, memory.RedisOptions{Client: client, KeyPrefix: cfg.KeyPrefix})
+		if err != nil {
+			_ = client.Close()
+			return nil, err
+		}
+		return closingStore{s, client}, nil
+	}
+	return nil, fmt.Errorf("unknown store %q", cfg.Store)
+}
+
+// closingStore is a Redis store that closes its client with it.
+type closingStore struct {
+	*memory.Redis
+	client *redis.Client
+}
+
+func (s closingStore) Close() error {
+	err := s.Redis.Close()
+	if cerr := s.client.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// serveStats serves the replica's stats (GET /stats) on a loopback port
+// and returns their URL and what stops serving them.
+func serveStats(trips *roundTrips, turns *atomic.Int64) (string, func(), error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return err
+		return "", nil, err
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /stats", func(w http.ResponseWriter, r *http.Request) {
@@ -249,22 +322,7 @@ func runReplica(raw string) error {
 	})
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
-	defer srv.Close()
-
-	b := bot.New(slack, eng, nil)
-	engineDone := make(chan error, 1)
-	go func() { engineDone <- eng.Run(ctx) }()
-	slackDone := make(chan error, 1)
-	go func() { slackDone <- b.Run(ctx) }()
-	fmt.Fprintf(os.Stdout, "stats http://%s/stats\n", ln.Addr())
-
-	// The transport returns early only when Slack refuses the tokens.
-	runErr := <-slackDone
-	stop()
-	if err := <-engineDone; err != nil && runErr == nil {
-		runErr = err
-	}
-	return runErr
+	return "http://" + ln.Addr().String() + "/stats", func() { _ = srv.Close() }, nil
 }
 
 // fetchStats reads a replica's stats.
@@ -294,7 +352,7 @@ func processCPU() time.Duration {
 // writeAllocProfile writes the allocations' profile to path; a failure
 // is reported on stderr, the run's figures being unaffected.
 func writeAllocProfile(path string) {
-	f, err := os.Create(path)
+	f, err := os.Create(path) // #nosec G304 -- under the directory the bench's user gave -cpuprofile
 	if err == nil {
 		err = pprof.Lookup("allocs").WriteTo(f, 0)
 		if cerr := f.Close(); err == nil {
