@@ -108,38 +108,9 @@ func New(opts Options, static []Agent) (*Directory, error) {
 		timeout = DefaultRPCTimeout
 	}
 
-	urls := map[uint64]string{}
-	registries := map[uint64]common.Address{}
-	for id, addr := range DefaultRegistries {
-		registries[id] = common.HexToAddress(addr)
-	}
-	seen := map[uint64]bool{}
-	for _, ch := range opts.Chains {
-		if ch.ChainID == 0 {
-			return nil, errors.New("ens: a chain has no chain_id")
-		}
-		if seen[ch.ChainID] {
-			return nil, fmt.Errorf("ens: chain %d is listed twice", ch.ChainID)
-		}
-		seen[ch.ChainID] = true
-		if ch.RPCURL != "" {
-			urls[ch.ChainID] = ch.RPCURL
-		}
-		switch {
-		case ch.Registry != "":
-			if !common.IsHexAddress(ch.Registry) {
-				return nil, fmt.Errorf("ens: chain %d: registry %q is not an address", ch.ChainID, ch.Registry)
-			}
-			registries[ch.ChainID] = common.HexToAddress(ch.Registry)
-		case registries[ch.ChainID] == (common.Address{}):
-			return nil, fmt.Errorf("ens: chain %d: no registry address and no public default for that chain", ch.ChainID)
-		}
-	}
-	if opts.MainnetRPCURL != "" {
-		if u, ok := urls[mainnetChainID]; ok && u != opts.MainnetRPCURL {
-			return nil, errors.New("ens: chain 1 has an rpc_url that differs from mainnet_rpc_url")
-		}
-		urls[mainnetChainID] = opts.MainnetRPCURL
+	urls, registries, err := chainSettings(opts)
+	if err != nil {
+		return nil, err
 	}
 	ensReg := common.HexToAddress(ENSRegistryAddress)
 	if opts.ENSRegistry != "" {
@@ -175,6 +146,46 @@ func New(opts Options, static []Agent) (*Directory, error) {
 		TTL: opts.CacheTTL, NegativeTTL: opts.NegativeTTL, StaleMax: opts.StaleMax, Logger: log, Now: opts.Now,
 	})
 	return d, nil
+}
+
+// chainSettings reads the chains of opts: the RPC URL and the 6022
+// registry of each (a public default where there is one), mainnet's
+// included.
+func chainSettings(opts Options) (map[uint64]string, map[uint64]common.Address, error) {
+	urls := map[uint64]string{}
+	registries := map[uint64]common.Address{}
+	for id, addr := range DefaultRegistries {
+		registries[id] = common.HexToAddress(addr)
+	}
+	seen := map[uint64]bool{}
+	for _, ch := range opts.Chains {
+		if ch.ChainID == 0 {
+			return nil, nil, errors.New("ens: a chain has no chain_id")
+		}
+		if seen[ch.ChainID] {
+			return nil, nil, fmt.Errorf("ens: chain %d is listed twice", ch.ChainID)
+		}
+		seen[ch.ChainID] = true
+		if ch.RPCURL != "" {
+			urls[ch.ChainID] = ch.RPCURL
+		}
+		switch {
+		case ch.Registry != "":
+			if !common.IsHexAddress(ch.Registry) {
+				return nil, nil, fmt.Errorf("ens: chain %d: registry %q is not an address", ch.ChainID, ch.Registry)
+			}
+			registries[ch.ChainID] = common.HexToAddress(ch.Registry)
+		case registries[ch.ChainID] == (common.Address{}):
+			return nil, nil, fmt.Errorf("ens: chain %d: no registry address and no public default for that chain", ch.ChainID)
+		}
+	}
+	if opts.MainnetRPCURL != "" {
+		if u, ok := urls[mainnetChainID]; ok && u != opts.MainnetRPCURL {
+			return nil, nil, errors.New("ens: chain 1 has an rpc_url that differs from mainnet_rpc_url")
+		}
+		urls[mainnetChainID] = opts.MainnetRPCURL
+	}
+	return urls, registries, nil
 }
 
 func checkCollections(in []Collection) ([]collection, error) {
