@@ -3,7 +3,6 @@ package memory
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -28,12 +27,8 @@ type InProcess struct {
 	sessions  map[string]map[string][]SessionEntry // namespace → key → entries
 	used      map[string]map[string]uint64         // namespace → key → useSeq at its last append
 	useSeq    uint64
-	channels  map[string][]string
-	userAgent map[string]string
-	agentUser map[string]string
-	wallets   map[string]map[string]bool
-	nonces    map[string]inNonce
 	nextSweep time.Time
+	inPeople  // under mu too, so that recording reads what it depends on atomically
 }
 
 type inConv struct {
@@ -49,11 +44,6 @@ type inLock struct {
 	expires time.Time
 }
 
-type inNonce struct {
-	value   []byte
-	expires time.Time
-}
-
 var (
 	_ Store    = (*InProcess)(nil)
 	_ Recorder = (*InProcess)(nil)
@@ -61,20 +51,21 @@ var (
 
 // NewInProcess returns an empty in-process store.
 func NewInProcess(opts Options) *InProcess {
-	return &InProcess{
-		opts:      opts.withDefaults(),
-		convs:     map[string]*inConv{},
-		marks:     map[string]time.Time{},
-		pending:   map[string]time.Time{},
-		locks:     map[string]inLock{},
-		sessions:  map[string]map[string][]SessionEntry{},
-		used:      map[string]map[string]uint64{},
-		channels:  map[string][]string{},
-		userAgent: map[string]string{},
-		agentUser: map[string]string{},
-		wallets:   map[string]map[string]bool{},
-		nonces:    map[string]inNonce{},
+	s := &InProcess{
+		opts:     opts.withDefaults(),
+		convs:    map[string]*inConv{},
+		marks:    map[string]time.Time{},
+		pending:  map[string]time.Time{},
+		locks:    map[string]inLock{},
+		sessions: map[string]map[string][]SessionEntry{},
+		used:     map[string]map[string]uint64{},
 	}
+	s.inPeople = inPeople{
+		mu: &s.mu, clock: s.now,
+		channels: map[string][]string{}, userAgent: map[string]string{}, agentUser: map[string]string{},
+		wallets: map[string]map[string]bool{}, nonces: map[string]inNonce{},
+	}
+	return s
 }
 
 // now reads the clock and drops what expired; callers hold s.mu.
@@ -511,134 +502,6 @@ func (s *InProcess) lookup(q Lookup, now time.Time) Found {
 		f.Exists = s.conv(q.Conversation, now) != nil
 	}
 	return f
-}
-
-// ChannelAgents implements Store.
-func (s *InProcess) ChannelAgents(_ context.Context, channel string) ([]string, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return slices.Clone(s.channels[channel]), nil
-}
-
-// AddChannelAgent implements Store.
-func (s *InProcess) AddChannelAgent(_ context.Context, channel, ens string) (bool, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if slices.Contains(s.channels[channel], ens) {
-		return false, nil
-	}
-	s.channels[channel] = append(s.channels[channel], ens)
-	return true, nil
-}
-
-// RemoveChannelAgent implements Store.
-func (s *InProcess) RemoveChannelAgent(_ context.Context, channel, ens string) (bool, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	agents := s.channels[channel]
-	i := slices.Index(agents, ens)
-	if i < 0 {
-		return false, nil
-	}
-	agents = slices.Delete(slices.Clone(agents), i, i+1)
-	if len(agents) == 0 {
-		delete(s.channels, channel)
-	} else {
-		s.channels[channel] = agents
-	}
-	return true, nil
-}
-
-// PairHuman implements Store.
-func (s *InProcess) PairHuman(_ context.Context, userID, ens string) (string, string, error) {
-	if userID == "" || ens == "" {
-		return "", "", errors.New("memory: pair human: user and agent are required")
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	prevAgent, prevUser := s.userAgent[userID], s.agentUser[ens]
-	delete(s.agentUser, prevAgent)
-	delete(s.userAgent, prevUser)
-	s.userAgent[userID] = ens
-	s.agentUser[ens] = userID
-	return prevAgent, prevUser, nil
-}
-
-// paired reads one side of the pairings (userAgent or agentUser).
-func (s *InProcess) paired(side map[string]string, key, what string) (string, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	v, ok := side[key]
-	if !ok {
-		return "", fmt.Errorf("memory: %s %s: %w", what, key, ErrNotFound)
-	}
-	return v, nil
-}
-
-// HumanAgent implements Store.
-func (s *InProcess) HumanAgent(_ context.Context, userID string) (string, error) {
-	return s.paired(s.userAgent, userID, "human agent of")
-}
-
-// HumanUser implements Store.
-func (s *InProcess) HumanUser(_ context.Context, ens string) (string, error) {
-	return s.paired(s.agentUser, ens, "user of human agent")
-}
-
-// LinkWallet implements Store.
-func (s *InProcess) LinkWallet(_ context.Context, userID, address string) error {
-	if userID == "" || address == "" {
-		return errors.New("memory: link wallet: user and address are required")
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.wallets[userID] == nil {
-		s.wallets[userID] = map[string]bool{}
-	}
-	s.wallets[userID][address] = true
-	return nil
-}
-
-// Wallets implements Store.
-func (s *InProcess) Wallets(_ context.Context, userID string) ([]string, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return slices.Sorted(maps.Keys(s.wallets[userID])), nil
-}
-
-// PutNonce implements Store.
-func (s *InProcess) PutNonce(_ context.Context, nonce string, value []byte, ttl time.Duration) error {
-	if err := checkTTL(ttl); err != nil {
-		return fmt.Errorf("memory: put nonce: %w", err)
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.nonces[nonce] = inNonce{value: slices.Clone(value), expires: s.now().Add(ttl)}
-	return nil
-}
-
-func (s *InProcess) nonce(nonce string, spend bool) ([]byte, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n, ok := s.nonces[nonce]
-	if !ok || !s.now().Before(n.expires) {
-		delete(s.nonces, nonce)
-		return nil, fmt.Errorf("memory: nonce: %w", ErrNotFound)
-	}
-	if spend {
-		delete(s.nonces, nonce)
-	}
-	return slices.Clone(n.value), nil
-}
-
-// PeekNonce implements Store.
-func (s *InProcess) PeekNonce(_ context.Context, nonce string) ([]byte, error) {
-	return s.nonce(nonce, false)
-}
-
-// SpendNonce implements Store.
-func (s *InProcess) SpendNonce(_ context.Context, nonce string) ([]byte, error) {
-	return s.nonce(nonce, true)
 }
 
 // Ping implements Store; the in-process store is always reachable.

@@ -44,12 +44,11 @@ type RedisOptions struct {
 // marks live in Redis, and everything the engine needs atomic is one Lua
 // script on one hash slot.
 type Redis struct {
-	c       redis.UniversalClient
-	owned   bool
-	opts    Options
-	keys    keySchema
-	direct  bool // commit appends to sessions in its own script (not on Cluster)
-	decoded *decoded
+	redisPeople // the client and the keys, and the records outside any conversation
+	owned       bool
+	opts        Options
+	direct      bool // commit appends to sessions in its own script (not on Cluster)
+	decoded     *decoded
 }
 
 var (
@@ -67,11 +66,10 @@ func NewRedis(ctx context.Context, o RedisOptions) (*Redis, error) {
 		return nil, fmt.Errorf("memory: key prefix %q contains a brace", prefix)
 	}
 	r := &Redis{
-		c:       o.Client,
-		opts:    Options{MaxSessionMessages: o.MaxSessionMessages, ConversationTTL: o.ConversationTTL, Now: o.Now}.withDefaults(),
-		keys:    newKeySchema(prefix),
-		owned:   o.Client == nil,
-		decoded: newDecoded(decodedBudget),
+		redisPeople: redisPeople{c: o.Client, keys: newKeySchema(prefix)},
+		opts:        Options{MaxSessionMessages: o.MaxSessionMessages, ConversationTTL: o.ConversationTTL, Now: o.Now}.withDefaults(),
+		owned:       o.Client == nil,
+		decoded:     newDecoded(decodedBudget),
 	}
 	if r.c == nil {
 		c, err := redisurl.NewClient(o.URL)
@@ -797,123 +795,6 @@ func (r *Redis) RecentSessions(ctx context.Context, namespace string, n int) ([]
 		}
 	}
 	return keys, nil
-}
-
-// ChannelAgents implements Store.
-func (r *Redis) ChannelAgents(ctx context.Context, channel string) ([]string, error) {
-	agents, err := r.c.LRange(ctx, r.keys.channel(channel), 0, -1).Result()
-	if err != nil {
-		return nil, fmt.Errorf("memory: agents of channel %s: %w", channel, err)
-	}
-	return agents, nil
-}
-
-// AddChannelAgent implements Store.
-func (r *Redis) AddChannelAgent(ctx context.Context, channel, ens string) (bool, error) {
-	n, err := addAgentScript.Run(ctx, r.c, []string{r.keys.channel(channel)}, ens).Int()
-	if err != nil {
-		return false, fmt.Errorf("memory: add %s to channel %s: %w", ens, channel, err)
-	}
-	return n == 1, nil
-}
-
-// RemoveChannelAgent implements Store.
-func (r *Redis) RemoveChannelAgent(ctx context.Context, channel, ens string) (bool, error) {
-	n, err := r.c.LRem(ctx, r.keys.channel(channel), 0, ens).Result()
-	if err != nil {
-		return false, fmt.Errorf("memory: remove %s from channel %s: %w", ens, channel, err)
-	}
-	return n > 0, nil
-}
-
-// PairHuman implements Store.
-func (r *Redis) PairHuman(ctx context.Context, userID, ens string) (string, string, error) {
-	if userID == "" || ens == "" {
-		return "", "", errors.New("memory: pair human: user and agent are required")
-	}
-	res, err := pairScript.Run(ctx, r.c, []string{r.keys.pairByUser(), r.keys.pairByAgent()}, userID, ens).StringSlice()
-	if err != nil {
-		return "", "", fmt.Errorf("memory: pair %s with %s: %w", userID, ens, err)
-	}
-	if len(res) != 2 {
-		return "", "", fmt.Errorf("memory: pair %s with %s: unexpected reply %q", userID, ens, res)
-	}
-	return res[0], res[1], nil
-}
-
-func (r *Redis) hget(ctx context.Context, key, field, what string) (string, error) {
-	v, err := r.c.HGet(ctx, key, field).Result()
-	if errors.Is(err, redis.Nil) {
-		err = ErrNotFound
-	}
-	if err != nil {
-		return "", fmt.Errorf("memory: %s %s: %w", what, field, err)
-	}
-	return v, nil
-}
-
-// HumanAgent implements Store.
-func (r *Redis) HumanAgent(ctx context.Context, userID string) (string, error) {
-	return r.hget(ctx, r.keys.pairByUser(), userID, "human agent of")
-}
-
-// HumanUser implements Store.
-func (r *Redis) HumanUser(ctx context.Context, ens string) (string, error) {
-	return r.hget(ctx, r.keys.pairByAgent(), ens, "user of human agent")
-}
-
-// LinkWallet implements Store.
-func (r *Redis) LinkWallet(ctx context.Context, userID, address string) error {
-	if userID == "" || address == "" {
-		return errors.New("memory: link wallet: user and address are required")
-	}
-	if err := r.c.SAdd(ctx, r.keys.wallets(userID), address).Err(); err != nil {
-		return fmt.Errorf("memory: link wallet of %s: %w", userID, err)
-	}
-	return nil
-}
-
-// Wallets implements Store.
-func (r *Redis) Wallets(ctx context.Context, userID string) ([]string, error) {
-	addrs, err := r.c.SMembers(ctx, r.keys.wallets(userID)).Result()
-	if err != nil {
-		return nil, fmt.Errorf("memory: wallets of %s: %w", userID, err)
-	}
-	slices.Sort(addrs)
-	return addrs, nil
-}
-
-// PutNonce implements Store.
-func (r *Redis) PutNonce(ctx context.Context, nonce string, value []byte, ttl time.Duration) error {
-	err := checkTTL(ttl)
-	if err == nil {
-		err = r.c.Set(ctx, r.keys.nonce(nonce), value, ttl).Err()
-	}
-	if err != nil {
-		return fmt.Errorf("memory: put nonce: %w", err)
-	}
-	return nil
-}
-
-func (r *Redis) nonce(cmd *redis.StringCmd) ([]byte, error) {
-	v, err := cmd.Bytes()
-	if errors.Is(err, redis.Nil) {
-		err = ErrNotFound
-	}
-	if err != nil {
-		return nil, fmt.Errorf("memory: nonce: %w", err)
-	}
-	return v, nil
-}
-
-// PeekNonce implements Store.
-func (r *Redis) PeekNonce(ctx context.Context, nonce string) ([]byte, error) {
-	return r.nonce(r.c.Get(ctx, r.keys.nonce(nonce)))
-}
-
-// SpendNonce implements Store.
-func (r *Redis) SpendNonce(ctx context.Context, nonce string) ([]byte, error) {
-	return r.nonce(r.c.GetDel(ctx, r.keys.nonce(nonce)))
 }
 
 // Ping implements Store.
