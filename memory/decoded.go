@@ -31,8 +31,9 @@ type decodedConv struct {
 	mu    sync.Mutex
 	byRaw map[string]*decodedMsg
 	gen   uint32        // loads made, to find the messages the last one did not see
-	bytes int           // stored bytes of byRaw's messages
 	order []*decodedMsg // scratch: a load's messages, sorted
+
+	bytes int // stored bytes of byRaw's messages; guarded by decoded.mu
 }
 
 type decodedMsg struct {
@@ -65,11 +66,15 @@ func (d *decoded) conv(id string) *decodedConv {
 	return c
 }
 
-// grew accounts n more stored bytes kept for a current conversation.
-func (d *decoded) grew(n int) {
+// grew accounts n more stored bytes kept for conversation id (c), in
+// the current generation's total if c is still in it.
+func (d *decoded) grew(id string, c *decodedConv, n int) {
 	d.mu.Lock()
-	d.curBytes += n
-	d.mu.Unlock()
+	defer d.mu.Unlock()
+	c.bytes += n
+	if d.cur[id] == c {
+		d.curBytes += n
+	}
 }
 
 // messages decodes the stored messages of conversation id, reusing what
@@ -79,8 +84,15 @@ func (d *decoded) messages(id string, stored []string) ([]Message, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.gen++
-	c.order = c.order[:0]
-	added := 0
+	added := 0 // stored bytes kept, less those dropped
+	defer func() {
+		clear(c.order) // keeps no dropped message alive
+		c.order = c.order[:0]
+		if added != 0 {
+			d.grew(id, c, added)
+		}
+	}()
+	distinct := 0
 	for _, body := range stored {
 		e, ok := c.byRaw[body]
 		if !ok {
@@ -91,21 +103,20 @@ func (d *decoded) messages(id string, stored []string) ([]Message, error) {
 			c.byRaw[body] = e
 			added += len(body)
 		}
-		e.seen = c.gen
+		if e.seen != c.gen {
+			e.seen = c.gen
+			distinct++
+		}
 		c.order = append(c.order, e)
 	}
 	// Edited and deleted messages leave entries behind; drop them.
-	if len(c.byRaw) > len(stored) {
+	if len(c.byRaw) > distinct {
 		for body, e := range c.byRaw {
 			if e.seen != c.gen {
 				delete(c.byRaw, body)
 				added -= len(body)
 			}
 		}
-	}
-	if added != 0 {
-		c.bytes += added
-		d.grew(added)
 	}
 	// Sorted as pointers: a Message is too large to move around.
 	slices.SortFunc(c.order, func(a, b *decodedMsg) int { return compareTS(a.m.TS, b.m.TS) })
@@ -114,6 +125,5 @@ func (d *decoded) messages(id string, stored []string) ([]Message, error) {
 	for _, e := range c.order {
 		out = append(out, cloneMessage(e.m))
 	}
-	clear(c.order) // keeps no dropped message alive
 	return out, nil
 }

@@ -104,6 +104,28 @@ func TestDecodedBadMessage(t *testing.T) {
 	equalMessages(t, got, decodeAll(t, stored[:2]))
 }
 
+// A load that fails still accounts what it kept, so that later loads
+// dropping those messages leave the count right.
+func TestDecodedAccountsAFailedLoad(t *testing.T) {
+	d := newDecoded(decodedBudget)
+	good := storedThread(t, 2)
+	if _, err := d.messages("c1", []string{good[0], `{"ts":`, good[1]}); err == nil {
+		t.Fatal("a bad message decoded")
+	}
+	for _, thread := range [][]string{{good[0]}, {good[1]}} {
+		if _, err := d.messages("c1", thread); err != nil {
+			t.Fatal(err)
+		}
+		c := d.conv("c1")
+		if c.bytes != len(thread[0]) || d.curBytes != len(thread[0]) {
+			t.Fatalf("after loading %d bytes: conversation %d, generation %d", len(thread[0]), c.bytes, d.curBytes)
+		}
+		if len(c.order) != 0 {
+			t.Fatalf("the scratch slice keeps %d messages", len(c.order))
+		}
+	}
+}
+
 func TestDecodedStaysWithinItsBudget(t *testing.T) {
 	stored := storedThread(t, 10)
 	size := 0
@@ -139,15 +161,17 @@ func TestDecodedStaysWithinItsBudget(t *testing.T) {
 }
 
 func TestDecodedConcurrentLoads(t *testing.T) {
-	d := newDecoded(decodedBudget)
 	stored := storedThread(t, 20)
+	// Room for about two conversations per generation: loads of one
+	// conversation meet its moves between generations.
+	d := newDecoded(4 * len(stored[0]) * 20)
 	want := decodeAll(t, stored)
 	var wg sync.WaitGroup
 	errs := make(chan error, 8)
 	for i := range 8 {
 		wg.Go(func() {
 			for j := range 50 {
-				got, err := d.messages(fmt.Sprint("c", (i+j)%3), stored[:10+j%10])
+				got, err := d.messages(fmt.Sprint("c", (i+j)%5), stored[:10+j%10])
 				if err != nil {
 					errs <- err
 					return
