@@ -222,6 +222,11 @@ func (c *Client) endpoint(name string) (*endpoint, error) {
 // Errors: ErrUnknownProfile for an unknown req.Profile; otherwise *Error,
 // which wraps ErrEmptyReply, a context error, or the library's API error.
 func (c *Client) Complete(ctx context.Context, req Request) (Response, error) {
+	return c.send(ctx, req, nil)
+}
+
+// send sends req on its profile's endpoint, streamed when onText is set.
+func (c *Client) send(ctx context.Context, req Request, onText func(string)) (Response, error) {
 	ep, err := c.endpoint(req.Profile)
 	if err != nil {
 		return Response{}, err
@@ -230,7 +235,11 @@ func (c *Client) Complete(ctx context.Context, req Request) (Response, error) {
 	if err != nil {
 		return Response{}, ep.fail(call.Model, 0, outcome{reason: ReasonInvalid, msg: err.Error(), cause: err})
 	}
-	return c.run(ctx, ep, call, req, nil)
+	if onText != nil {
+		call.Stream = true
+		call.StreamOptions = &openai.StreamOptions{IncludeUsage: true}
+	}
+	return c.run(ctx, ep, call, req, onText)
 }
 
 // run makes the attempts of one request; with onText they are streamed.

@@ -25,17 +25,7 @@ func (c *Client) Stream(ctx context.Context, req Request, onText func(content st
 	if onText == nil {
 		onText = func(string) {}
 	}
-	ep, err := c.endpoint(req.Profile)
-	if err != nil {
-		return Response{}, err
-	}
-	call, err := buildCall(ep.profile, req)
-	if err != nil {
-		return Response{}, ep.fail(call.Model, 0, outcome{reason: ReasonInvalid, msg: err.Error(), cause: err})
-	}
-	call.Stream = true
-	call.StreamOptions = &openai.StreamOptions{IncludeUsage: true}
-	return c.run(ctx, ep, call, req, onText)
+	return c.send(ctx, req, onText)
 }
 
 // stream makes one streamed call and gathers its chunks into the reply a
