@@ -1,10 +1,8 @@
 package memory
 
 import (
-	"cmp"
 	"context"
 	"fmt"
-	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -19,16 +17,14 @@ const sweepEvery = time.Minute
 type InProcess struct {
 	opts Options
 
-	mu        sync.Mutex
-	convs     map[string]*inConv
-	marks     map[string]time.Time // dedup mark → expiry
-	pending   map[string]time.Time // conversation → pending since
-	locks     map[string]inLock
-	sessions  map[string]map[string][]SessionEntry // namespace → key → entries
-	used      map[string]map[string]uint64         // namespace → key → useSeq at its last append
-	useSeq    uint64
-	nextSweep time.Time
-	inPeople  // under mu too, so that recording reads what it depends on atomically
+	mu         sync.Mutex
+	convs      map[string]*inConv
+	marks      map[string]time.Time // dedup mark → expiry
+	pending    map[string]time.Time // conversation → pending since
+	locks      map[string]inLock
+	nextSweep  time.Time
+	inPeople   // under mu too, so that recording reads what it depends on atomically
+	inSessions // under mu too, so that a commit appends to sessions atomically
 }
 
 type inConv struct {
@@ -52,18 +48,20 @@ var (
 // NewInProcess returns an empty in-process store.
 func NewInProcess(opts Options) *InProcess {
 	s := &InProcess{
-		opts:     opts.withDefaults(),
-		convs:    map[string]*inConv{},
-		marks:    map[string]time.Time{},
-		pending:  map[string]time.Time{},
-		locks:    map[string]inLock{},
-		sessions: map[string]map[string][]SessionEntry{},
-		used:     map[string]map[string]uint64{},
+		opts:    opts.withDefaults(),
+		convs:   map[string]*inConv{},
+		marks:   map[string]time.Time{},
+		pending: map[string]time.Time{},
+		locks:   map[string]inLock{},
 	}
 	s.inPeople = inPeople{
 		mu: &s.mu, clock: s.now,
 		channels: map[string][]string{}, userAgent: map[string]string{}, agentUser: map[string]string{},
 		wallets: map[string]map[string]bool{}, nonces: map[string]inNonce{},
+	}
+	s.inSessions = inSessions{
+		mu: &s.mu, maxMessages: s.opts.MaxSessionMessages,
+		sessions: map[string]map[string][]SessionEntry{}, used: map[string]map[string]uint64{},
 	}
 	return s
 }
@@ -413,73 +411,6 @@ func (s *InProcess) ReleaseLock(_ context.Context, l Lock) (bool, error) {
 	}
 	_, pending := s.pending[l.ConversationID]
 	return pending, nil
-}
-
-func (s *InProcess) appendSession(a SessionAppend) {
-	if len(a.Entries) == 0 {
-		return
-	}
-	ns := s.sessions[a.Namespace]
-	if ns == nil {
-		ns = map[string][]SessionEntry{}
-		s.sessions[a.Namespace] = ns
-	}
-	entries := append(ns[a.Key], a.Entries...)
-	if over := len(entries) - s.opts.MaxSessionMessages; over > 0 {
-		// Reslice rather than copy: the next append that outgrows the
-		// array copies only the kept entries, so the bound costs nothing
-		// per append.
-		entries = entries[over:]
-	}
-	ns[a.Key] = entries
-	if s.used[a.Namespace] == nil {
-		s.used[a.Namespace] = map[string]uint64{}
-	}
-	s.useSeq++
-	s.used[a.Namespace][a.Key] = s.useSeq
-}
-
-// AppendSession implements Store.
-func (s *InProcess) AppendSession(_ context.Context, a SessionAppend) error {
-	if err := checkSessionAppends([]SessionAppend{a}); err != nil {
-		return fmt.Errorf("memory: append session: %w", err)
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.appendSession(a)
-	return nil
-}
-
-// ReadSession implements Store.
-func (s *InProcess) ReadSession(_ context.Context, namespace, key string, n int) ([]SessionEntry, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	entries := s.sessions[namespace][key]
-	if n > 0 && len(entries) > n {
-		entries = entries[len(entries)-n:]
-	}
-	return slices.Clone(entries), nil
-}
-
-// Sessions implements Store.
-func (s *InProcess) Sessions(_ context.Context, namespace string) ([]string, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return slices.Sorted(maps.Keys(s.sessions[namespace])), nil
-}
-
-// RecentSessions implements Store.
-func (s *InProcess) RecentSessions(_ context.Context, namespace string, n int) ([]string, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	used := s.used[namespace]
-	keys := slices.SortedFunc(maps.Keys(s.sessions[namespace]), func(a, b string) int {
-		return cmp.Compare(used[b], used[a])
-	})
-	if n > 0 && len(keys) > n {
-		keys = keys[:n]
-	}
-	return keys, nil
 }
 
 // Lookup implements Store.

@@ -10,14 +10,20 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// redisPeople is the part of a Redis store outside any conversation: the
-// channels' agents, the pairings of people with human agents, the wallets
-// people linked and the wallet-link nonces. Redis embeds it, with the
-// client and key schema every part of the store uses.
-type redisPeople struct {
+// redisConn is what every part of a Redis store uses: the client, the key
+// schema and the options.
+type redisConn struct {
 	c    redis.UniversalClient
 	keys keySchema
+	opts Options
 }
+
+func (r *redisConn) convTTL() string { return ms(r.opts.ConversationTTL) }
+
+// redisPeople is the part of a Redis store outside any conversation: the
+// channels' agents, the pairings of people with human agents, the wallets
+// people linked and the wallet-link nonces.
+type redisPeople struct{ *redisConn }
 
 // ChannelAgents implements Store.
 func (p *redisPeople) ChannelAgents(ctx context.Context, channel string) ([]string, error) {
