@@ -224,7 +224,7 @@ func escapeMarkdown(s string) string {
 		b.WriteString(line[:q])
 		forEachOutsideCode(line[q:], func(text string, code bool) {
 			if code {
-				b.WriteString(breakTokens(text))
+				b.WriteString(breakInlineTokens(text))
 			} else {
 				b.WriteString(slackEscaper.Replace(text))
 			}
@@ -252,6 +252,21 @@ func breakTokens(code string) string {
 	return slackToken.ReplaceAllStringFunc(code, func(m string) string {
 		return "<" + zeroWidthSpace + m[1:]
 	})
+}
+
+// openToken is a '<' of an inline code span whose target runs to the span's
+// end: the text after the span may close it into a control sequence.
+var openToken = regexp.MustCompile(`<[^\s<>|]*$`)
+
+// breakInlineTokens is breakTokens for an inline code span, which the
+// line's text goes on after: a '<' whose target reaches the span's end is
+// broken too.
+func breakInlineTokens(code string) string {
+	code = breakTokens(code)
+	if loc := openToken.FindStringIndex(code); loc != nil {
+		code = code[:loc[0]+1] + zeroWidthSpace + code[loc[0]+1:]
+	}
+	return code
 }
 
 // escapeLeftovers escapes what escapeMarkdown left as written, for a

@@ -327,6 +327,7 @@ func TestEscapeMarkdownKeepsCode(t *testing.T) {
 		{"mention in inline code broken", "see `<@U1>` and `<#C1|x>`", "see `<" + zw + "@U1>` and `<" + zw + "#C1|x>`"},
 		{"disguised link in code broken", "`<http://evil|safe>` `<mailto:a@b>`", "`<" + zw + "http://evil|safe>` `<" + zw + "mailto:a@b>`"},
 		{"nested token broken", "`<<@U1>>`", "`<<" + zw + "@U1>>`"},
+		{"token closed after the span broken", "`<http`://evil|x> y", "`<" + zw + "http`://evil|x&gt; y"},
 		{"tilde fence is not surely code", "~~~\n<x> & y\n~~~", "~~~\n&lt;x&gt; &amp; y\n~~~"},
 		{"fence in a list item is not surely code", "- ```\n  <x>\n  ```", "- ```\n  &lt;x&gt;\n  ```"},
 		{"unclosed inline code is prose", "a `b <c>", "a `b &lt;c&gt;"},
