@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"log/slog"
 
 	"github.com/conclavehq/conclave/agents"
 	"github.com/conclavehq/conclave/agents/llm"
@@ -92,7 +91,7 @@ func testEngine(cfg Config, p prompttest.Ports, prompts agents.Prompts, director
 		Model:    p.Model,
 		Prompts:  func() agents.Prompts { return prompts },
 		Resolver: directory,
-		Logger:   newLogger(LogConfig{Level: "warn", Format: "text"}, p.Log).With(slog.String(logComponent, "engine")),
+		Logger:   newLogger(LogConfig{Level: "warn", Format: "text"}, p.Log),
 		Now:      templates.FixedClock,
 	})
 	return prompttest.Wiring{
