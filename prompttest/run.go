@@ -148,13 +148,13 @@ func runOne(ctx context.Context, o Options, path string) result {
 		res.problems = append(res.problems, err.Error())
 		return res
 	}
-	cast := castOf(o.Agents)
-	steps, err := cast.bind(script)
+	c := cast(o.Agents)
+	steps, err := c.bind(script)
 	if err != nil {
 		res.problems = append(res.problems, err.Error())
 		return res
 	}
-	p := newPlay(o, script.Path, cast)
+	p := newPlay(o, script.Path, c)
 	res.problems = p.run(ctx, steps)
 	requests, modelProblems := p.model.received()
 	res.problems = append(res.problems, modelProblems...)
@@ -191,8 +191,6 @@ type expectation struct {
 
 // cast is the agents a script may name.
 type cast []ens.Agent
-
-func castOf(list []ens.Agent) cast { return cast(list) }
 
 // find returns the agent a name means: its ENS name, display name or
 // first label, case-insensitively.
