@@ -19,6 +19,11 @@ import (
 // scripted model, each request compared with its golden file.
 func runTemplatesTest(ctx context.Context, args []string, e env) error {
 	fs := newFlags("templates test", e)
+	usage := fs.Usage
+	fs.Usage = func() {
+		usage()
+		fmt.Fprintln(fs.Output(), "\nAn argument after the flags names the templates directory (default: templates.dir of the configuration).")
+	}
 	load := configFlag(fs, e)
 	channel := fs.String("channel", "", "the channel the conversations are held in (default: the first [[channels]])")
 	update := fs.Bool("update", false, "write the golden files (and remove those no request matches) instead of comparing")

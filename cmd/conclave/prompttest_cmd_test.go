@@ -263,3 +263,12 @@ func TestTemplatesTestShippedExample(t *testing.T) {
 		t.Errorf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
 }
+
+func TestTemplatesTestHelp(t *testing.T) {
+	code, stdout, _ := cli(t, nil, "templates", "test", "--help")
+	for _, s := range []string{"Usage: conclave templates test [flags]", "-update", "An argument after the flags names the templates directory"} {
+		if code != 0 || !strings.Contains(stdout, s) {
+			t.Errorf("exit %d, help lacks %q:\n%s", code, s, stdout)
+		}
+	}
+}
