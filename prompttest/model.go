@@ -94,9 +94,18 @@ func (m *scripted) Complete(_ context.Context, r llm.Request) (llm.Response, err
 	return llm.Response{Content: queue[0].Text, FinishReason: llm.FinishStop, Model: "scripted"}, nil
 }
 
-// received returns the requests and the problems so far.
-func (m *scripted) received() ([]Request, []string) {
+// received returns the requests so far.
+func (m *scripted) received() []Request {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return append([]Request(nil), m.requests...), append([]string(nil), m.problems...)
+	return slices.Clone(m.requests)
+}
+
+// takeProblems returns, and forgets, the requests that had no reply.
+func (m *scripted) takeProblems() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := m.problems
+	m.problems = nil
+	return out
 }

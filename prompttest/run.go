@@ -156,8 +156,8 @@ func runOne(ctx context.Context, o Options, path string) result {
 	}
 	p := newPlay(o, script.Path, c)
 	res.problems = p.run(ctx, steps)
-	requests, modelProblems := p.model.received()
-	res.problems = append(res.problems, modelProblems...)
+	requests := p.model.received()
+	res.problems = append(res.problems, p.model.takeProblems()...)
 	res.requests = len(requests)
 	res.transcript, res.log = p.transcript.String(), p.log.String()
 	goldenDir := filepath.Join(o.Dir, "tests", name+".golden")
@@ -299,7 +299,7 @@ func newPlay(o Options, path string, c cast) *play {
 
 // run plays the steps and returns what failed; it stops at a step whose
 // agents do not settle.
-func (p *play) run(ctx context.Context, steps []boundStep) []string {
+func (p *play) run(ctx context.Context, steps []boundStep) (problems []string) {
 	w, err := p.o.Start(Ports{Chat: p.chat, Model: p.model, Owns: p.term.Owns, Log: &p.log})
 	if err != nil {
 		return []string{err.Error()}
@@ -307,7 +307,6 @@ func (p *play) run(ctx context.Context, steps []boundStep) []string {
 	if w.Close != nil {
 		defer w.Close()
 	}
-	var problems []string
 	for _, st := range steps {
 		if st.human == "" {
 			continue
@@ -344,6 +343,7 @@ func (p *play) run(ctx context.Context, steps []boundStep) []string {
 		if timedOut {
 			return append(problems, fmt.Sprintf("%s:%d: the agents had not settled %s after this line", p.path, st.Say.N, p.o.StepTimeout))
 		}
+		problems = append(problems, p.model.takeProblems()...)
 		for _, u := range p.model.unused() {
 			l, name := u.line, p.cast.display(u.agent)
 			problems = append(problems, fmt.Sprintf("%s:%d: a reply is scripted for %s, but %s sent no request for it after line %d",
