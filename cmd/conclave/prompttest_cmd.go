@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"slices"
 
 	"github.com/conclavehq/conclave/agents"
 	"github.com/conclavehq/conclave/agents/llm"
@@ -44,6 +45,11 @@ func runTemplatesTest(ctx context.Context, args []string, e env) error {
 			return fmt.Errorf("%w: no channel: pass --channel or declare one in [[channels]]", errUsage)
 		}
 		*channel = cfg.Channels[0].ID
+	}
+	// A test's store starts empty: the channel's agents are those the
+	// configuration declares.
+	if i := slices.IndexFunc(cfg.Channels, func(c ChannelConfig) bool { return c.ID == *channel }); i < 0 || len(cfg.Channels[i].Agents) == 0 {
+		return fmt.Errorf("%w: channel %q has no agents: declare them in its [[channels]] entry", errUsage, *channel)
 	}
 	lib, _, err := openTemplates(dir, templates.Options{Clock: templates.FixedClock}, func(string) {})
 	if err != nil {

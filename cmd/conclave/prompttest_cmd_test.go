@@ -234,6 +234,10 @@ func TestTemplatesTestGoldenFiles(t *testing.T) {
 // Usage and configuration errors exit 2.
 func TestTemplatesTestUsage(t *testing.T) {
 	config, dir := promptRepo(t, nil)
+	bare := filepath.Join(dir, "bare.toml")
+	if err := os.WriteFile(bare, []byte("[llm]\nmodel = \"m\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name string
 		args []string
@@ -243,6 +247,8 @@ func TestTemplatesTestUsage(t *testing.T) {
 		{"two directories", []string{"--config", config, dir, dir}, "unexpected argument"},
 		{"a configuration that does not load", []string{"--config", filepath.Join(dir, "missing.toml"), dir}, "missing.toml"},
 		{"an unknown flag", []string{"--config", config, "--frobnicate"}, "flag provided but not defined: -frobnicate"},
+		{"no channel", []string{"--config", bare, dir}, "no channel: pass --channel or declare one in [[channels]]"},
+		{"a channel without agents", []string{"--config", config, "--channel", "C0404"}, `channel "C0404" has no agents: declare them in its [[channels]] entry`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
