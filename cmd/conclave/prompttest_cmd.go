@@ -9,9 +9,9 @@ import (
 
 	"github.com/conclavehq/conclave/agents"
 	"github.com/conclavehq/conclave/agents/llm"
+	"github.com/conclavehq/conclave/cmd/internal/prompttest"
 	"github.com/conclavehq/conclave/ens"
 	"github.com/conclavehq/conclave/memory"
-	"github.com/conclavehq/conclave/prompttest"
 	"github.com/conclavehq/conclave/templates"
 )
 
