@@ -16,11 +16,24 @@ import (
 // It is how a transport that drives the engine itself (the terminal's
 // scripted mode) knows when the agents are done with a message.
 func (e *Engine) Settled(ctx context.Context, team, channel, threadTS string) (bool, error) {
+	return e.settled(ctx, team, channel, threadTS, false)
+}
+
+// SettledButCalls is Settled, except that human agents' calls pending do
+// not count as work: the conversation waits for nobody but people. A
+// transport that speaks for the human agents itself (`conclave templates
+// test`) waits for this; waiting for Settled would hold it until each
+// call timed out.
+func (e *Engine) SettledButCalls(ctx context.Context, team, channel, threadTS string) (bool, error) {
+	return e.settled(ctx, team, channel, threadTS, true)
+}
+
+func (e *Engine) settled(ctx context.Context, team, channel, threadTS string, butCalls bool) (bool, error) {
 	id := ConversationID(team, channel, threadTS)
 	e.mu.Lock()
-	busy := e.busy[id]
+	running := e.busy[id]
 	e.mu.Unlock()
-	if busy || e.reactions.queued() > 0 {
+	if running || e.reactions.queued() > 0 {
 		return false, nil
 	}
 	snap, err := e.deps.Store.Snapshot(ctx, id)
@@ -39,7 +52,13 @@ func (e *Engine) Settled(ctx context.Context, team, channel, threadTS string) (b
 			return false, nil
 		}
 	}
-	if st.busy() {
+	calls := st.Calls
+	if butCalls {
+		st.Calls = nil // busy() without the calls; the deadline still sees them
+	}
+	busy := st.busy()
+	st.Calls = calls
+	if busy {
 		return false, nil
 	}
 	list, err := e.ChannelAgents(ctx, channel)

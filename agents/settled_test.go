@@ -99,3 +99,36 @@ func TestSweepOnlyWhatItOwns(t *testing.T) {
 		}
 	}
 }
+
+// SettledButCalls waits for the turns, not for a human agent's answer.
+func TestSettledButCalls(t *testing.T) {
+	r := newRig(t, func(r *rig) {
+		r.opts.Channels = []ChannelConfig{{ID: chanA, Agents: []string{elen, tina}}}
+	})
+	r.pair("UT", tina)
+	r.model.on(elen, templates.PromptDefault, tina+" can you confirm?")
+	var during []bool
+	var root Event
+	r.model.hook = func(llm.Request) {
+		ok, err := r.e.SettledButCalls(context.Background(), team, chanA, root.TS)
+		if err != nil {
+			t.Error(err)
+		}
+		during = append(during, ok)
+	}
+	root = r.send("", "U1", "Alice", "Is claim C1 covered?")
+	r.settle()
+	if len(during) != 1 || during[0] {
+		t.Errorf("settled during the facilitator's turn: %v", during)
+	}
+	if len(r.state(root.TS).Calls) != 1 {
+		t.Fatalf("calls = %+v, want the human agent called", r.state(root.TS).Calls)
+	}
+	ok, err := r.e.SettledButCalls(context.Background(), team, chanA, root.TS)
+	if err != nil || !ok {
+		t.Errorf("SettledButCalls = %v, %v with only a human agent's call pending; want true", ok, err)
+	}
+	if ok, _ := r.e.Settled(context.Background(), team, chanA, root.TS); ok {
+		t.Error("Settled answers true with a human agent's call pending")
+	}
+}

@@ -107,10 +107,16 @@ func New(opts Options) *Terminal {
 	}
 	return &Terminal{
 		opts:   opts,
-		userID: "terminal-" + strings.Join(strings.Fields(strings.ToLower(opts.Person)), "-"),
+		userID: UserID(opts.Person),
 		posts:  make(map[string]string),
 		owned:  make(map[string]bool),
 	}
+}
+
+// UserID is the user id the terminal gives a person's messages: what a
+// human agent's pairing names to speak as that agent from a terminal.
+func UserID(person string) string {
+	return "terminal-" + strings.Join(strings.Fields(strings.ToLower(person)), "-")
 }
 
 // Owns reports whether a conversation is one of the threads started here
@@ -182,12 +188,10 @@ func (t *Terminal) Run(ctx context.Context, in io.Reader, eng Engine) error {
 			t.status("unknown command " + name + "; " + Help)
 			continue
 		}
-		ev := t.message(text)
-		ticket, err := eng.Record(ctx, ev)
-		if err != nil {
+		ev := t.message(t.opts.Person, t.userID, text, false)
+		if err := record(ctx, eng, ev); err != nil {
 			return fmt.Errorf("terminal: record line %d: %w", n, err)
 		}
-		ticket.Dispatch()
 		if !t.opts.Wait {
 			continue
 		}
@@ -197,15 +201,48 @@ func (t *Terminal) Run(ctx context.Context, in io.Reader, eng Engine) error {
 	}
 }
 
+// Say hands eng one message from person (Options.Person when empty), as
+// a reply in the current thread, or with newThread as the root of a new
+// one, then waits for the agents to settle. It is one line of a script
+// the caller reads itself, in which several people may speak
+// (`conclave templates test`).
+func (t *Terminal) Say(ctx context.Context, eng Engine, person, text string, newThread bool) error {
+	userID := t.userID
+	if person == "" {
+		person = t.opts.Person
+	} else {
+		userID = UserID(person)
+	}
+	ev := t.message(person, userID, text, newThread)
+	if err := record(ctx, eng, ev); err != nil {
+		return fmt.Errorf("terminal: record: %w", err)
+	}
+	return t.settle(ctx, eng, ev)
+}
+
+// record records ev and dispatches it at once: the terminal has no
+// acknowledgement to wait for.
+func record(ctx context.Context, eng Engine, ev agents.Event) error {
+	ticket, err := eng.Record(ctx, ev)
+	if err != nil {
+		return err
+	}
+	ticket.Dispatch()
+	return nil
+}
+
 // message makes the event of one line: a new thread's root, or a reply in
 // the current thread.
-func (t *Terminal) message(text string) agents.Event {
+func (t *Terminal) message(person, userID, text string, newThread bool) agents.Event {
 	ts, at := t.nextTS()
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if newThread {
+		t.thread = ""
+	}
 	ev := agents.Event{
 		Kind: agents.EventMessage, Team: Team, Channel: t.opts.Channel, TS: ts, ThreadTS: t.thread,
-		UserID: t.userID, UserName: t.opts.Person, Raw: text, Text: text, At: at,
+		UserID: userID, UserName: person, Raw: text, Text: text, At: at,
 	}
 	if t.thread == "" {
 		t.thread = ts

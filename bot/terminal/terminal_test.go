@@ -207,3 +207,36 @@ func TestWorkingSaysWhoThinks(t *testing.T) {
 		t.Errorf("status = %q", plain.String())
 	}
 }
+
+// Say speaks as anyone, in a new thread or the current one, and waits.
+func TestSayAsSeveralPeople(t *testing.T) {
+	term, _, _ := newTest(false)
+	eng := &recorder{settledAfter: 1}
+	ctx := context.Background()
+	steps := []struct {
+		person, text string
+		newThread    bool
+	}{{"Bea", "first", true}, {"", "second", false}, {"Arnaud Petit", "third", true}}
+	for _, s := range steps {
+		if err := term.Say(ctx, eng, s.person, s.text, s.newThread); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(eng.events) != 3 || eng.settleCalls != 4 {
+		t.Fatalf("%d events, %d Settled calls; want 3 and 4 (each line waited)", len(eng.events), eng.settleCalls)
+	}
+	first, second, third := eng.events[0], eng.events[1], eng.events[2]
+	if first.ThreadTS != "" || second.ThreadTS != first.TS || third.ThreadTS != "" {
+		t.Errorf("threads: %q, %q (want %q), %q", first.ThreadTS, second.ThreadTS, first.TS, third.ThreadTS)
+	}
+	if first.UserName != "Bea" || first.UserID != "terminal-bea" || second.UserName != "Ada Lovelace" ||
+		third.UserID != UserID("Arnaud Petit") || third.UserID != "terminal-arnaud-petit" {
+		t.Errorf("authors: %+v", eng.events)
+	}
+	if !term.Owns(agents.ConversationID(Team, "C1", third.TS)) {
+		t.Error("a thread started by Say is not owned")
+	}
+	if err := term.Say(ctx, &recorder{fail: errors.New("store down")}, "Bea", "x", false); err == nil || err.Error() != "terminal: record: store down" {
+		t.Errorf("err = %v", err)
+	}
+}

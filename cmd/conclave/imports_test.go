@@ -31,6 +31,8 @@ var importRules = []struct {
 		"templates and ens sit below agents in the flow"},
 	{[]string{"bot"}, []string{"cmd", "memory"},
 		"a transport talks to the engine, not to what cmd/conclave wires under it"},
+	{[]string{"cmd/internal/prompttest"}, []string{"cmd/conclave"},
+		"prompt tests drive the engine through the terminal transport; cmd/conclave wires them"},
 	{[]string{"bot/fakeslack", "agents/testlog"}, []string{""},
 		"test fakes stand alone: any package's tests may import them"},
 }

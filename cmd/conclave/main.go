@@ -6,6 +6,7 @@
 //	conclave chat               talk with a channel's agents from the terminal
 //	conclave templates check    check a config repository of prompts
 //	conclave templates render   print exactly what the model would receive
+//	conclave templates test     run the repository's prompt tests (tests/*.chat)
 //	conclave memory hydrate     load history into an agent's memory session
 //	conclave tools list         list each agent's MCP tools
 //	conclave config print       print the effective configuration
@@ -77,6 +78,7 @@ func commands() []command {
 		{"chat", "talk with a channel's agents from the terminal, without Slack", runChat},
 		{"templates check", "check a directory of prompt templates", runTemplatesCheck},
 		{"templates render", "print the request the model would receive", runTemplatesRender},
+		{"templates test", "run the conversations of tests/*.chat against a scripted model", runTemplatesTest},
 		{"memory hydrate", "append JSONL history to a memory session", runHydrate},
 		{"tools list", "list each agent's MCP tools", runToolsList},
 		{"config print", "print the effective configuration, secrets masked", runConfigPrint},

@@ -1,0 +1,134 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"slices"
+
+	"github.com/conclavehq/conclave/agents"
+	"github.com/conclavehq/conclave/agents/llm"
+	"github.com/conclavehq/conclave/cmd/internal/prompttest"
+	"github.com/conclavehq/conclave/ens"
+	"github.com/conclavehq/conclave/memory"
+	"github.com/conclavehq/conclave/templates"
+)
+
+// runTemplatesTest is `conclave templates test`: the config repository's
+// tests/*.chat conversations, played through the engine against a
+// scripted model, each request compared with its golden file.
+func runTemplatesTest(ctx context.Context, args []string, e env) error {
+	fs := newFlags("templates test", e)
+	usage := fs.Usage
+	fs.Usage = func() {
+		usage()
+		fmt.Fprintln(fs.Output(), "\nAn argument after the flags names the templates directory (default: templates.dir of the configuration).")
+	}
+	load := configFlag(fs, e)
+	channel := fs.String("channel", "", "the channel the conversations are held in (default: the first [[channels]])")
+	update := fs.Bool("update", false, "write the golden files (and remove those no request matches) instead of comparing")
+	verbose := fs.Bool("v", false, "print every conversation, not only a failed one's")
+	dir, err := parseFlagsDir(fs, args, e)
+	if err != nil {
+		return err
+	}
+	cfg, _, err := load()
+	if err != nil {
+		return configError{err}
+	}
+	if dir == "" {
+		dir = cfg.Templates.Dir
+	}
+	if *channel == "" {
+		if len(cfg.Channels) == 0 {
+			return fmt.Errorf("%w: no channel: pass --channel or declare one in [[channels]]", errUsage)
+		}
+		*channel = cfg.Channels[0].ID
+	}
+	// A test's store starts empty: the channel's agents are those the
+	// configuration declares.
+	if i := slices.IndexFunc(cfg.Channels, func(c ChannelConfig) bool { return c.ID == *channel }); i < 0 || len(cfg.Channels[i].Agents) == 0 {
+		return fmt.Errorf("%w: channel %q has no agents: declare them in its [[channels]] entry", errUsage, *channel)
+	}
+	lib, _, err := openTemplates(dir, templates.Options{Clock: templates.FixedClock}, func(string) {})
+	if err != nil {
+		return configError{err}
+	}
+	def, named := llmProfiles(cfg.LLM)
+	profiles, err := llm.New(def, named)
+	if err != nil {
+		return configError{err}
+	}
+	// Only the configured agents: the chain is never asked, so a test
+	// needs no network.
+	ensOpts := ensOptions(cfg.ENS, nil)
+	ensOpts.Chains, ensOpts.MainnetRPCURL = nil, ""
+	static := staticAgents(cfg.Agents)
+	directory, err := ens.New(ensOpts, static)
+	if err != nil {
+		return configError{err}
+	}
+	defer directory.Close()
+	sum, err := prompttest.Run(ctx, prompttest.Options{
+		Dir: dir, Channel: *channel, Agents: static, Profiles: profiles,
+		Now: templates.FixedClock, Update: *update, Verbose: *verbose, Out: e.stdout,
+		Start: func(p prompttest.Ports) (prompttest.Wiring, error) {
+			return testEngine(cfg, p, lib.Current(), directory), nil
+		},
+	})
+	switch {
+	case errors.Is(err, prompttest.ErrNoTests):
+		return fmt.Errorf("%w: %v (write a conversation there, see docs/authoring.md)", errUsage, err)
+	case err != nil:
+		return err
+	case sum.Failed > 0:
+		return errFailed
+	}
+	return nil
+}
+
+// testEngine is the engine of one prompt test: the configured agents,
+// conversation rules and prompts, over an in-process store of its own and
+// a fixed clock, with no tools.
+func testEngine(cfg Config, p prompttest.Ports, prompts agents.Prompts, directory *ens.Directory) prompttest.Wiring {
+	store := memory.NewInProcess(memory.Options{MaxSessionMessages: cfg.Memory.MaxSessionMessages, ConversationTTL: cfg.Memory.ConversationTTL.Duration})
+	opts := engineOptions(cfg, "")
+	opts.Owns = p.Owns
+	opts.Stream = false // the scripted model answers whole
+	eng := agents.New(opts, agents.Deps{
+		Store:    store,
+		Chat:     p.Chat,
+		Model:    p.Model,
+		Prompts:  func() agents.Prompts { return prompts },
+		Resolver: directory,
+		Logger:   newLogger(LogConfig{Level: "warn", Format: "text"}, p.Log),
+		Now:      templates.FixedClock,
+	})
+	return prompttest.Wiring{
+		Engine: eng,
+		Pair: func(ctx context.Context, userID, agent string) error {
+			_, _, err := store.PairHuman(ctx, userID, agent)
+			return err
+		},
+		Close: func() { _ = store.Close() },
+	}
+}
+
+// parseFlagsDir is parseFlags with one argument allowed after the flags:
+// the directory ("" when absent).
+func parseFlagsDir(fs *flag.FlagSet, args []string, e env) (string, error) {
+	err := parseFlags(fs, args, e)
+	if errors.Is(err, errUsage) && fs.NArg() == 1 {
+		return fs.Arg(0), nil
+	}
+	return "", err
+}
+
+// configError is a configuration that cannot be used: its message as it
+// is, and the exit code of a usage error (2).
+type configError struct{ err error }
+
+func (c configError) Error() string        { return c.err.Error() }
+func (c configError) Unwrap() error        { return c.err }
+func (c configError) Is(target error) bool { return target == errUsage }
