@@ -314,6 +314,7 @@ func TestChartValues(t *testing.T) {
 		{"misspelt key", "replicas: 2\n", "additional properties 'replicas' not allowed"},
 		{"misspelt nested key", "gitSync: {enable: true}\n", "additional properties 'enable' not allowed"},
 		{"git-sync without a repository", "gitSync: {enabled: true}\n", "gitSync.enabled needs gitSync.repo"},
+		{"templates from two places", "gitSync: {enabled: true, repo: https://git.example/p}\ntemplates: {expert/system.tmpl: hi}\n", "with gitSync.enabled the templates come from the repository"},
 		{"two Secrets", "secret: {create: true, existingSecret: mine}\n", "set either existingSecret or create, not both"},
 		{"git-sync v3", "gitSync: {image: {tag: v3.6.9}}\n", "at '/gitSync/image/tag': 'v3.6.9' does not match"},
 		{"subPath leaving the checkout", "gitSync: {subPath: ../etc}\n", "at '/gitSync/subPath': '../etc' does not match"},
