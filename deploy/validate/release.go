@@ -1,0 +1,118 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+
+	"sigs.k8s.io/yaml"
+)
+
+// workflow is the part of a GitHub Actions workflow checkRelease reads.
+type workflow struct {
+	// On is the trigger; YAML 1.1 reads an unquoted `on` key as true,
+	// so it is looked up under both names.
+	On   map[string]any `json:"on"`
+	True map[string]any `json:"true"`
+	Jobs map[string]struct {
+		Permissions map[string]string `json:"permissions"`
+		Steps       []struct {
+			Uses string         `json:"uses"`
+			With map[string]any `json:"with"`
+		} `json:"steps"`
+	} `json:"jobs"`
+}
+
+// releasePlatforms are the image's platforms.
+var releasePlatforms = []string{"linux/amd64", "linux/arm64"}
+
+// checkRelease checks the release workflow builds and pushes the image to
+// ghcr.io for both platforms on a v* tag, with the version and commit the
+// Dockerfile takes as build arguments. It cannot run here; this is what
+// can be known of it without GitHub.
+func checkRelease(path string) []string {
+	var problems []string
+	bad := func(format string, args ...any) {
+		problems = append(problems, path+": "+fmt.Sprintf(format, args...))
+	}
+	data, err := os.ReadFile(path) // #nosec G304 -- the repository's own workflow, at a fixed path
+	if err != nil {
+		return []string{err.Error()}
+	}
+	var w workflow
+	if err := yaml.Unmarshal(data, &w); err != nil {
+		return []string{fmt.Sprintf("%s: %v", path, err)}
+	}
+	on := w.On
+	if on == nil {
+		on = w.True
+	}
+	push, _ := on["push"].(map[string]any)
+	tags, _ := push["tags"].([]any)
+	if !slices.Contains(tags, any("v*")) {
+		bad("must run on pushed tags v* (on.push.tags)")
+	}
+	if _, ok := push["branches"]; ok {
+		bad("must run on tags only, not on branches")
+	}
+	var steps []string
+	var build, login map[string]any
+	packages := false
+	for _, job := range w.Jobs {
+		if job.Permissions["packages"] == "write" {
+			packages = true
+		}
+		for _, s := range job.Steps {
+			action, _, _ := strings.Cut(s.Uses, "@")
+			steps = append(steps, action)
+			switch action {
+			case "docker/build-push-action":
+				build = s.With
+			case "docker/login-action":
+				login = s.With
+			}
+		}
+	}
+	order := []string{"docker/setup-qemu-action", "docker/setup-buildx-action", "docker/login-action", "docker/build-push-action"}
+	at := -1
+	for _, action := range order {
+		i := slices.Index(steps, action)
+		if i < 0 {
+			bad("no %s step", action)
+			continue
+		}
+		if i < at {
+			bad("%s must come after the steps before it (%s)", action, strings.Join(order, ", "))
+		}
+		at = i
+	}
+	if !packages {
+		bad("the job needs permissions: packages: write to push to ghcr.io")
+	}
+	if login != nil && login["registry"] != "ghcr.io" {
+		bad("docker/login-action must log in to ghcr.io")
+	}
+	if build == nil {
+		return problems
+	}
+	platforms := strings.Split(fmt.Sprint(build["platforms"]), ",")
+	for i := range platforms {
+		platforms[i] = strings.TrimSpace(platforms[i])
+	}
+	for _, p := range releasePlatforms {
+		if !slices.Contains(platforms, p) {
+			bad("docker/build-push-action must build for %s (platforms)", p)
+		}
+	}
+	if build["push"] != true {
+		bad("docker/build-push-action must push the image (push: true)")
+	}
+	args := fmt.Sprint(build["build-args"])
+	for _, arg := range []string{"VERSION=", "COMMIT="} {
+		if !strings.Contains(args, arg) {
+			bad("docker/build-push-action must pass the build argument %s… the Dockerfile takes", arg)
+		}
+	}
+	return problems
+}

@@ -1,0 +1,346 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+const repoRoot = "../.."
+
+// TestRepositoryFiles: the files as committed pass every check but
+// conclave's own (which `go run .` adds).
+func TestRepositoryFiles(t *testing.T) {
+	problems := checkCompose(filepath.Join(repoRoot, "deploy", "compose.yaml"))
+	problems = append(problems, checkRelease(filepath.Join(repoRoot, ".github", "workflows", "release.yml"))...)
+	bundles, more := kubernetesBundles(repoRoot)
+	problems = append(problems, more...)
+	for _, b := range bundles {
+		problems = append(problems, b.check()...)
+	}
+	if len(problems) > 0 {
+		t.Fatalf("problems:\n%s", strings.Join(problems, "\n"))
+	}
+	// The manifests, their kustomize build and its git-sync overlay, and
+	// each chart case.
+	if want := 3 + len(chartCases); len(bundles) != want {
+		t.Errorf("%d sets of objects checked, want %d", len(bundles), want)
+	}
+}
+
+// edited writes a copy of the repository file rel, with each old string
+// replaced by its new one, into a temporary folder and returns its path.
+func edited(t *testing.T, rel string, pairs ...string) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(repoRoot, rel))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(data)
+	for i := 0; i < len(pairs); i += 2 {
+		if !strings.Contains(text, pairs[i]) {
+			t.Fatalf("%s has no %q", rel, pairs[i])
+		}
+		text = strings.Replace(text, pairs[i], pairs[i+1], 1)
+	}
+	path := filepath.Join(t.TempDir(), filepath.Base(rel))
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// wantProblem fails unless one of problems contains want.
+func wantProblem(t *testing.T, problems []string, want string) {
+	t.Helper()
+	if !slices.ContainsFunc(problems, func(p string) bool { return strings.Contains(p, want) }) {
+		t.Errorf("no problem says %q; got:\n%s", want, strings.Join(problems, "\n"))
+	}
+}
+
+func TestComposeHardening(t *testing.T) {
+	tests := []struct {
+		name  string
+		pairs []string
+		want  string
+	}{
+		{"writable root", []string{"read_only: true", "read_only: false"}, "conclave must run with read_only: true"},
+		{"no tmpfs", []string{"    tmpfs:\n      - /tmp:size=16m,mode=1777\n", ""}, "conclave needs a tmpfs"},
+		{"capabilities kept", []string{"cap_drop: [ALL]", "cap_drop: [NET_RAW]"}, "must drop every capability"},
+		{"privileges may grow", []string{`security_opt: ["no-new-privileges:true"]`, "security_opt: []"}, "no-new-privileges:true"},
+		{"ops port published", []string{`- "8080:8080"   # the wallet page only`, `- "8080:8080"
+      - "9090:9090"`}, "publishes its operations port 9090 on the host"},
+		{"no ops listener", []string{`CONCLAVE_HTTP_OPS_ADDR: ":9090"`, `CONCLAVE_LOG_LEVEL: info`}, "an operations listener of their own"},
+		{"public port not published", []string{`- "8080:8080"   # the wallet page only`, `- "8081:8081"`}, "must publish its public listener (port 8080"},
+		{"redis forgets", []string{`"--appendonly", "yes"`, `"--appendonly", "no"`}, "--appendonly yes"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			wantProblem(t, checkCompose(edited(t, "deploy/compose.yaml", tt.pairs...)), tt.want)
+		})
+	}
+}
+
+func TestReleaseWorkflow(t *testing.T) {
+	tests := []struct {
+		name  string
+		pairs []string
+		want  string
+	}{
+		{"on branches", []string{`tags: ["v*"]`, `branches: [main]`}, "must run on pushed tags v*"},
+		{"one platform", []string{"platforms: linux/amd64,linux/arm64", "platforms: linux/amd64"}, "must build for linux/arm64"},
+		{"no version", []string{"VERSION=${{ github.ref_name }}\n", ""}, "the build argument VERSION="},
+		{"no commit", []string{"COMMIT=${{ github.sha }}", "REVISION=${{ github.sha }}"}, "the build argument COMMIT="},
+		{"no qemu", []string{"      - uses: docker/setup-qemu-action@v3\n", ""}, "no docker/setup-qemu-action step"},
+		{"not pushed", []string{"push: true", "push: false"}, "must push the image"},
+		{"another registry", []string{"registry: ghcr.io", "registry: docker.io"}, "must log in to ghcr.io"},
+		{"no packages permission", []string{"packages: write", "packages: read"}, "packages: write"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			wantProblem(t, checkRelease(edited(t, ".github/workflows/release.yml", tt.pairs...)), tt.want)
+		})
+	}
+}
+
+// loaded returns the named set of objects of the repository, e.g. the
+// kustomize build or a chart case.
+func loaded(t *testing.T, source string) *bundle {
+	t.Helper()
+	bundles, problems := kubernetesBundles(repoRoot)
+	if len(problems) > 0 {
+		t.Fatal(strings.Join(problems, "\n"))
+	}
+	for _, b := range bundles {
+		if strings.Contains(b.source, source) {
+			return b
+		}
+	}
+	t.Fatalf("no set of objects %q", source)
+	return nil
+}
+
+// pod returns the bundle's pod spec and conclave's container in it, to
+// be edited.
+func pod(b *bundle) (*corev1.PodSpec, *corev1.Container) {
+	spec := &b.deployments[0].Spec.Template.Spec
+	return spec, container(*spec, conclaveContainer)
+}
+
+func TestKubernetesChecks(t *testing.T) {
+	no := false
+	yes := true
+	tests := []struct {
+		name   string
+		source string
+		edit   func(b *bundle)
+		want   string
+	}{
+		{"service-account token", "kustomize build", func(b *bundle) {
+			spec, _ := pod(b)
+			spec.AutomountServiceAccountToken = nil
+		}, "automountServiceAccountToken: false"},
+		{"root", "kustomize build", func(b *bundle) {
+			spec, _ := pod(b)
+			spec.SecurityContext.RunAsNonRoot = &no
+		}, "must run as non-root"},
+		{"writable root file system", "default values", func(b *bundle) {
+			_, c := pod(b)
+			c.SecurityContext.ReadOnlyRootFilesystem = &no
+		}, "container conclave: the root file system must be read-only"},
+		{"privilege escalation", "kustomize build", func(b *bundle) {
+			_, c := pod(b)
+			c.SecurityContext.AllowPrivilegeEscalation = &yes
+		}, "allowPrivilegeEscalation must be false"},
+		{"capability added", "default values", func(b *bundle) {
+			_, c := pod(b)
+			c.SecurityContext.Capabilities.Add = []corev1.Capability{"NET_ADMIN"}
+		}, "must drop every capability and add none"},
+		{"probe on the public port", "default values", func(b *bundle) {
+			_, c := pod(b)
+			c.LivenessProbe.HTTPGet.Port = intstr.FromString("http")
+		}, "liveness probe must ask the operations port 9090, not http"},
+		{"readiness elsewhere", "kustomize build", func(b *bundle) {
+			_, c := pod(b)
+			c.ReadinessProbe.HTTPGet.Path = "/healthz"
+		}, "readiness probe must GET /readyz"},
+		{"no ops listener", "kustomize build", func(b *bundle) {
+			_, c := pod(b)
+			c.Env = slices.DeleteFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == "CONCLAVE_HTTP_OPS_ADDR" })
+		}, "the operations endpoints must have a listener of their own"},
+		{"no NetworkPolicy", "kustomize build", func(b *bundle) {
+			b.policies = nil
+		}, "want one NetworkPolicy selecting conclave's pods, found 0"},
+		{"ops port open to all", "default values", func(b *bundle) {
+			b.policies[0].Spec.Ingress[1].From = nil
+		}, "ingress rule 2 lets anyone reach the operations port 9090"},
+		{"ops port open to every address", "kustomize build", func(b *bundle) {
+			b.policies[0].Spec.Ingress[1].From = []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: "0.0.0.0/0"}}}
+		}, "ingress rule 2 lets anyone reach the operations port"},
+		{"every port open", "kustomize build", func(b *bundle) {
+			b.policies[0].Spec.Ingress = []networkingv1.NetworkPolicyIngressRule{{}}
+		}, "ingress rule 1 lets anyone reach the operations port"},
+		{"no HTTPS out", "default values", func(b *bundle) {
+			b.policies[0].Spec.Egress = b.policies[0].Spec.Egress[:2]
+		}, "egress must allow HTTPS (TCP 443)"},
+		{"egress wide open", "kustomize build", func(b *bundle) {
+			b.policies[0].Spec.Egress = append(b.policies[0].Spec.Egress, networkingv1.NetworkPolicyEgressRule{})
+		}, "egress rule 4 lets the pods reach anything"},
+		{"ingress only", "kustomize build", func(b *bundle) {
+			b.policies[0].Spec.PolicyTypes = []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}
+		}, "policyTypes must include Egress"},
+		{"no PodDisruptionBudget", "default values", func(b *bundle) {
+			b.budgets = nil
+		}, "want one PodDisruptionBudget selecting conclave's pods, found 0"},
+		{"budget blocks drains", "kustomize build", func(b *bundle) {
+			three := intstr.FromInt32(3)
+			b.budgets[0].Spec.MinAvailable = &three
+		}, "minAvailable 3 with 3 replicas blocks every node drain"},
+		{"budget selects other pods", "kustomize build", func(b *bundle) {
+			b.budgets[0].Spec.Selector.MatchLabels = map[string]string{"app.kubernetes.io/name": "other"}
+		}, "want one PodDisruptionBudget selecting conclave's pods, found 0"},
+		{"undefined Secret", "created Secret", func(b *bundle) {
+			b.secrets = map[string]bool{}
+		}, `envFrom names Secret "conclave", which is not defined`},
+		{"template key missing", "kustomize build", func(b *bundle) {
+			cm := b.configMaps["conclave-templates"]
+			cm.Data = nil
+			b.configMaps["conclave-templates"] = cm
+		}, `maps key "facilitator__default.tmpl", which ConfigMap conclave-templates does not have`},
+		{"one replica", "default values", func(b *bundle) {
+			one := int32(1)
+			b.deployments[0].Spec.Replicas = &one
+		}, "want several replicas"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := loaded(t, tt.source)
+			tt.edit(b)
+			wantProblem(t, b.check(), tt.want)
+		})
+	}
+}
+
+func TestGitSyncChecks(t *testing.T) {
+	// sidecar returns the git-sync container of the bundle's pod.
+	sidecar := func(b *bundle) *corev1.Container {
+		spec, _ := pod(b)
+		return &spec.InitContainers[0]
+	}
+	tests := []struct {
+		name string
+		edit func(b *bundle)
+		want string
+	}{
+		{"templates.dir beside the link", func(b *bundle) {
+			_, c := pod(b)
+			for i := range c.Env {
+				if c.Env[i].Name == "CONCLAVE_TEMPLATES_DIR" {
+					c.Env[i].Value = "/git/templates"
+				}
+			}
+		}, "templates.dir /git/templates is not git-sync's link /git/repo"},
+		{"templates.dir unset", func(b *bundle) {
+			_, c := pod(b)
+			c.Env = slices.DeleteFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == "CONCLAVE_TEMPLATES_DIR" })
+		}, "templates.dir is not set (CONCLAVE_TEMPLATES_DIR=/git/repo)"},
+		{"volume not shared", func(b *bundle) {
+			_, c := pod(b)
+			c.VolumeMounts = slices.DeleteFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == "git" })
+		}, "conclave does not mount git-sync's volume git"},
+		{"another link", func(b *bundle) {
+			gs := sidecar(b)
+			gs.Args[1] = "--link=current"
+		}, "is not git-sync's link /git/current"},
+		{"root outside the volume", func(b *bundle) {
+			gs := sidecar(b)
+			gs.Args[0] = "--root=/data"
+		}, "its --root /data is not in a volume it can write"},
+		{"one-shot init container", func(b *bundle) {
+			sidecar(b).RestartPolicy = nil
+		}, "an init container that stops after its first sync"},
+		{"no startup probe", func(b *bundle) {
+			sidecar(b).StartupProbe = nil
+		}, "needs a startup probe"},
+		{"writable for conclave", func(b *bundle) {
+			_, c := pod(b)
+			for i := range c.VolumeMounts {
+				c.VolumeMounts[i].ReadOnly = false
+			}
+		}, "conclave mounts git-sync's volume git writable"},
+		{"sidecar as root", func(b *bundle) {
+			root := int64(0)
+			sidecar(b).SecurityContext.RunAsUser = &root
+		}, "container git-sync: must not run as root"},
+		{"no sidecar", func(b *bundle) {
+			spec, _ := pod(b)
+			spec.InitContainers = nil
+		}, "no git-sync sidecar"},
+	}
+	for _, source := range []string{"helm template ../../deploy/helm/conclave (git-sync)", "components/git-sync"} {
+		for _, tt := range tests {
+			t.Run(source+"/"+tt.name, func(t *testing.T) {
+				b := loaded(t, source)
+				tt.edit(b)
+				wantProblem(t, b.check(), tt.want)
+			})
+		}
+	}
+	t.Run("no repository", func(t *testing.T) {
+		b := loaded(t, "(git-sync)")
+		gs := sidecar(b)
+		gs.Env = slices.DeleteFunc(gs.Env, func(e corev1.EnvVar) bool { return e.Name == "GITSYNC_REPO" })
+		wantProblem(t, b.check(), "no repository to sync (--repo or GITSYNC_REPO)")
+	})
+	t.Run("sidecar where none belongs", func(t *testing.T) {
+		b := loaded(t, "(git-sync)")
+		b.gitSync = false
+		wantProblem(t, b.check(), "has a git-sync sidecar")
+	})
+}
+
+// TestChartValues: values the chart refuses, with the reason.
+func TestChartValues(t *testing.T) {
+	chart := filepath.Join(repoRoot, "deploy", "helm", "conclave")
+	tests := []struct {
+		name, values, want string
+	}{
+		{"misspelt key", "replicas: 2\n", "additional properties 'replicas' not allowed"},
+		{"misspelt nested key", "gitSync: {enable: true}\n", "additional properties 'enable' not allowed"},
+		{"git-sync without a repository", "gitSync: {enabled: true}\n", "gitSync.enabled needs gitSync.repo"},
+		{"templates from two places", "gitSync: {enabled: true, repo: https://git.example/p}\ntemplates: {expert/system.tmpl: hi}\n", "with gitSync.enabled the templates come from the repository"},
+		{"two Secrets", "secret: {create: true, existingSecret: mine}\n", "set either existingSecret or create, not both"},
+		{"git-sync v3", "gitSync: {image: {tag: v3.6.9}}\n", "at '/gitSync/image/tag': 'v3.6.9' does not match"},
+		{"subPath leaving the checkout", "gitSync: {subPath: ../etc}\n", "at '/gitSync/subPath': '../etc' does not match"},
+		{"too many replicas for Slack", "replicaCount: 11\n", "at '/replicaCount'"},
+		{"template outside the layout", "templates: {notes.md: hi}\n", "'notes.md' does not match pattern"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, problems := renderChart(chart, chartCase{name: tt.name, values: tt.values})
+			wantProblem(t, problems, tt.want)
+		})
+	}
+}
+
+// TestStrictDecoding: a misspelt field or an unknown kind is an error
+// naming it, not an object quietly missing a setting.
+func TestStrictDecoding(t *testing.T) {
+	tests := []struct{ name, doc, want string }{
+		{"misspelt field", "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: conclave}\nspec: {replica: 3}\n", `unknown field "replica"`},
+		{"wrong type", "apiVersion: v1\nkind: Service\nmetadata: {name: conclave}\nspec: {ports: {name: http}}\n", "cannot unmarshal object into Go struct field ServiceSpec.spec.ports"},
+		{"unknown kind", "apiVersion: v1\nkind: Pod\nmetadata: {name: conclave}\n", "unexpected kind v1 Pod"},
+		{"no kind", "metadata: {name: conclave}\n", "a document without apiVersion and kind"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			wantProblem(t, newBundle("test").decodeAll("test.yaml", []byte(tt.doc)), tt.want)
+		})
+	}
+}
