@@ -33,6 +33,8 @@ var importRules = []struct {
 		"a transport talks to the engine, not to what cmd/conclave wires under it"},
 	{[]string{"bot/fakeslack", "agents/testlog"}, []string{""},
 		"test fakes stand alone: any package's tests may import them"},
+	{[]string{"agents/backoff", "agents/clip", "agents/serial"}, []string{""},
+		"the one-of-each helpers stand alone: the transports use them as the engine does"},
 }
 
 // under tells whether rel (module-relative) is dir or inside it; "" is
