@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/conclavehq/conclave/agents/testclock"
 )
 
 // TestTTLCache checks the directory's cache: a value is fetched once and
@@ -12,8 +14,8 @@ import (
 // context ends stops waiting for a fetch under way.
 func TestTTLCache(t *testing.T) {
 	c := newTTLCache[string](time.Minute, 10)
-	clock := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	now := func() time.Time { return clock }
+	clock := testclock.New(time.Time{})
+	now := clock.Now
 	ctx := context.Background()
 	fetches := 0
 	fetch := func(v string, err error) func() (string, error) {
@@ -30,7 +32,7 @@ func TestTTLCache(t *testing.T) {
 	if v, err := c.load(ctx, "U1", now, fetch("Bob", nil)); v != "Ann" || err != nil || fetches != 2 {
 		t.Fatalf("within the TTL: %q, %v after %d fetches, want Ann from the cache after 2", v, err, fetches)
 	}
-	clock = clock.Add(time.Minute)
+	clock.Advance(time.Minute)
 	if v, _ := c.load(ctx, "U1", now, fetch("Bob", nil)); v != "Bob" || fetches != 3 {
 		t.Fatalf("after the TTL: %q after %d fetches, want Bob fetched anew", v, fetches)
 	}

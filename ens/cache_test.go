@@ -10,29 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/conclavehq/conclave/agents/testclock"
 	"github.com/conclavehq/conclave/agents/testlog"
 	"github.com/conclavehq/conclave/ens"
 )
-
-// fakeClock is a settable clock for the cache.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newFakeClock() *fakeClock { return &fakeClock{now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)} }
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
 
 // waitingInResolve counts the goroutines that wait in the cache for a
 // look-up to answer (blocked in Resolve's select).
@@ -58,14 +39,14 @@ func waitingInResolve() int {
 
 type cacheRig struct {
 	fake  *fakeChain
-	clock *fakeClock
+	clock *testclock.Clock
 	logs  *testlog.Buffer
 	d     *ens.Directory
 }
 
 func newCacheRig(t *testing.T) cacheRig {
 	t.Helper()
-	r := cacheRig{fake: newFakeChain(t), clock: newFakeClock(), logs: &testlog.Buffer{}}
+	r := cacheRig{fake: newFakeChain(t), clock: testclock.New(time.Time{}), logs: &testlog.Buffer{}}
 	seedAgents(r.fake)
 	r.d = newDirectory(t, r.fake, ens.Options{
 		CacheTTL: 10 * time.Minute, NegativeTTL: time.Minute, StaleMax: 24 * time.Hour,
