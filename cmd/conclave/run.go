@@ -163,7 +163,9 @@ func (p *instance) openPrompts(context.Context) error {
 }
 
 func (p *instance) openIdentities(ctx context.Context) error {
-	directory, err := ens.New(ensOptions(p.cfg.ENS, p.log), staticAgents(p.cfg.Agents))
+	opts := ensOptions(p.cfg.ENS, p.log)
+	opts.Now = p.e.now
+	directory, err := ens.New(opts, staticAgents(p.cfg.Agents))
 	if err != nil {
 		return err
 	}
