@@ -81,7 +81,7 @@ func newRunMetrics(reg prometheus.Registerer) *runMetrics {
 			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10),
 		}),
 		llmCalls: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "conclave_llm_request_duration_seconds", Help: "Time a model completion took, retries and waits included, by role and outcome.",
+			Name: "conclave_llm_request_duration_seconds", Help: "Time a model completion took (streamed or not), retries and waits included, by role and outcome.",
 			Buckets: prometheus.ExponentialBuckets(0.05, 2, 13),
 		}, []string{"role", "outcome"}),
 		llmAttempts: prometheus.NewCounterVec(prometheus.CounterOpts{
