@@ -17,13 +17,13 @@ import (
 	"github.com/conclavehq/conclave/agents"
 	"github.com/conclavehq/conclave/agents/llm"
 	"github.com/conclavehq/conclave/agents/llm/llmfake"
+	"github.com/conclavehq/conclave/agents/testclock"
 	"github.com/conclavehq/conclave/agents/testlog"
 	"github.com/conclavehq/conclave/bot"
 	"github.com/conclavehq/conclave/bot/fakeslack"
 	"github.com/conclavehq/conclave/ens"
 	"github.com/conclavehq/conclave/memory"
 	"github.com/conclavehq/conclave/memory/redistest"
-	"github.com/conclavehq/conclave/memory/storetest"
 	"github.com/conclavehq/conclave/templates"
 )
 
@@ -48,7 +48,7 @@ type deliveryRig struct {
 	slack     *fakeslack.Server
 	llm       *llmfake.Server
 	db        redistest.DB
-	clock     *storetest.Clock
+	clock     *testclock.Clock
 	logs      *testlog.Buffer
 	abandoned atomic.Int64
 	window    time.Duration // slack.post_retry_window
@@ -70,7 +70,7 @@ func newDeliveryRig(t *testing.T) *deliveryRig {
 			Channels: []fakeslack.Channel{{ID: deliveryChannel, Name: "desk", Purpose: "The desk"}}}),
 		llm:          llmfake.New(t),
 		db:           redistest.New(t),
-		clock:        storetest.NewClock(time.Now().UTC()),
+		clock:        testclock.New(time.Now().UTC()),
 		logs:         &testlog.Buffer{},
 		window:       30 * time.Minute,
 		slackTimeout: 10 * time.Second,

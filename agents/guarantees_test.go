@@ -266,11 +266,14 @@ func TestLostWakeUpFoundBySweep(t *testing.T) {
 	}
 }
 
-// overlapModel answers after a moment and counts the turns of one
-// conversation that run at the same time (the facilitator's phase prompt
-// of fakePrompts carries the conversation id as its session).
+// overlapModel counts the turns of one conversation that run at the same
+// time (the facilitator's phase prompt of fakePrompts carries the
+// conversation id as its session). While a turn calls it, every replica
+// is handed that conversation, as a sweep or a dispatch would hand it:
+// a replica that would run a second turn of it runs it then, and is seen.
 type overlapModel struct {
 	*fakeModel
+	engines  []*Engine // set before they run
 	mu       sync.Mutex
 	inFlight map[string]int
 	overlaps int
@@ -281,11 +284,16 @@ func (m *overlapModel) Complete(ctx context.Context, r llm.Request) (llm.Respons
 	conv, _, _ = strings.Cut(conv, "|")
 	m.mu.Lock()
 	m.inFlight[conv]++
-	if m.inFlight[conv] > 1 {
+	first := m.inFlight[conv] == 1
+	if !first {
 		m.overlaps++
 	}
 	m.mu.Unlock()
-	time.Sleep(2 * time.Millisecond) // widen the window another replica's turn would need
+	if first {
+		for _, e := range m.engines {
+			e.process(ctx, ctx, task{id: conv})
+		}
+	}
 	m.mu.Lock()
 	m.inFlight[conv]--
 	m.mu.Unlock()
@@ -307,15 +315,22 @@ func TestTurnsNeverOverlap(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			r := newRig(t, tt.store)
 			model := &overlapModel{fakeModel: r.model, inFlight: make(map[string]int)}
+			const threads, messages = 3, 4
 			var turns atomic.Int64
+			allTurns := make(chan struct{}) // closed at the turn of the last thread
 			r.opts.SweepInterval = 5 * time.Millisecond
 			engines := make([]*Engine, 2)
 			for i := range engines {
 				engines[i] = r.engine(fakePrompts{}, func(d *Deps) {
 					d.Model = model
-					d.OnTurn = func(TurnReport) { turns.Add(1) }
+					d.OnTurn = func(TurnReport) {
+						if turns.Add(1) == threads {
+							close(allTurns)
+						}
+					}
 				})
 			}
+			model.engines = engines
 			ctx, cancel := context.WithCancel(context.Background())
 			var wg sync.WaitGroup
 			for _, e := range engines {
@@ -325,7 +340,6 @@ func TestTurnsNeverOverlap(t *testing.T) {
 					}
 				})
 			}
-			const threads, messages = 3, 4
 			for i := range threads {
 				var root string
 				for j := range messages {
@@ -341,9 +355,9 @@ func TestTurnsNeverOverlap(t *testing.T) {
 					}
 				}
 			}
-			deadline := time.Now().Add(60 * time.Second)
-			for turns.Load() < threads && time.Now().Before(deadline) {
-				time.Sleep(5 * time.Millisecond)
+			select {
+			case <-allTurns:
+			case <-time.After(60 * time.Second):
 			}
 			cancel()
 			waitAll(t, &wg, "the replicas' Run did not return once their context ended")
@@ -522,11 +536,20 @@ func TestLockRenewalSurvivesTransientErrors(t *testing.T) {
 func TestTurnDeadline(t *testing.T) {
 	r := newRig(t)
 	r.opts.TurnTimeout = 50 * time.Millisecond
-	r.e = r.engine(fakePrompts{})
 	r.model.fallback = func(req llm.Request) (llm.Response, error) {
 		return llm.Response{Content: "elen ok"}, nil
 	}
-	r.model.hook = func(llm.Request) { time.Sleep(200 * time.Millisecond) }
+	// The call outlasts the turn: it returns only once the deadline ended
+	// its context (or a minute later, when the test fails).
+	r.e = r.engine(fakePrompts{}, func(d *Deps) {
+		d.Model = ctxModel{fakeModel: r.model, before: func(ctx context.Context) {
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Minute):
+				t.Error("the model call went on a minute past the turn's deadline")
+			}
+		}}
+	})
 	r.send("", "U1", "Alice", "hello")
 	r.settle()
 	got := r.chat.texts()

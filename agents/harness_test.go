@@ -12,10 +12,10 @@ import (
 	"time"
 
 	"github.com/conclavehq/conclave/agents/llm"
+	"github.com/conclavehq/conclave/agents/testclock"
 	"github.com/conclavehq/conclave/ens"
 	"github.com/conclavehq/conclave/memory"
 	"github.com/conclavehq/conclave/memory/redistest"
-	"github.com/conclavehq/conclave/memory/storetest"
 	"github.com/conclavehq/conclave/templates"
 )
 
@@ -336,7 +336,7 @@ type rig struct {
 	store  testStore
 	chat   *fakeChat
 	model  *fakeModel
-	clock  *storetest.Clock
+	clock  *testclock.Clock
 	agents map[string]ens.Agent
 	opts   Options
 	logger *slog.Logger // nil: discard
@@ -346,7 +346,7 @@ type rig struct {
 
 func newRig(t testing.TB, configure ...func(*rig)) *rig {
 	t.Helper()
-	clock := storetest.NewClock(time.Date(2027, 3, 1, 9, 0, 0, 0, time.UTC))
+	clock := testclock.New(time.Date(2027, 3, 1, 9, 0, 0, 0, time.UTC))
 	r := &rig{
 		t:      t,
 		store:  memory.NewInProcess(memory.Options{Now: clock.Now}),
@@ -508,7 +508,7 @@ func (r *rig) settle() {
 	settleEngines(r.t, r.store, r.clock, r.e)
 }
 
-func settleEngines(t testing.TB, store Store, clock *storetest.Clock, engines ...*Engine) {
+func settleEngines(t testing.TB, store Store, clock *testclock.Clock, engines ...*Engine) {
 	t.Helper()
 	ctx := context.Background()
 	for range 500 {

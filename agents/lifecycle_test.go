@@ -523,6 +523,51 @@ func TestTemplateData(t *testing.T) {
 	}
 }
 
+// TestPostWaitsForItsBackoff: a post that failed is tried again only once
+// its backoff is over (here Slack's Retry-After), even when the
+// conversation is worked on before (a new message in the thread, a
+// replica handed it): nothing else happens meanwhile, and then the post is
+// made, before the new message's turn.
+func TestPostWaitsForItsBackoff(t *testing.T) {
+	r := newRig(t)
+	var attempts int
+	r.chat.beforePost = func() error {
+		attempts++
+		if attempts == 1 {
+			return &PostError{Err: errors.New("ratelimited"), RetryAfter: time.Minute}
+		}
+		return nil
+	}
+	root := r.send("", "U1", "Alice", "hello")
+	r.settle()
+	pending := r.state(root.TS).Outbox
+	if len(pending) != 1 || pending[0].Attempts != 1 || attempts != 1 {
+		t.Fatalf("after a failed post: %d attempts, outbox %+v; want the post pending after 1", attempts, pending)
+	}
+	due := pending[0].Next
+	if wait := due.Sub(r.clock.Now()); wait != time.Minute {
+		t.Fatalf("the post is due again in %v, want Slack's Retry-After (1m)", wait)
+	}
+
+	r.send(root.TS, "U1", "Alice", "still there?")
+	r.e.process(context.Background(), context.Background(), task{id: ConversationID(team, chanA, root.TS), channel: chanA})
+	if attempts != 1 {
+		t.Errorf("the post was tried %d times before its backoff was over, want once", attempts)
+	}
+	if n := len(r.model.calls(elen, "")); n != 1 {
+		t.Errorf("%d facilitator turns while the post waits, want the first only", n)
+	}
+
+	r.clock.Advance(due.Sub(r.clock.Now()))
+	r.settle()
+	if got := r.chat.texts(); !slices.Equal(got, []string{"Elen: elen ok", "Elen: elen ok"}) {
+		t.Errorf("posts %q, want the pending reply, then the answer to the new message", got)
+	}
+	if attempts != 3 {
+		t.Errorf("%d post attempts, want 3 (the failed one, its retry, the next answer)", attempts)
+	}
+}
+
 func TestUncertainPost(t *testing.T) {
 	tests := []struct {
 		name           string

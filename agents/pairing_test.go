@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/conclavehq/conclave/agents/testclock"
 	"github.com/conclavehq/conclave/ens"
 	"github.com/conclavehq/conclave/memory"
-	"github.com/conclavehq/conclave/memory/storetest"
 )
 
 const (
@@ -106,7 +106,7 @@ func TestPairingRules(t *testing.T) {
 // maker still owns the agent.
 func TestPairingOfferAnswers(t *testing.T) {
 	ctx := context.Background()
-	clock := storetest.NewClock(time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC))
+	clock := testclock.New(time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC))
 	hugo := ens.Agent{Name: "Hugo", EnsDomain: pairHugo, Role: ens.RoleHuman}
 	newOffer := func(t *testing.T, ids *pairIDs) (*Pairing, *memory.InProcess, string) {
 		store := memory.NewInProcess(memory.Options{})

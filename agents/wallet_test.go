@@ -12,21 +12,9 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/crypto"
 
+	"github.com/conclavehq/conclave/agents/testclock"
 	"github.com/conclavehq/conclave/memory"
 )
-
-// walletClock is a settable clock for the wallet rules and the store.
-type walletClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *walletClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
-func (c *walletClock) add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
 
 // failingLinks is a store whose LinkWallet fails.
 type failingLinks struct{ *memory.InProcess }
@@ -76,7 +64,7 @@ func TestWalletLinkRules(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			clock := &walletClock{now: time.Date(2025, 3, 14, 9, 26, 53, 500, time.UTC)}
+			clock := testclock.New(time.Date(2025, 3, 14, 9, 26, 53, 500, time.UTC))
 			mem := memory.NewInProcess(memory.Options{Now: clock.Now})
 			var store WalletStore = mem
 			if tt.failing {
@@ -95,7 +83,7 @@ func TestWalletLinkRules(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			clock.add(tt.age)
+			clock.Advance(tt.age)
 			sig := sig
 			if tt.sig != "" {
 				sig = tt.sig

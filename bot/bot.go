@@ -25,6 +25,7 @@ import (
 
 	"github.com/conclavehq/conclave/agents"
 	"github.com/conclavehq/conclave/agents/backoff"
+	"github.com/conclavehq/conclave/agents/serial"
 )
 
 // Handler records inbound message events. It is the engine's side of the
@@ -136,8 +137,8 @@ type Bot struct {
 
 	commandWG    sync.WaitGroup
 	commandSlots chan struct{}
-	handling     *threadQueues
-	draining     atomic.Bool // see Drain
+	handling     *serial.Queues[string] // by channel and thread
+	draining     atomic.Bool            // see Drain
 }
 
 // New builds the Socket Mode side over web: events go to handler, slash
@@ -156,7 +157,7 @@ func New(web *WebAPI, handler Handler, commands CommandHandler) *Bot {
 		metrics:      web.metrics,
 		now:          time.Now,
 		commandSlots: make(chan struct{}, 4),
-		handling:     newThreadQueues(web.opts.HandleParallel),
+		handling:     serial.New[string](web.opts.HandleParallel),
 	}
 }
 
@@ -203,7 +204,7 @@ func (b *Bot) Run(ctx context.Context) error {
 		}
 	}
 	wg.Wait()
-	b.handling.wait()
+	b.handling.Wait()
 	b.commandWG.Wait()
 	if connErr != nil && !errors.Is(connErr, context.Canceled) {
 		return connErr

@@ -16,6 +16,7 @@ import (
 	"github.com/slack-go/slack"
 
 	"github.com/conclavehq/conclave/agents"
+	"github.com/conclavehq/conclave/agents/testclock"
 	"github.com/conclavehq/conclave/agents/testlog"
 	"github.com/conclavehq/conclave/bot/fakeslack"
 )
@@ -372,10 +373,8 @@ func TestReconnectsAndLosesNothing(t *testing.T) {
 
 func TestReadyToleratesReconnecting(t *testing.T) {
 	r := newRig(t, fakeslack.Options{}, nil)
-	var mu sync.Mutex
-	now := time.Unix(1800000000, 0)
-	r.bot.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	advance := func(d time.Duration) { mu.Lock(); defer mu.Unlock(); now = now.Add(d) }
+	clock := testclock.New(time.Unix(1800000000, 0))
+	r.bot.now = clock.Now
 	if err := r.bot.Ready(); err == nil {
 		t.Fatal("ready before connecting")
 	}
@@ -408,11 +407,11 @@ func TestReadyToleratesReconnecting(t *testing.T) {
 	if err := r.bot.Ready(); err != nil {
 		t.Errorf("not ready right after the socket dropped: %v", err)
 	}
-	advance(29 * time.Second)
+	clock.Advance(29 * time.Second)
 	if err := r.bot.Ready(); err != nil {
 		t.Errorf("not ready 29s after the socket dropped: %v", err)
 	}
-	advance(2 * time.Second)
+	clock.Advance(2 * time.Second)
 	if err := r.bot.Ready(); err == nil {
 		t.Error("still ready 31s after the socket dropped")
 	}
@@ -807,9 +806,8 @@ func TestThreadHistory(t *testing.T) {
 
 func TestChannelDescription(t *testing.T) {
 	r := newRig(t, fakeslack.Options{}, nil)
-	var mu sync.Mutex
-	now := time.Unix(1800000000, 0)
-	r.web.names.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	clock := testclock.New(time.Unix(1800000000, 0))
+	r.web.names.now = clock.Now
 	ctx := testContext(t)
 	for range 2 {
 		got, err := r.web.ChannelDescription(ctx, "C1")
@@ -821,9 +819,7 @@ func TestChannelDescription(t *testing.T) {
 		t.Errorf("conversations.info called %d times, want the purpose cached", n)
 	}
 	r.fake.AddChannel(fakeslack.Channel{ID: "C1", Name: "claims", Purpose: "New purpose"})
-	mu.Lock()
-	now = now.Add(5*time.Minute + time.Second)
-	mu.Unlock()
+	clock.Advance(5*time.Minute + time.Second)
 	if got, err := r.web.ChannelDescription(ctx, "C1"); err != nil || got != "New purpose" {
 		t.Errorf("after five minutes: %q, %v", got, err)
 	}

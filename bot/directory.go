@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/slack-go/slack"
+	"golang.org/x/sync/singleflight"
 )
 
 // ttlCache is a small map whose entries expire; when full, expired entries
@@ -17,14 +18,7 @@ type ttlCache[V any] struct {
 	ttl     time.Duration
 	max     int
 	m       map[string]cacheEntry[V]
-	loading map[string]*cacheLoad[V] // look-ups under way, shared by whoever asks meanwhile
-}
-
-// cacheLoad is one look-up under way.
-type cacheLoad[V any] struct {
-	done chan struct{}
-	v    V
-	err  error
+	flights singleflight.Group // look-ups under way, shared by whoever asks meanwhile
 }
 
 type cacheEntry[V any] struct {
@@ -33,41 +27,48 @@ type cacheEntry[V any] struct {
 }
 
 func newTTLCache[V any](ttl time.Duration, max int) *ttlCache[V] {
-	return &ttlCache[V]{ttl: ttl, max: max, m: map[string]cacheEntry[V]{}, loading: map[string]*cacheLoad[V]{}}
+	return &ttlCache[V]{ttl: ttl, max: max, m: map[string]cacheEntry[V]{}}
 }
 
 // load returns the cached value of key, or fetches it: one fetch for all
 // who ask while it runs (events of several threads are recorded at once,
 // and often name the same people). A value fetched without error is
-// cached; errors are not.
+// cached; errors are not. A caller whose ctx ends stops waiting; the fetch
+// goes on for the others.
 func (c *ttlCache[V]) load(ctx context.Context, key string, now func() time.Time, fetch func() (V, error)) (V, error) {
-	c.mu.Lock()
-	if e, ok := c.m[key]; ok && now().Before(e.expires) {
-		c.mu.Unlock()
-		return e.v, nil
+	if v, ok := c.get(key, now()); ok {
+		return v, nil
 	}
-	if l, ok := c.loading[key]; ok {
-		c.mu.Unlock()
-		select {
-		case <-l.done:
-			return l.v, l.err
-		case <-ctx.Done():
-			var zero V
-			return zero, ctx.Err()
+	ch := c.flights.DoChan(key, func() (any, error) {
+		// A fetch that ended as this one began has stored its value.
+		if v, ok := c.get(key, now()); ok {
+			return v, nil
 		}
+		v, err := fetch()
+		if err == nil {
+			c.put(key, v, now())
+		}
+		return v, err
+	})
+	select {
+	case r := <-ch:
+		return r.Val.(V), r.Err
+	case <-ctx.Done():
+		var zero V
+		return zero, ctx.Err()
 	}
-	l := &cacheLoad[V]{done: make(chan struct{})}
-	c.loading[key] = l
-	c.mu.Unlock()
-	l.v, l.err = fetch()
+}
+
+// get returns key's value if it has not expired.
+func (c *ttlCache[V]) get(key string, now time.Time) (V, bool) {
 	c.mu.Lock()
-	delete(c.loading, key)
-	c.mu.Unlock()
-	if l.err == nil {
-		c.put(key, l.v, now())
+	defer c.mu.Unlock()
+	e, ok := c.m[key]
+	if !ok || !now.Before(e.expires) {
+		var zero V
+		return zero, false
 	}
-	close(l.done)
-	return l.v, l.err
+	return e.v, true
 }
 
 func (c *ttlCache[V]) put(key string, v V, now time.Time) {

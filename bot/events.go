@@ -112,7 +112,10 @@ func (b *Bot) handleEnvelope(ctx context.Context, req socketmode.Request) {
 	if thread == "" {
 		thread = ev.TS
 	}
-	b.handling.run(ctx, ev.Channel+"/"+thread, func() { b.record(ctx, req, ev, log) })
+	// One thread's events are recorded in arrival order, threads at once;
+	// when every slot is taken the socket's reader waits, and an event
+	// dropped at shutdown stays unacknowledged (Slack delivers it again).
+	b.handling.Go(ctx, ev.Channel+"/"+thread, func() { b.record(ctx, req, ev, log) })
 }
 
 // record normalises an event, has the handler record it, acknowledges its

@@ -1,7 +1,9 @@
 package bot
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +11,7 @@ import (
 	"github.com/slack-go/slack/slackevents"
 
 	"github.com/conclavehq/conclave/agents"
+	"github.com/conclavehq/conclave/bot/fakeslack"
 )
 
 var testSelf = Identity{TeamID: "T1", UserID: "UBOT", BotID: "BBOT"}
@@ -159,4 +162,40 @@ func BenchmarkOwnPost(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestThreadsAreRecordedApart holds the recording of a thread's first
+// message: with HandleParallel above 1 a message of another thread is
+// recorded and acknowledged meanwhile, and the held thread's second
+// message waits for its first.
+func TestThreadsAreRecordedApart(t *testing.T) {
+	r := newRig(t, fakeslack.Options{}, func(o *Options) { o.HandleParallel = 4 })
+	release := make(chan struct{})
+	r.rec.before = func(ctx context.Context, ev agents.Event, call int) error {
+		if ev.Text != "first of A" {
+			return nil
+		}
+		select {
+		case <-release:
+			return nil
+		case <-ctx.Done():
+			return errors.New("held past the handle timeout")
+		}
+	}
+	r.run(t)
+	ctx := testContext(t)
+	a := r.fake.SendMessage(fakeslack.Message{Channel: "C1", User: "U1", Text: "first of A"})
+	r.fake.SendMessage(fakeslack.Message{Channel: "C1", User: "U1", ThreadTS: a.TS, Text: "second of A"})
+	b := r.fake.SendMessage(fakeslack.Message{Channel: "C1", User: "U1", Text: "thread B"})
+	if _, err := r.fake.WaitAck(ctx, b.Key()); err != nil {
+		t.Fatalf("thread B waited behind thread A: %v", err)
+	}
+	if evs := r.rec.wait(t, 1); len(evs) != 1 || evs[0].Text != "thread B" {
+		t.Fatalf("recorded %+v while A was held, want only thread B", evs)
+	}
+	close(release)
+	evs := r.rec.wait(t, 3)
+	if evs[1].Text != "first of A" || evs[2].Text != "second of A" {
+		t.Errorf("thread A recorded as %q, %q", evs[1].Text, evs[2].Text)
+	}
 }

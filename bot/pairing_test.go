@@ -6,14 +6,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/conclavehq/conclave/memory/storetest"
+	"github.com/conclavehq/conclave/agents/testclock"
 )
 
 // offerRig is a command rig where U1 owns hugo through a verified wallet,
 // optionally with pairings made before.
-func offerRig(t *testing.T, before ...[2]string) (*commandRig, *storetest.Clock) {
+func offerRig(t *testing.T, before ...[2]string) (*commandRig, *testclock.Clock) {
 	t.Helper()
-	clock := storetest.NewClock(time.Date(2026, 3, 14, 9, 0, 0, 0, time.UTC))
+	clock := testclock.New(time.Date(2026, 3, 14, 9, 0, 0, 0, time.UTC))
 	r := newCommandRig(t, commandRigOptions{now: clock.Now})
 	ctx := testContext(t)
 	if err := r.store.LinkWallet(ctx, "U1", keyAddress(testKey(t, 1)).Hex()); err != nil {

@@ -21,10 +21,10 @@ import (
 	"github.com/ethereum/go-ethereum/crypto"
 
 	"github.com/conclavehq/conclave/agents"
+	"github.com/conclavehq/conclave/agents/testclock"
 	"github.com/conclavehq/conclave/agents/testlog"
 	"github.com/conclavehq/conclave/bot/fakeslack"
 	"github.com/conclavehq/conclave/memory"
-	"github.com/conclavehq/conclave/memory/storetest"
 )
 
 // testKey is a deterministic private key for signing in tests.
@@ -57,13 +57,13 @@ type walletRig struct {
 	srv   *httptest.Server
 	store *memory.InProcess
 	fake  *fakeslack.Server
-	clock *storetest.Clock
+	clock *testclock.Clock
 	logs  *testlog.Buffer
 }
 
 func newWalletRig(t *testing.T) *walletRig {
 	t.Helper()
-	r := &walletRig{clock: storetest.NewClock(time.Date(2025, 3, 14, 9, 26, 53, 0, time.UTC)), logs: &testlog.Buffer{}}
+	r := &walletRig{clock: testclock.New(time.Date(2025, 3, 14, 9, 26, 53, 0, time.UTC)), logs: &testlog.Buffer{}}
 	r.fake = fakeslack.New(t, fakeslack.Options{Users: testUsers, Channels: testChannels})
 	r.store = memory.NewInProcess(memory.Options{Now: r.clock.Now})
 	log := slog.New(slog.NewJSONHandler(r.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/sync/singleflight"
 )
 
 // Cache defaults.
@@ -48,9 +50,9 @@ type Cache struct {
 	cfg   CacheConfig
 	log   *slog.Logger
 
-	mu       sync.Mutex
-	entries  map[string]*cacheEntry
-	inflight map[string]*flight
+	mu      sync.Mutex
+	entries map[string]*cacheEntry
+	flights singleflight.Group // look-ups under way, by canonical name
 
 	hits, misses, collapsed, stale atomic.Uint64
 }
@@ -62,11 +64,11 @@ type cacheEntry struct {
 	expires time.Time
 }
 
+// flight is what one look-up hands every caller that waited for it.
 type flight struct {
-	done  chan struct{}
 	agent Agent
-	err   error
-	// abandoned is set when the leader's own context ended the look-up.
+	// abandoned is set when the context of the caller that ran the
+	// look-up ended it.
 	abandoned bool
 }
 
@@ -90,12 +92,11 @@ func NewCache(next Resolver, names Names, cfg CacheConfig) *Cache {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Cache{
-		next:     next,
-		names:    names,
-		cfg:      cfg,
-		log:      log,
-		entries:  make(map[string]*cacheEntry),
-		inflight: make(map[string]*flight),
+		next:    next,
+		names:   names,
+		cfg:     cfg,
+		log:     log,
+		entries: make(map[string]*cacheEntry),
 	}
 }
 
@@ -111,52 +112,60 @@ func (c *Cache) Resolve(ctx context.Context, name string) (Agent, error) {
 }
 
 // resolve is Resolve for a name already parsed: key is its canonical form,
-// name the form errors show.
+// name the form errors show. The look-up runs under the context of the
+// caller that started it; a caller whose context ends stops waiting.
 func (c *Cache) resolve(ctx context.Context, name, key string) (Agent, error) {
 	for {
-		c.mu.Lock()
-		if e, ok := c.entries[key]; ok && c.cfg.Now().Before(e.expires) {
-			c.mu.Unlock()
-			c.hits.Add(1)
-			if e.err != nil {
-				return Agent{}, e.err
-			}
-			return copyAgent(e.agent), nil
+		if a, ok, err := c.fresh(key); ok {
+			return a, err
 		}
-		if f, ok := c.inflight[key]; ok {
-			c.mu.Unlock()
-			c.collapsed.Add(1)
-			select {
-			case <-f.done:
-			case <-ctx.Done():
-				return Agent{}, fmt.Errorf("ens: resolve %q: %w", name, ctx.Err())
+		led := false // set by the look-up, so read only once it is over
+		ch := c.flights.DoChan(key, func() (any, error) {
+			led = true
+			// A look-up that ended as this one began has stored its answer.
+			if a, ok, err := c.fresh(key); ok {
+				return flight{agent: a}, err
 			}
-			// The leader's context may have ended its look-up; ours is
-			// still alive, so look again.
+			c.misses.Add(1)
+			a, err := c.lookup(ctx, key)
+			return flight{agent: a, abandoned: err != nil && ctx.Err() != nil}, err
+		})
+		var r singleflight.Result
+		select {
+		case r = <-ch:
+		case <-ctx.Done():
+			return Agent{}, fmt.Errorf("ens: resolve %q: %w", name, ctx.Err())
+		}
+		f := r.Val.(flight)
+		if !led {
+			c.collapsed.Add(1)
+			// The leader's context ended its look-up; ours is still
+			// alive, so look again.
 			if f.abandoned && ctx.Err() == nil {
 				continue
 			}
-			if f.err != nil {
-				return Agent{}, f.err
-			}
-			return copyAgent(f.agent), nil
 		}
-		f := &flight{done: make(chan struct{})}
-		c.inflight[key] = f
-		c.mu.Unlock()
-
-		c.misses.Add(1)
-		f.agent, f.err = c.lookup(ctx, key)
-		f.abandoned = f.err != nil && ctx.Err() != nil
-		c.mu.Lock()
-		delete(c.inflight, key)
-		c.mu.Unlock()
-		close(f.done)
-		if f.err != nil {
-			return Agent{}, f.err
+		if r.Err != nil {
+			return Agent{}, r.Err
 		}
 		return copyAgent(f.agent), nil
 	}
+}
+
+// fresh answers from an entry that has not expired (a hit), if there is
+// one: ok says whether there is, err is a negative entry's.
+func (c *Cache) fresh(key string) (a Agent, ok bool, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.entries[key]
+	if !ok || !c.cfg.Now().Before(e.expires) {
+		return Agent{}, false, nil
+	}
+	c.hits.Add(1)
+	if e.err != nil {
+		return Agent{}, true, e.err
+	}
+	return copyAgent(e.agent), true, nil
 }
 
 // lookup asks the resolver behind and records the answer. On a failure that

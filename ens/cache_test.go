@@ -10,40 +10,43 @@ import (
 	"testing"
 	"time"
 
+	"github.com/conclavehq/conclave/agents/testclock"
 	"github.com/conclavehq/conclave/agents/testlog"
 	"github.com/conclavehq/conclave/ens"
 )
 
-// fakeClock is a settable clock for the cache.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newFakeClock() *fakeClock { return &fakeClock{now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)} }
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
+// waitingInResolve counts the goroutines that wait in the cache for a
+// look-up to answer (blocked in Resolve's select).
+func waitingInResolve() int {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	count := 0
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		head, frames, _ := strings.Cut(g, "\n")
+		if strings.Contains(head, "[select") && strings.HasPrefix(frames, "github.com/conclavehq/conclave/ens.(*Cache).resolve(") {
+			count++
+		}
+	}
+	return count
 }
 
 type cacheRig struct {
 	fake  *fakeChain
-	clock *fakeClock
+	clock *testclock.Clock
 	logs  *testlog.Buffer
 	d     *ens.Directory
 }
 
 func newCacheRig(t *testing.T) cacheRig {
 	t.Helper()
-	r := cacheRig{fake: newFakeChain(t), clock: newFakeClock(), logs: &testlog.Buffer{}}
+	r := cacheRig{fake: newFakeChain(t), clock: testclock.New(time.Time{}), logs: &testlog.Buffer{}}
 	seedAgents(r.fake)
 	r.d = newDirectory(t, r.fake, ens.Options{
 		CacheTTL: 10 * time.Minute, NegativeTTL: time.Minute, StaleMax: 24 * time.Hour,
@@ -105,13 +108,16 @@ func TestCacheCollapsesConcurrentLookups(t *testing.T) {
 			errs[i], owners[i] = err, a.Owner
 		})
 	}
-	// Release the chain only once every other caller waits on the first
-	// look-up.
-	for r.d.CacheStats().Collapsed < callers-1 || r.fake.WaitingCalls() == 0 {
+	// Release the chain only once the first look-up is held in it and
+	// every caller waits for an answer.
+	for r.fake.WaitingCalls() == 0 || waitingInResolve() < callers {
 		runtime.Gosched()
 	}
 	release()
 	wg.Wait()
+	if s := r.d.CacheStats(); s.Collapsed != callers-1 || s.Misses != 1 {
+		t.Errorf("stats = %+v, want %d collapsed and 1 miss", s, callers-1)
+	}
 	for i := range callers {
 		if errs[i] != nil || owners[i] != ownerAlice.Hex() {
 			t.Fatalf("caller %d: owner %q, error %v", i, owners[i], errs[i])
@@ -143,7 +149,7 @@ func TestCacheWaiterOutlivesCancelledLeader(t *testing.T) {
 		_, err := r.d.Resolve(context.Background(), claudine)
 		waiterDone <- err
 	}()
-	for r.d.CacheStats().Collapsed == 0 {
+	for waitingInResolve() < 2 {
 		runtime.Gosched()
 	}
 	cancelLeader()

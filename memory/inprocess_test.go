@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/conclavehq/conclave/agents/testclock"
 	"github.com/conclavehq/conclave/memory"
 	"github.com/conclavehq/conclave/memory/storetest"
 )
@@ -15,7 +16,7 @@ func TestInProcess(t *testing.T) {
 }
 
 func TestInProcessDedupMarksExpire(t *testing.T) {
-	clock := storetest.NewClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	clock := testclock.New(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 	s := memory.NewInProcess(memory.Options{Now: clock.Now})
 	conv := memory.Conversation{ID: "c1", Channel: "C1", ThreadTS: "1700000000.000100"}
 	record := func(ts, ev string) bool {

@@ -2,7 +2,6 @@ package llm_test
 
 import (
 	"cmp"
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -10,62 +9,21 @@ import (
 	"net/http"
 	"reflect"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/conclavehq/conclave/agents/llm"
 	"github.com/conclavehq/conclave/agents/llm/llmfake"
+	"github.com/conclavehq/conclave/agents/testclock"
 	"github.com/conclavehq/conclave/agents/testlog"
 )
-
-// fakeClock paces retries without waiting: Sleep records the wait and moves
-// the clock on.
-type fakeClock struct {
-	mu     sync.Mutex
-	now    time.Time
-	sleeps []time.Duration
-}
-
-func newFakeClock() *fakeClock {
-	return &fakeClock{now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
-func (c *fakeClock) Sleep(ctx context.Context, d time.Duration) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.sleeps = append(c.sleeps, d)
-	c.now = c.now.Add(d)
-	return nil
-}
-
-func (c *fakeClock) Sleeps() []time.Duration {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return append([]time.Duration(nil), c.sleeps...)
-}
 
 const testKey = "sk-test-0123456789abcdef"
 
 // rig is a client wired to a fake endpoint and a fake clock.
 type rig struct {
 	fake   *llmfake.Server
-	clock  *fakeClock
+	clock  *testclock.Clock // paces retries without waiting
 	client *llm.Client
 	logs   *testlog.Buffer
 }
@@ -74,7 +32,7 @@ type rig struct {
 // edit adjusts that profile, named profiles get the fake's URL too.
 func newRig(t *testing.T, edit func(*llm.Profile), named map[string]llm.Profile, opts ...llm.Option) *rig {
 	t.Helper()
-	r := &rig{fake: llmfake.New(t), clock: newFakeClock(), logs: &testlog.Buffer{}}
+	r := &rig{fake: llmfake.New(t), clock: testclock.New(time.Time{}), logs: &testlog.Buffer{}}
 	def := llm.Profile{BaseURL: r.fake.URL(), APIKey: testKey, Model: "fake-model", MaxRetries: 3, JSONMode: true}
 	if edit != nil {
 		edit(&def)

@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/conclavehq/conclave/agents/llm/llmfake"
+	"github.com/conclavehq/conclave/agents/testclock"
 	"github.com/conclavehq/conclave/bot/fakeslack"
 	"github.com/conclavehq/conclave/ens/enstest"
 	"github.com/conclavehq/conclave/memory/redistest"
@@ -350,7 +351,7 @@ func TestChainDownServesCachedIdentities(t *testing.T) {
 	})
 	path := r.config(t, fmt.Sprintf(`
 [ens]
-cache_ttl = "200ms"
+cache_ttl = "10m"
 rpc_timeout = "2s"
 
 [[ens.chains]]
@@ -358,7 +359,8 @@ chain_id = 137
 rpc_url = %q
 registry = %q
 `, chain.URL(), chain.Registry().Hex())+channelSection(elenENS, claudineENS, ghostENS))
-	p := start(t, path, nil)
+	clock := testclock.New(time.Time{})
+	p := start(t, path, nil, func(e *env) { e.now = clock.Now })
 	ctx := waitCtx(t)
 
 	root := r.slack.SendMessage(fakeslack.Message{Channel: testChannel, User: testPerson, Text: "Claim C7: " + claudineENS + ", please look."})
@@ -366,7 +368,7 @@ registry = %q
 		t.Fatalf("%v\n%s", err, p.logs)
 	}
 	chain.SetDown(true)
-	time.Sleep(300 * time.Millisecond) // let the cache entry expire
+	clock.Advance(10*time.Minute + time.Second) // the cache entry expires
 	r.slack.SendMessage(fakeslack.Message{Channel: testChannel, User: testPerson, ThreadTS: root.TS, Text: "Again " + claudineENS + "?"})
 	if _, err := r.slack.WaitPosts(ctx, 4); err != nil {
 		t.Fatalf("%v\n%s", err, p.logs)

@@ -91,14 +91,15 @@ type process struct {
 	exit    chan int
 }
 
-// start runs `conclave run --config path` until the test ends (or stop).
-func start(t *testing.T, path string, extraEnv map[string]string) *process {
+// start runs `conclave run --config path` until the test ends (or stop);
+// edit, when given, changes what the process is given (a clock).
+func start(t *testing.T, path string, extraEnv map[string]string, edit ...func(*env)) *process {
 	t.Helper()
-	return startArgs(t, []string{"run", "--config", path}, extraEnv)
+	return startArgs(t, []string{"run", "--config", path}, extraEnv, edit...)
 }
 
 // startArgs runs conclave with args until the test ends (or stop).
-func startArgs(t *testing.T, args []string, extraEnv map[string]string) *process {
+func startArgs(t *testing.T, args []string, extraEnv map[string]string, edit ...func(*env)) *process {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &process{logs: &testlog.Buffer{}, cancel: cancel, exit: make(chan int, 1)}
@@ -112,6 +113,9 @@ func startArgs(t *testing.T, args []string, extraEnv map[string]string) *process
 		ready:  func(addr string) { ready <- addr },
 	}
 	e.opsReady = func(addr string) { p.opsAddr = addr } // before ready
+	for _, f := range edit {
+		f(&e)
+	}
 	go func() { p.exit <- runMain(ctx, args, e) }()
 	select {
 	case p.addr = <-ready:

@@ -31,6 +31,7 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+	"time"
 )
 
 func main() {
@@ -53,6 +54,9 @@ type env struct {
 	// opsReady the operations listener's (http.ops_addr), before ready.
 	ready    func(addr string)
 	opsReady func(addr string)
+	// now, when set, is the identity cache's clock (a test drives it);
+	// nil means the real one.
+	now func() time.Time
 }
 
 // errUsage marks errors that should print the usage text; errUsageShown

@@ -81,7 +81,7 @@ func newRunMetrics(reg prometheus.Registerer) *runMetrics {
 			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10),
 		}),
 		llmCalls: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "conclave_llm_request_duration_seconds", Help: "Time a model completion took, retries and waits included, by role and outcome.",
+			Name: "conclave_llm_request_duration_seconds", Help: "Time a model completion took (streamed or not), retries and waits included, by role and outcome.",
 			Buckets: prometheus.ExponentialBuckets(0.05, 2, 13),
 		}, []string{"role", "outcome"}),
 		llmAttempts: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -182,17 +182,40 @@ func (m *runMetrics) watchENS(stats func() ens.CacheStats) {
 	)
 }
 
-// observedModel times each completion of the model client.
+// observedModel times each call of the model client, streamed or not.
+// It names every method it passes on, so none reaches the client
+// untimed: a method added to the client is not a model call until it is
+// written here.
 type observedModel struct {
-	*llm.Client
-	m *runMetrics
+	client *llm.Client
+	m      *runMetrics
 }
 
-func (m *runMetrics) observeModel(c *llm.Client) agents.Model { return observedModel{Client: c, m: m} }
+var _ agents.StreamModel = observedModel{}
+
+// observeModel returns the client as the engine's model: an
+// agents.StreamModel too, as the client is.
+func (m *runMetrics) observeModel(c *llm.Client) agents.Model { return observedModel{client: c, m: m} }
+
+func (o observedModel) Profile(name string) (llm.Profile, error) { return o.client.Profile(name) }
 
 func (o observedModel) Complete(ctx context.Context, req llm.Request) (llm.Response, error) {
 	start := time.Now()
-	resp, err := o.Client.Complete(ctx, req)
+	resp, err := o.client.Complete(ctx, req)
+	o.m.observeCall(req.Role, start, err)
+	return resp, err
+}
+
+func (o observedModel) Stream(ctx context.Context, req llm.Request, onText func(content string)) (llm.Response, error) {
+	start := time.Now()
+	resp, err := o.client.Stream(ctx, req, onText)
+	o.m.observeCall(req.Role, start, err)
+	return resp, err
+}
+
+// observeCall records one model call that began at start, by role and
+// outcome (the llm.Error's reason, "error" for any other failure).
+func (m *runMetrics) observeCall(role string, start time.Time, err error) {
 	outcome := "ok"
 	var le *llm.Error
 	switch {
@@ -201,8 +224,7 @@ func (o observedModel) Complete(ctx context.Context, req llm.Request) (llm.Respo
 	case err != nil:
 		outcome = "error"
 	}
-	o.m.llmCalls.WithLabelValues(req.Role, outcome).Observe(time.Since(start).Seconds())
-	return resp, err
+	m.llmCalls.WithLabelValues(role, outcome).Observe(time.Since(start).Seconds())
 }
 
 // llmHTTP wraps the model client's HTTP client to count and time every

@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/slack-go/slack"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/conclavehq/conclave/agents"
 	"github.com/conclavehq/conclave/agents/backoff"
@@ -162,7 +163,9 @@ func (p *instance) openPrompts(context.Context) error {
 }
 
 func (p *instance) openIdentities(ctx context.Context) error {
-	directory, err := ens.New(ensOptions(p.cfg.ENS, p.log), staticAgents(p.cfg.Agents))
+	opts := ensOptions(p.cfg.ENS, p.log)
+	opts.Now = p.e.now
+	directory, err := ens.New(opts, staticAgents(p.cfg.Agents))
 	if err != nil {
 		return err
 	}
@@ -205,13 +208,13 @@ func (p *instance) openTools(context.Context) error {
 // the HTTP servers.
 func (p *instance) run(ctx context.Context) error {
 	// Everything that runs until shutdown; each part's error ends the run.
-	runCtx, cancelRun := context.WithCancel(ctx)
+	parts, partsCtx := errgroup.WithContext(ctx)
+	runCtx, cancelRun := context.WithCancel(partsCtx)
 	defer cancelRun()
-	var parts partGroup
-	parts.start(runCtx, cancelRun, p.log, "templates", p.lib.Run)
-	parts.start(runCtx, cancelRun, p.log, "reload", func(ctx context.Context) error {
+	parts.Go(part(runCtx, p.log, "templates", p.lib.Run))
+	parts.Go(part(runCtx, p.log, "reload", func(ctx context.Context) error {
 		return reloadOnHUP(ctx, p.e.hup, p.lib, p.log)
-	})
+	}))
 	if p.hub != nil {
 		// The servers outlive the engine's drain: turns finishing after
 		// SIGTERM may still call tools.
@@ -226,7 +229,7 @@ func (p *instance) run(ctx context.Context) error {
 	// engine is done, draining meanwhile (see bot.Drain).
 	slackCtx, stopSlack := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopSlack()
-	side := slackSide{runCtx: runCtx, engineCtx: engineCtx, slackCtx: slackCtx, cancelRun: cancelRun, parts: &parts}
+	side := slackSide{runCtx: runCtx, engineCtx: engineCtx, slackCtx: slackCtx, cancelRun: cancelRun, parts: parts}
 	if err := p.startSlack(&side); err != nil {
 		return err
 	}
@@ -247,12 +250,12 @@ func (p *instance) run(ctx context.Context) error {
 	stopEngine()
 	<-side.engineDone
 	stopSlack()
-	parts.wait()
+	partErr := parts.Wait()
 	stopHTTP()
 	if httpErr == nil {
 		httpErr = <-httpDone
 	}
-	return p.stopped(httpErr, parts.err())
+	return p.stopped(httpErr, partErr)
 }
 
 // stopped is run's result once everything has stopped.
@@ -272,7 +275,7 @@ func (p *instance) stopped(httpErr, partErr error) error {
 type slackSide struct {
 	runCtx, engineCtx, slackCtx context.Context
 	cancelRun                   context.CancelFunc
-	parts                       *partGroup
+	parts                       *errgroup.Group
 
 	drain      func()
 	engineDone chan struct{}
@@ -335,7 +338,7 @@ func (p *instance) startSlack(s *slackSide) error {
 		}
 	}()
 	s.drain = b.Drain
-	s.parts.start(s.slackCtx, s.cancelRun, p.log, "slack", b.Run)
+	s.parts.Go(part(s.slackCtx, p.log, "slack", b.Run))
 	return nil
 }
 
@@ -545,38 +548,19 @@ func newLogger(c LogConfig, w io.Writer) *slog.Logger {
 	return slog.New(slog.NewJSONHandler(w, opts))
 }
 
-// partGroup runs the long-lived parts of the process and keeps the first
-// error.
-type partGroup struct {
-	wg    sync.WaitGroup
-	mu    sync.Mutex
-	first error
-}
-
-func (g *partGroup) start(ctx context.Context, cancel context.CancelFunc, log *slog.Logger, name string, run func(context.Context) error) {
-	g.wg.Add(1)
-	go func() {
-		defer g.wg.Done()
+// part adapts a long-lived part of the process, run under ctx, to the
+// run's errgroup: an error of its own is logged and returned with the
+// part's name, which cancels the run (the group keeps the first); the end
+// of ctx is no error.
+func part(ctx context.Context, log *slog.Logger, name string, run func(context.Context) error) func() error {
+	return func() error {
 		err := run(ctx)
 		if err == nil || errors.Is(err, context.Canceled) {
-			return
+			return nil
 		}
 		log.Error("stopped with an error", slog.String(logComponent, name), slog.Any(logErr, err))
-		g.mu.Lock()
-		if g.first == nil {
-			g.first = fmt.Errorf("%s: %w", name, err)
-		}
-		g.mu.Unlock()
-		cancel()
-	}()
-}
-
-func (g *partGroup) wait() { g.wg.Wait() }
-
-func (g *partGroup) err() error {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.first
+		return fmt.Errorf("%s: %w", name, err)
+	}
 }
 
 // startHub runs the MCP servers until the returned stop is called (not

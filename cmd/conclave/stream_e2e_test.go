@@ -10,7 +10,8 @@ import (
 
 // TestRunStreamsReplies: with slack.stream (here from the environment),
 // `conclave run` posts the first sentence while the model writes, then
-// completes that message: one post, the final text.
+// completes that message: one post, the final text. The streamed call is
+// timed like any other model call.
 func TestRunStreamsReplies(t *testing.T) {
 	r := newRig(t, fakeslack.Options{EchoPosts: true})
 	pace := make(chan struct{})
@@ -45,5 +46,16 @@ func TestRunStreamsReplies(t *testing.T) {
 	}
 	if reqs := r.llm.Requests(); len(reqs) != 1 || !reqs[0].Stream {
 		t.Errorf("%d model requests, want one streamed", len(reqs))
+	}
+	// Timed like any other model call.
+	for {
+		n, _ := p.scrape(t).sum("conclave_llm_request_duration_seconds_count", `role="facilitator"`, `outcome="ok"`)
+		if n >= 1 {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("conclave_llm_request_duration_seconds_count{role=\"facilitator\",outcome=\"ok\"} = %v after a streamed reply, want 1", n)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/conclavehq/conclave/agents/testclock"
 	"github.com/conclavehq/conclave/memory"
 )
 
@@ -98,13 +99,13 @@ var start = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 type harness struct {
 	ctx   context.Context
 	s     memory.Store
-	clock *Clock
+	clock *testclock.Clock
 	new   Factory
 }
 
 func open(t *testing.T, f Factory, o memory.Options) *harness {
 	t.Helper()
-	clock := NewClock(start)
+	clock := testclock.New(start)
 	o.Now = clock.Now
 	s := f(t, o)
 	t.Cleanup(func() {
