@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 )
 
 // The built-in fixtures, one per role with prompts; fixture.json is the
@@ -51,10 +52,12 @@ type FixtureMessage struct {
 }
 
 // HistoryEntry is a memory session entry of a fixture: role is user,
-// assistant or system.
+// assistant or system; At, when it was stored (optional: an entry without
+// one is shown as stored at an unknown date).
 type HistoryEntry struct {
-	Role    string `json:"role"`
-	Content string `json:"content"`
+	Role    string    `json:"role"`
+	Content string    `json:"content"`
+	At      time.Time `json:"at,omitzero"`
 }
 
 // BuiltinFixture returns the fixture used when none is given: a claims
