@@ -114,12 +114,14 @@ func TestHydratedSessionEntries(t *testing.T) {
 	r.settle()
 	req := r.model.calls(cora, templates.PromptContextFound)[0]
 	got := contents(req)
+	// Every memory entry is marked as earlier, with the date it was stored.
+	mark := "(earlier, " + at.UTC().Format(time.DateOnly) + ") "
 	want := []string{
 		"system: system of " + cora,
-		"system: Claim C1 belongs to ACME.",
-		"user: Earlier question",
-		"assistant: Earlier answer",
-		"user: " + strings.Repeat("x", 12000) + truncatedMark,
+		"system: " + mark + "Claim C1 belongs to ACME.",
+		"user: " + mark + "Earlier question",
+		"assistant: " + mark + "Earlier answer",
+		"user: " + mark + strings.Repeat("x", 12000) + truncatedMark,
 		"user: Alice (person): " + cora + " claim C1?",
 	}
 	if len(got) != len(want)+1 {
