@@ -206,4 +206,3 @@ func (c view) memberOf(a ens.Agent) templates.Member {
 // keyFormatAttribute is the agent attribute that describes its memory
 // keys in words ("claim number, e.g. CLM-123456").
 const keyFormatAttribute = "key_format"
-

@@ -28,8 +28,13 @@ func TestBuiltinFacilitatorCasesGolden(t *testing.T) {
 		prompt string
 		data   func() Data
 	}{
-		"default.follow-up":   {PromptDefault, followUpData},
-		"conclude.follow-up":  {PromptConclude, func() Data { d := followUpData(); d.ConcludeReason = ConcludeEnd; d.ConversationMessageCount += 2; return d }},
+		"default.follow-up": {PromptDefault, followUpData},
+		"conclude.follow-up": {PromptConclude, func() Data {
+			d := followUpData()
+			d.ConcludeReason = ConcludeEnd
+			d.ConversationMessageCount += 2
+			return d
+		}},
 		"conclude.reason-end":        {PromptConclude, reasonData(ConcludeEnd)},
 		"conclude.reason-person":     {PromptConclude, reasonData(ConcludePerson)},
 		"conclude.reason-inactivity": {PromptConclude, reasonData(ConcludeInactivity)},
