@@ -212,6 +212,38 @@ func TestSessionFormat(t *testing.T) {
 	}
 }
 
+// The clone's group is who took part in the conversation: adding an agent
+// to the channel changes nothing for a new conversation with the same
+// participants.
+func TestCloneGroupFromParticipants(t *testing.T) {
+	r := newRig(t, func(r *rig) { r.opts.Channels = []ChannelConfig{{ID: chanA, Agents: []string{elen, twin}}} })
+	ctx := context.Background()
+	conversation := func() string {
+		root := r.send("", "U1", "Alice", "Hello")
+		r.settle()
+		r.send(root.TS, "U1", "Alice", twin+" are you free on Friday?")
+		r.settle()
+		return r.state(root.TS).Group
+	}
+	before := conversation()
+	// Elen answered the root before the twin was named: she took part.
+	if want := GroupSessionID([]string{elen, tina}); before != want {
+		t.Errorf("group %q, want %q (Elen and the twin's human)", before, want)
+	}
+	if _, err := r.e.AddAgent(ctx, chanA, paul); err != nil {
+		t.Fatal(err)
+	}
+	if after := conversation(); after != before {
+		t.Errorf("group after adding Paul to the channel %q, want %q as before", after, before)
+	}
+	// Naming Paul makes him take part, and the group another.
+	root := r.send("", "U1", "Alice", paul+" and "+twin+", Friday?")
+	r.settle()
+	if got, want := r.state(root.TS).Group, GroupSessionID([]string{paul, tina}); got != want {
+		t.Errorf("group with Paul named %q, want %q", got, want)
+	}
+}
+
 // An expert's history marks the entries of other conversations with the
 // date they were stored; this thread's messages are not marked.
 func TestMemoryEntriesAreMarkedEarlier(t *testing.T) {
