@@ -337,3 +337,42 @@ func TestKeyFromAToolIsBound(t *testing.T) {
 		t.Errorf("the facilitator's team list lacks Cora's key format:\n%s", sys)
 	}
 }
+
+// The machine's rule for a wordless :end: in a reopened thread: silent
+// exactly when no agent but the facilitator took a turn since the
+// reopening, and then the people's messages since are acknowledgements.
+func TestFacilitatorEndInAReopenedThread(t *testing.T) {
+	tests := []struct {
+		name       string
+		reopened   bool
+		noWords    bool
+		agentTurns map[string]int
+		silent     bool
+	}{
+		{"an acknowledgement", true, true, map[string]int{elen: 1}, true},
+		{"after an expert's turn", true, true, map[string]int{elen: 2, cora: 1}, false},
+		{"with words", true, false, map[string]int{elen: 1}, false},
+		{"never concluded", false, true, map[string]int{elen: 1}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			st := &convState{Status: statusOpen, Reopened: tt.reopened, SinceReopen: []string{"5.0", "6.0"},
+				AgentTurns: tt.agentTurns, Routed: map[string]bool{}, Working: map[string]int{}, Noticed: map[string]bool{}}
+			for _, n := range tt.agentTurns {
+				st.Turns += n
+			}
+			m := &machine{st: st, lim: limits{MaxTurns: 40, MaxQueued: 10}, facilitator: elen}
+			silent := m.facilitatorEnd(tt.noWords, &concludeRequest{Reason: concludeByEnd})
+			if silent != tt.silent {
+				t.Fatalf("closed silently = %v, want %v", silent, tt.silent)
+			}
+			if tt.silent {
+				if st.Status != statusConcluded || st.Conclude != nil || !slices.Equal(st.Acknowledged, []string{"5.0", "6.0"}) || st.SinceReopen != nil {
+					t.Errorf("after a silent close: status %q, conclude %v, acknowledged %v, since reopen %v", st.Status, st.Conclude, st.Acknowledged, st.SinceReopen)
+				}
+			} else if st.Conclude == nil || len(st.Acknowledged) != 0 {
+				t.Errorf("no conclusion asked for (%v), or acknowledgements recorded (%v)", st.Conclude, st.Acknowledged)
+			}
+		})
+	}
+}
