@@ -193,12 +193,16 @@ func (c view) isPersonRequest(m memory.Message) bool {
 	return !hadEnd || hasWords(rest)
 }
 
-// memberOf is the template member for an agent, with the format of its
-// memory keys: its key_format attribute, else its session_pattern.
-func (c view) memberOf(a ens.Agent) templates.Member {
+// memberOf is the template member for an agent (TemplateMember).
+func (c view) memberOf(a ens.Agent) templates.Member { return TemplateMember(a, c.opts) }
+
+// TemplateMember is the template member for agent a under the engine's
+// options o, with the format of its memory keys (.SessionFormat): its
+// key_format attribute, else its session_pattern.
+func TemplateMember(a ens.Agent, o *Options) templates.Member {
 	format := strings.TrimSpace(a.Attribute(keyFormatAttribute))
 	if format == "" {
-		format = c.opts.Agents[a.EnsDomain].SessionPattern
+		format = o.Agents[a.EnsDomain].SessionPattern
 	}
 	return memberWithFormat(a, format)
 }
