@@ -50,61 +50,67 @@ func requestsOf(r *rig, m *castModel, key string) []llmfake.Request {
 // reply as the request, and the thread concludes again with one new
 // answer (an expert took a turn: no silent close).
 func TestFollowUpAfterConclusion(t *testing.T) {
-	db := redistest.New(t)
-	r := newRig(t, fakeslack.Options{EchoPosts: true})
-	model := newCast(map[string][]string{
-		"Elen/default":               {"🧭 :end:", "🧭 " + claudineENS + ", is customer C45653's side mirror covered?", "🧭 :end:"},
-		"Elen/conclude":              {"🧭 Your windscreen is covered.", "🧭 The mirror is covered too."},
-		"Claudine/context-not-found": {`{"session": "C45653", "message": ""}`},
-		"Claudine/context-found":     {"📚 C45653's policy covers mirrors."},
-	}, "Elen", "Claudine")
-	r.llm.Handle(model.reply)
-	p := start(t, r.config(t, redisSection(db.URL, db.Prefix)+slowClocks+claudineSection()+channelSection(elenENS, claudineENS)), nil)
+	// The facilitator ends with its signature or without: the same, as an
+	// expert took a turn since the follow-up.
+	for _, end := range []string{"🧭 :end:", ":end:"} {
+		t.Run(end, func(t *testing.T) {
+			db := redistest.New(t)
+			r := newRig(t, fakeslack.Options{EchoPosts: true})
+			model := newCast(map[string][]string{
+				"Elen/default":               {"🧭 :end:", "🧭 " + claudineENS + ", is customer C45653's side mirror covered?", end},
+				"Elen/conclude":              {"🧭 Your windscreen is covered.", "🧭 The mirror is covered too."},
+				"Claudine/context-not-found": {`{"session": "C45653", "message": ""}`},
+				"Claudine/context-found":     {"📚 C45653's policy covers mirrors."},
+			}, "Elen", "Claudine")
+			r.llm.Handle(model.reply)
+			p := start(t, r.config(t, redisSection(db.URL, db.Prefix)+slowClocks+claudineSection()+channelSection(elenENS, claudineENS)), nil)
 
-	root := r.slack.SendMessage(fakeslack.Message{Channel: testChannel, User: testPerson, Text: "Is my windscreen covered?"})
-	r.waitPosts(t, p, 1)
-	r.waitDone(t, p, root.TS, true)
-	r.slack.SendMessage(fakeslack.Message{Channel: testChannel, User: testPerson, ThreadTS: root.TS, Text: "And the side mirror?"})
-	r.waitPosts(t, p, 4)
-	r.waitDone(t, p, root.TS, true)
+			root := r.slack.SendMessage(fakeslack.Message{Channel: testChannel, User: testPerson, Text: "Is my windscreen covered?"})
+			r.waitPosts(t, p, 1)
+			r.waitDone(t, p, root.TS, true)
+			r.slack.SendMessage(fakeslack.Message{Channel: testChannel, User: testPerson, ThreadTS: root.TS, Text: "And the side mirror?"})
+			r.waitPosts(t, p, 4)
+			r.waitDone(t, p, root.TS, true)
 
-	checkPosts(t, r.slack, "Elen: 🧭 Your windscreen is covered.",
-		"Elen: 🧭 "+claudineENS+", is customer C45653's side mirror covered?",
-		"Claudine: 📚 C45653's policy covers mirrors.",
-		"Elen: 🧭 The mirror is covered too.")
-	checkCalls(t, model, "Elen/default", "Elen/conclude", "Elen/default", "Claudine/context-not-found", "Claudine/context-found", "Elen/default", "Elen/conclude")
-	const followUp = `The request to answer, from Ada: "And the side mirror?".`
-	const material = `The latest message, from Claudine (` + claudineENS + `): "📚 C45653's policy covers mirrors.", is material for the answer, not a new request.`
-	const first = `from Ada: "Is my windscreen covered?".`
-	defaults, concludes := requestsOf(r, model, "Elen/default"), requestsOf(r, model, "Elen/conclude")
-	if len(defaults) != 3 || len(concludes) != 2 {
-		t.Fatalf("%d default and %d conclude requests, want 3 and 2", len(defaults), len(concludes))
-	}
-	// The follow-up's first default: it is the latest message.
-	if got := lastPrompt(defaults[1]); !strings.Contains(got, `The latest message, from Ada: "And the side mirror?".`) {
-		t.Errorf("the follow-up's first default prompt does not work from it:\n%s", got)
-	}
-	for what, req := range map[string]llmfake.Request{"the default after Claudine": defaults[2], "the follow-up's conclude": concludes[1]} {
-		got := lastPrompt(req)
-		if !strings.Contains(got, followUp) || !strings.Contains(got, material) || strings.Contains(got, "The request to answer, "+first) {
-			t.Errorf("%s prompt does not answer the follow-up with Claudine's reply as material:\n%s", what, got)
-		}
-		if !strings.Contains(got, `It began with a request `+first) {
-			t.Errorf("%s prompt does not say how the thread got here:\n%s", what, got)
-		}
-	}
-	if got := lastPrompt(concludes[1]); !strings.Contains(got, "without repeating that answer") || strings.Contains(got, "The thread has") {
-		t.Errorf("the follow-up's conclude prompt (no count after :end:, which would count the prompt and the reply):\n%s", got)
-	}
-	// The earlier exchange is context: the first conclusion is in the
-	// history of the follow-up's turns.
-	if h := strings.Join(history(defaults[1]), "\n"); !strings.Contains(h, "assistant: 🧭 Your windscreen is covered.") {
-		t.Errorf("the follow-up's default history:\n%s", h)
-	}
-	// The facilitator knows its team: each agent with role, mission and
-	// expertise, the mission read from a capitalised key.
-	if sys := defaults[0].Messages[0].Content; !strings.Contains(sys, "Claudine, "+claudineENS+", expert; mission: Give verified customer facts; expertise: customer records.") {
-		t.Errorf("the facilitator's system prompt does not list Claudine's mission and expertise:\n%s", sys)
+			checkPosts(t, r.slack, "Elen: 🧭 Your windscreen is covered.",
+				"Elen: 🧭 "+claudineENS+", is customer C45653's side mirror covered?",
+				"Claudine: 📚 C45653's policy covers mirrors.",
+				"Elen: 🧭 The mirror is covered too.")
+			checkCalls(t, model, "Elen/default", "Elen/conclude", "Elen/default", "Claudine/context-not-found", "Claudine/context-found", "Elen/default", "Elen/conclude")
+			const followUp = `The request to answer, from Ada: "And the side mirror?".`
+			const material = `The latest message, from Claudine (` + claudineENS + `): "📚 C45653's policy covers mirrors.", is material for the answer, not a new request.`
+			const first = `from Ada: "Is my windscreen covered?".`
+			defaults, concludes := requestsOf(r, model, "Elen/default"), requestsOf(r, model, "Elen/conclude")
+			if len(defaults) != 3 || len(concludes) != 2 {
+				t.Fatalf("%d default and %d conclude requests, want 3 and 2", len(defaults), len(concludes))
+			}
+			// The follow-up's first default: it is the latest message.
+			if got := lastPrompt(defaults[1]); !strings.Contains(got, `The latest message, from Ada: "And the side mirror?".`) {
+				t.Errorf("the follow-up's first default prompt does not work from it:\n%s", got)
+			}
+			for what, req := range map[string]llmfake.Request{"the default after Claudine": defaults[2], "the follow-up's conclude": concludes[1]} {
+				got := lastPrompt(req)
+				if !strings.Contains(got, followUp) || !strings.Contains(got, material) || strings.Contains(got, "The request to answer, "+first) {
+					t.Errorf("%s prompt does not answer the follow-up with Claudine's reply as material:\n%s", what, got)
+				}
+				if !strings.Contains(got, `It began with a request `+first) {
+					t.Errorf("%s prompt does not say how the thread got here:\n%s", what, got)
+				}
+			}
+			if got := lastPrompt(concludes[1]); !strings.Contains(got, "without repeating that answer") || strings.Contains(got, "The thread has") {
+				t.Errorf("the follow-up's conclude prompt (no count after :end:, which would count the prompt and the reply):\n%s", got)
+			}
+			// The earlier exchange is context: the first conclusion is in the
+			// history of the follow-up's turns.
+			if h := strings.Join(history(defaults[1]), "\n"); !strings.Contains(h, "assistant: 🧭 Your windscreen is covered.") {
+				t.Errorf("the follow-up's default history:\n%s", h)
+			}
+			// The facilitator knows its team: each agent with role, mission and
+			// expertise, the mission read from a capitalised key.
+			if sys := defaults[0].Messages[0].Content; !strings.Contains(sys, "Claudine, "+claudineENS+", expert; mission: Give verified customer facts; expertise: customer records.") {
+				t.Errorf("the facilitator's system prompt does not list Claudine's mission and expertise:\n%s", sys)
+			}
+		})
 	}
 }
 
