@@ -300,7 +300,7 @@ func FixturePrompt(a ens.Agent, prompt string, f templates.Fixture) TurnPrompt {
 // withSelfFirst puts agent a first among members, the others after it in
 // their order.
 func withSelfFirst(a ens.Agent, members []templates.Member) []templates.Member {
-	out := []templates.Member{memberWithFormat(a, strings.TrimSpace(a.Attribute(keyFormatAttribute)))}
+	out := []templates.Member{TemplateMember(a, &Options{})} // its key_format; the caller knows its settings
 	for _, m := range members {
 		if info, ok := m.AgentInfo(); ok && strings.EqualFold(info.EnsDomain, a.EnsDomain) {
 			continue
