@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/conclavehq/conclave/agents/llm"
@@ -45,15 +46,18 @@ type HistoryMessage struct {
 	// (speakerLabel); the message-size cap applies to Content alone.
 	Author  string
 	Content string
+	// Mark, when set, is written first: "(earlier, 2025-03-03) " on an
+	// entry of the agent's memory (earlierMark).
+	Mark string
 }
 
-// text is the message as sent: its author, then its content capped at max
-// runes.
+// text is the message as sent: its mark, its author, then its content
+// capped at max runes.
 func (h HistoryMessage) text(max int) string {
 	if h.Author == "" {
-		return capText(h.Content, max)
+		return h.Mark + capText(h.Content, max)
 	}
-	return h.Author + ": " + capText(h.Content, max)
+	return h.Mark + h.Author + ": " + capText(h.Content, max)
 }
 
 // TurnPrompt is what one model request of a turn is built from.
@@ -240,9 +244,10 @@ func speakerLabel(name, ensDomain string) string {
 	return name + " (" + ensDomain + ")"
 }
 
-// sessionHistory turns memory session entries into history messages:
-// entries from a conversation carry their author; hydrated ones keep their
-// role and text.
+// sessionHistory turns memory session entries (from other conversations,
+// or hydrated) into history messages, each marked as earlier with the date
+// it was stored: entries from a conversation carry their author; hydrated
+// ones keep their role and text.
 func sessionHistory(entries []memory.SessionEntry) []HistoryMessage {
 	out := make([]HistoryMessage, 0, len(entries))
 	for _, e := range entries {
@@ -252,7 +257,7 @@ func sessionHistory(entries []memory.SessionEntry) []HistoryMessage {
 		default:
 			role = llm.RoleUser
 		}
-		h := HistoryMessage{Role: role, Content: e.Content}
+		h := HistoryMessage{Role: role, Content: e.Content, Mark: earlierMark(e.At)}
 		if role == llm.RoleUser {
 			h.Author = e.Author
 		}
@@ -275,7 +280,7 @@ func FixturePrompt(a ens.Agent, prompt string, f templates.Fixture) TurnPrompt {
 	}
 	entries := make([]memory.SessionEntry, len(f.SessionHistory))
 	for i, h := range f.SessionHistory {
-		entries[i] = memory.SessionEntry{Role: h.Role, Content: h.Content}
+		entries[i] = memory.SessionEntry{Role: h.Role, Content: h.Content, At: h.At}
 	}
 	history := sessionHistory(entries)
 	for _, m := range f.Messages {
@@ -295,7 +300,7 @@ func FixturePrompt(a ens.Agent, prompt string, f templates.Fixture) TurnPrompt {
 // withSelfFirst puts agent a first among members, the others after it in
 // their order.
 func withSelfFirst(a ens.Agent, members []templates.Member) []templates.Member {
-	out := []templates.Member{memberOf(a)}
+	out := []templates.Member{TemplateMember(a, &Options{})} // its key_format; the caller knows its settings
 	for _, m := range members {
 		if info, ok := m.AgentInfo(); ok && strings.EqualFold(info.EnsDomain, a.EnsDomain) {
 			continue
@@ -303,4 +308,15 @@ func withSelfFirst(a ens.Agent, members []templates.Member) []templates.Member {
 		out = append(out, m)
 	}
 	return out
+}
+
+// earlierMark is what starts a memory entry in a history: "(earlier,
+// YYYY-MM-DD) ", the UTC date the entry was stored, so that the model tells
+// past conversations from this thread; "(earlier) " for an entry stored
+// without a time (by a version that did not always stamp one).
+func earlierMark(at time.Time) string {
+	if at.IsZero() {
+		return "(earlier) "
+	}
+	return "(earlier, " + at.UTC().Format(time.DateOnly) + ") "
 }

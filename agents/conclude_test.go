@@ -217,12 +217,15 @@ func TestGuardConclusionIsDueAtOnce(t *testing.T) {
 }
 
 // In a reopened thread, a facilitator reply that is only :end: closes it
-// again silently: ✅ back, no conclude turn, no post. A reply of only a
-// signature and :end: asks for the conclusion and posts nothing before it.
-// Outside a reopened thread, :end: alone concludes as always.
+// again silently when no other agent took a turn since: ✅ back, no
+// conclude turn, no post. Once an expert answered the follow-up, a reply
+// of only a signature and :end: asks for the conclusion and posts nothing
+// before it. Outside a reopened thread, :end: alone concludes as always.
 func TestAcknowledgementClosesSilently(t *testing.T) {
 	r := newRig(t)
-	r.model.on(elen, templates.PromptDefault, ":end:", " :end: ", "🧭 :end:")
+	r.model.on(elen, templates.PromptDefault, ":end:", " :end: ", cora+" and claim C2?", "🧭 :end:")
+	r.model.on(cora, templates.PromptContextNotFound, threading("C2", ""))
+	r.model.on(cora, templates.PromptContextFound, "C2 is covered.")
 	r.model.on(elen, templates.PromptConclude, "Summary.", "Follow-up answer.")
 	root := r.send("", "U1", "Alice", "Is claim C1 covered?")
 	r.settle()
@@ -245,8 +248,8 @@ func TestAcknowledgementClosesSilently(t *testing.T) {
 
 	r.send(root.TS, "U1", "Alice", "And claim C2?")
 	r.settle()
-	if got := r.chat.texts(); !slices.Equal(got, []string{"Elen: Summary.", "Elen: Follow-up answer."}) {
-		t.Errorf("posts after the follow-up %q, want the new conclusion alone", got)
+	if got := r.chat.texts(); !slices.Equal(got, []string{"Elen: Summary.", "Elen: " + cora + " and claim C2?", "Cora: C2 is covered.", "Elen: Follow-up answer."}) {
+		t.Errorf("posts after the follow-up %q, want the call, the answer and the new conclusion alone", got)
 	}
 	if st := r.state(root.TS); st.Status != statusConcluded || !r.chat.reacted(root.TS, "white_check_mark") {
 		t.Errorf("after the follow-up: status %q", st.Status)

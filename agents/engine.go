@@ -508,13 +508,15 @@ func firstLabel(name string) string {
 	return l
 }
 
-// memberOf is the template member for an agent.
-func memberOf(a ens.Agent) templates.Member {
+// memberWithFormat is the template member for an agent whose memory keys
+// have the given format ("" when unknown).
+func memberWithFormat(a ens.Agent, format string) templates.Member {
 	return templates.Agent(templates.AgentInfo{
-		Name:       a.Name,
-		EnsDomain:  a.EnsDomain,
-		Owner:      a.Owner,
-		Addresses:  a.Addresses,
-		Attributes: a.Attributes,
+		Name:          a.Name,
+		EnsDomain:     a.EnsDomain,
+		Owner:         a.Owner,
+		Addresses:     a.Addresses,
+		Attributes:    a.Attributes,
+		SessionFormat: format,
 	})
 }

@@ -114,12 +114,14 @@ func TestHydratedSessionEntries(t *testing.T) {
 	r.settle()
 	req := r.model.calls(cora, templates.PromptContextFound)[0]
 	got := contents(req)
+	// Every memory entry is marked as earlier, with the date it was stored.
+	mark := "(earlier, " + at.UTC().Format(time.DateOnly) + ") "
 	want := []string{
 		"system: system of " + cora,
-		"system: Claim C1 belongs to ACME.",
-		"user: Earlier question",
-		"assistant: Earlier answer",
-		"user: " + strings.Repeat("x", 12000) + truncatedMark,
+		"system: " + mark + "Claim C1 belongs to ACME.",
+		"user: " + mark + "Earlier question",
+		"assistant: " + mark + "Earlier answer",
+		"user: " + mark + strings.Repeat("x", 12000) + truncatedMark,
 		"user: Alice (person): " + cora + " claim C1?",
 	}
 	if len(got) != len(want)+1 {
@@ -158,7 +160,8 @@ func TestGroupIDFrozen(t *testing.T) {
 	r.send(root.TS, "UX", "Xavi", "hi, I joined late")
 	r.send(root.TS, "U1", "Alice", twin+" what do you think?")
 	r.settle()
-	want := GroupSessionID([]string{elen, tina})
+	// Frozen at Tina's root, when only she had taken part.
+	want := GroupSessionID([]string{tina})
 	if got := r.state(root.TS).Group; got != want {
 		t.Errorf("group %q, want %q (frozen at first use)", got, want)
 	}

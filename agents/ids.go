@@ -20,9 +20,9 @@ func ConversationID(team, channel, threadTS string) string {
 }
 
 // GroupSessionID is the memory session id shared by clones and human agents
-// in a conversation. names are the ENS names of the group — the channel's
-// registered agents plus the human agents who wrote in the thread, each
-// clone replaced by the human it was forked from. They are trimmed,
+// in a conversation. names are the ENS names of the group — the agents that
+// took part in the conversation (wrote in the thread or were named in it),
+// each clone replaced by the human it was forked from. They are trimmed,
 // lowercased, de-duplicated and sorted, joined by "\n", and the id is "grp-"
 // followed by the first 32 hex characters of the SHA-256 of that text.
 func GroupSessionID(names []string) string {

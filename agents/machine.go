@@ -129,6 +129,9 @@ func (m *machine) receive(in inbound, triggers bool, now time.Time) routed {
 		m.restart()
 		out.Restarted = true
 	}
+	if st.Reopened && isPersonKind(in.Kind) {
+		st.SinceReopen = append(st.SinceReopen, in.TS)
+	}
 	if st.Conclude != nil {
 		return out
 	}
@@ -330,6 +333,7 @@ func (m *machine) restart() {
 	st := m.st
 	st.Status = statusOpen
 	st.Reopened = true
+	st.SinceReopen = nil
 	st.Turns = 0
 	st.AgentTurns = make(map[string]int)
 	for k := range st.Noticed {
@@ -455,19 +459,30 @@ func (m *machine) facilitatorDone(wake []string, now time.Time) {
 }
 
 // facilitatorEnd handles a facilitator reply that held :end:. In a thread a
-// person reopened, a reply of only :end: closes it again silently (true);
-// otherwise the conclusion r is asked for.
-func (m *machine) facilitatorEnd(onlyEnd bool, r *concludeRequest) (closedSilently bool) {
-	if m.st.Reopened && onlyEnd {
+// person reopened, a reply without words (:end:, with or without a
+// signature emoji) closes it again silently (true) when no other agent
+// took a turn since the reopening message: what the people wrote since
+// was an acknowledgement. Otherwise the conclusion r is asked for.
+func (m *machine) facilitatorEnd(noWords bool, r *concludeRequest) (closedSilently bool) {
+	st := m.st
+	if st.Reopened && noWords && m.othersTurns() == 0 {
 		m.cancelQueue()
 		m.settleFacilitator()
-		m.st.Status = statusConcluded
-		m.st.Reopened = false
+		st.Status = statusConcluded
+		st.Reopened = false
+		st.Acknowledged = append(st.Acknowledged, st.SinceReopen...)
+		st.SinceReopen = nil
 		m.fx = append(m.fx, reactionChange{Done: true, Add: true})
 		return true
 	}
 	m.requestConclude(r)
 	return false
+}
+
+// othersTurns counts the turns of agents other than the facilitator since
+// the start or the reopening message (restart resets the counters then).
+func (m *machine) othersTurns() int {
+	return m.st.Turns - m.st.AgentTurns[m.facilitator]
 }
 
 // concluded ends the conclusion (run or failed): the conversation is
@@ -480,6 +495,7 @@ func (m *machine) concluded(now time.Time, done bool) {
 	}
 	st.Status = statusConcluded
 	st.Reopened = false
+	st.SinceReopen = nil
 	st.Conclude = nil
 	m.settleFacilitator()
 	m.cancelQueue()

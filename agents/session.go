@@ -28,19 +28,31 @@ func humanOf(a ens.Agent) string {
 }
 
 // groupID returns the conversation's clone/human session id, computing and
-// freezing it at first use: the channel's registered agents plus the human
-// agents who wrote so far, each clone counted as its human.
+// freezing it at first use (at the latest a clone's first turn): the
+// agents that took part in the conversation so far, as the authors of its
+// routed messages or named in them (human agents who wrote among them),
+// each clone counted as its human. Agents of the channel that took no part
+// are not in it, so adding one to the channel changes no group.
 func (c *convo) groupID() string {
 	if c.st.Group != "" {
 		return c.st.Group
 	}
-	var names []string
-	for _, n := range c.names {
-		names = append(names, humanOf(c.agents[n]))
+	human := func(name string) string {
+		if a, ok := c.agents[name]; ok {
+			return humanOf(a)
+		}
+		return name // a human agent, or an agent no longer served
 	}
-	for _, p := range c.st.Participants {
-		if p.Agent != "" {
-			names = append(names, p.Agent)
+	var names []string
+	for _, m := range c.msgs {
+		if !c.st.Routed[m.TS] {
+			continue
+		}
+		if a := author(m); a != "" {
+			names = append(names, human(a))
+		}
+		for _, n := range c.mentions(m) {
+			names = append(names, human(n))
 		}
 	}
 	c.st.Group = GroupSessionID(names)

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
+
+	"github.com/conclavehq/conclave/templates"
 )
 
 // stateVersion is the version of the engine state stored in
@@ -26,6 +28,15 @@ const (
 	concludeByTimeout = "timeout" // no message for conversation.timeout
 	concludeByGuard   = "guard"   // conversation.max_turns reached
 )
+
+// concludeReasons are the reasons as templates read them
+// (.ConcludeReason).
+var concludeReasons = map[string]string{
+	concludeByEnd:     templates.ConcludeEnd,
+	concludeByPerson:  templates.ConcludePerson,
+	concludeByTimeout: templates.ConcludeInactivity,
+	concludeByGuard:   templates.ConcludeMaxTurns,
+}
 
 // convState is the engine's state of one conversation, stored as JSON.
 type convState struct {
@@ -65,9 +76,16 @@ type convState struct {
 	// Conclude is a conclusion waiting to run.
 	Conclude *concludeRequest `json:"conclude,omitempty"`
 	// Reopened: a person reopened the concluded thread, which has not
-	// concluded again since. A facilitator reply that is only :end: then
-	// closes it silently.
+	// concluded again since. A facilitator reply without words (:end:,
+	// with or without a signature) then closes it silently, unless
+	// another agent took a turn since (machine.facilitatorEnd).
 	Reopened bool `json:"reopened,omitempty"`
+	// SinceReopen lists the messages people and human agents wrote since
+	// the thread was reopened, the reopening one first; Acknowledged, the
+	// messages of reopenings that closed silently: acknowledgements, which
+	// are not requests (.LatestPersonRequest).
+	SinceReopen  []string `json:"since_reopen,omitempty"`
+	Acknowledged []string `json:"acknowledged,omitempty"`
 	// Working counts, per message ts, the turns it triggered that have not
 	// ended; the message carries the working reaction while it is non-zero.
 	Working map[string]int `json:"working,omitempty"`

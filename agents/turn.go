@@ -475,9 +475,9 @@ func (c runner) facilitatorTurn(ctx context.Context) error {
 	rest, hadEnd := stripEnd(text)
 	if hadEnd {
 		r := &concludeRequest{Reason: concludeByEnd, EndReply: text, PrevPrompt: req.Messages[len(req.Messages)-1].Content}
-		// In a reopened thread, a reply of only :end: acknowledges ("thanks"):
-		// the thread closes again without a conclusion.
-		closed := c.m.facilitatorEnd(rest == "", r)
+		// In a reopened thread, a reply without words acknowledges
+		// ("thanks"): the machine decides whether it closes silently.
+		closed := c.m.facilitatorEnd(!hasWords(rest), r)
 		c.react(ctx)
 		if closed {
 			c.log.Info("conversation closed again without a conclusion")
@@ -522,6 +522,7 @@ func (c runner) concludeTurn(ctx context.Context) error {
 		}
 	}
 	data := c.view().data(ctx, f, msgs, c.conv.ID, len(msgs)+len(tail))
+	data.ConcludeReason = concludeReasons[r.Reason]
 	req, err := c.build(t, templates.PromptConclude, data, c.view().history(ctx, f, msgs, true), tail)
 	var text string
 	if err == nil {

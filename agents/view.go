@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"slices"
+	"strings"
 
 	"github.com/conclavehq/conclave/agents/llm"
 	"github.com/conclavehq/conclave/ens"
@@ -63,7 +64,7 @@ func (c view) label(ctx context.Context, m memory.Message) string {
 func (c view) member(ctx context.Context, m memory.Message) templates.Member {
 	if m.Kind == kindAgent || m.Kind == kindHuman {
 		a, _ := c.agent(ctx, m.Agent)
-		return memberOf(a)
+		return c.memberOf(a)
 	}
 	return templates.Person(m.Name)
 }
@@ -99,12 +100,12 @@ func (c view) history(ctx context.Context, a ens.Agent, msgs []memory.Message, w
 // agents in registration order, then human agents and people in the order
 // they first wrote; no duplicates, never conclave's own bot user.
 func (c view) members(ctx context.Context, self ens.Agent) []templates.Member {
-	out := []templates.Member{memberOf(self)}
+	out := []templates.Member{c.memberOf(self)}
 	seen := map[string]bool{self.EnsDomain: true}
 	for _, n := range c.names {
 		if !seen[n] {
 			seen[n] = true
-			out = append(out, memberOf(c.agents[n]))
+			out = append(out, c.memberOf(c.agents[n]))
 		}
 	}
 	for _, p := range c.st.Participants {
@@ -115,7 +116,7 @@ func (c view) members(ctx context.Context, self ens.Agent) []templates.Member {
 			}
 			seen[p.Agent] = true
 			a, _ := c.agent(ctx, p.Agent)
-			out = append(out, memberOf(a))
+			out = append(out, c.memberOf(a))
 		case p.UserID == "" || p.UserID == c.opts.BotUserID:
 		default:
 			if seen["user:"+p.UserID] {
@@ -144,7 +145,7 @@ func (c view) data(ctx context.Context, a ens.Agent, visible []memory.Message, s
 	}
 	if a.Role == ens.RoleClone && a.CloneOf != "" {
 		if human, ok := c.agent(ctx, a.CloneOf); ok {
-			d.CloneOf = memberOf(human)
+			d.CloneOf = c.memberOf(human)
 		}
 	}
 	request := func(m memory.Message) templates.Request {
@@ -170,5 +171,42 @@ func (c view) data(ctx context.Context, a ens.Agent, visible []memory.Message, s
 			break
 		}
 	}
+	d.LatestPersonRequest = d.InitialRequest
+	for i := len(visible) - 1; i >= 0; i-- {
+		if m := visible[i]; c.isPersonRequest(m) {
+			d.LatestPersonRequest = request(m)
+			break
+		}
+	}
 	return d
 }
+
+// isPersonRequest reports whether a message asks something of the
+// conversation as a person wrote it: by a person or human agent, more than
+// :end: with a signature, and not an acknowledgement the facilitator
+// closed silently.
+func (c view) isPersonRequest(m memory.Message) bool {
+	if !isPersonKind(m.Kind) || slices.Contains(c.st.Acknowledged, m.TS) {
+		return false
+	}
+	rest, hadEnd := stripEnd(m.Text)
+	return !hadEnd || hasWords(rest)
+}
+
+// memberOf is the template member for an agent (TemplateMember).
+func (c view) memberOf(a ens.Agent) templates.Member { return TemplateMember(a, c.opts) }
+
+// TemplateMember is the template member for agent a under the engine's
+// options o, with the format of its memory keys (.SessionFormat): its
+// key_format attribute, else its session_pattern.
+func TemplateMember(a ens.Agent, o *Options) templates.Member {
+	format := strings.TrimSpace(a.Attribute(keyFormatAttribute))
+	if format == "" {
+		format = o.Agents[a.EnsDomain].SessionPattern
+	}
+	return memberWithFormat(a, format)
+}
+
+// keyFormatAttribute is the agent attribute that describes its memory
+// keys in words ("claim number, e.g. CLM-123456").
+const keyFormatAttribute = "key_format"

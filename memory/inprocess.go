@@ -60,7 +60,7 @@ func NewInProcess(opts Options) *InProcess {
 		wallets: map[string]map[string]bool{}, nonces: map[string]inNonce{},
 	}
 	s.inSessions = inSessions{
-		mu: &s.mu, maxMessages: s.opts.MaxSessionMessages,
+		mu: &s.mu, maxMessages: s.opts.MaxSessionMessages, clock: s.opts.Now,
 		sessions: map[string]map[string][]SessionEntry{}, used: map[string]map[string]uint64{},
 	}
 	return s

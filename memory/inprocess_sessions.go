@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"time"
 )
 
 // inSessions is the part of the in-process store that keeps the experts'
@@ -15,6 +16,7 @@ import (
 type inSessions struct {
 	mu          *sync.Mutex // the store's
 	maxMessages int
+	clock       func() time.Time                     // stamps entries stored without a time
 	sessions    map[string]map[string][]SessionEntry // namespace → key → entries
 	used        map[string]map[string]uint64         // namespace → key → useSeq at its last append
 	useSeq      uint64
@@ -24,6 +26,7 @@ func (p *inSessions) appendSession(a SessionAppend) {
 	if len(a.Entries) == 0 {
 		return
 	}
+	a = stamped([]SessionAppend{a}, p.clock())[0]
 	ns := p.sessions[a.Namespace]
 	if ns == nil {
 		ns = map[string][]SessionEntry{}

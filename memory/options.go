@@ -100,6 +100,25 @@ func checkSessionAppends(as []SessionAppend) error {
 	return nil
 }
 
+// stamped returns the appends with every entry stored without a time
+// given now: a session entry always carries when it was stored (package
+// agents dates memory with it). Entries with a time keep theirs.
+func stamped(as []SessionAppend, now time.Time) []SessionAppend {
+	out := slices.Clone(as)
+	for i, a := range out {
+		if !slices.ContainsFunc(a.Entries, func(e SessionEntry) bool { return e.At.IsZero() }) {
+			continue
+		}
+		out[i].Entries = slices.Clone(a.Entries)
+		for j := range out[i].Entries {
+			if out[i].Entries[j].At.IsZero() {
+				out[i].Entries[j].At = now
+			}
+		}
+	}
+	return out
+}
+
 func newToken() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails

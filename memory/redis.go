@@ -584,7 +584,7 @@ func (r *Redis) commit(ctx context.Context, k convKeys, l Lock, c Commit, releas
 		}
 		args = append(args, m.TS, body)
 	}
-	appends := slices.DeleteFunc(slices.Clone(c.Sessions), func(a SessionAppend) bool { return len(a.Entries) == 0 })
+	appends := stamped(slices.DeleteFunc(slices.Clone(c.Sessions), func(a SessionAppend) bool { return len(a.Entries) == 0 }), r.opts.Now())
 	if !r.direct && len(appends) > 0 {
 		body, err := json.Marshal(outboxEntry{ID: newToken(), Sessions: appends})
 		if err != nil {

@@ -52,7 +52,7 @@ func appendEntries(args []any, entries []SessionEntry) ([]any, error) {
 func (r *redisSessions) AppendSession(ctx context.Context, a SessionAppend) error {
 	err := checkSessionAppends([]SessionAppend{a})
 	if err == nil {
-		err = r.appendSession(ctx, a, "")
+		err = r.appendSession(ctx, stamped([]SessionAppend{a}, r.opts.Now())[0], "")
 	}
 	if err != nil {
 		return fmt.Errorf("memory: %w", err)

@@ -97,12 +97,15 @@ type Found struct {
 
 // SessionEntry is one message of a memory session.
 type SessionEntry struct {
-	Role           string    `json:"role"`             // user, assistant or system
-	Content        string    `json:"content"`          // the text, without any author prefix
-	Author         string    `json:"author,omitempty"` // "<Name> (<ENS or person>)" for user entries from a conversation
-	ConversationID string    `json:"conv,omitempty"`   // empty for hydrated entries
-	TS             string    `json:"ts,omitempty"`     // Slack ts of the message it came from
-	At             time.Time `json:"at"`
+	Role           string `json:"role"`             // user, assistant or system
+	Content        string `json:"content"`          // the text, without any author prefix
+	Author         string `json:"author,omitempty"` // "<Name> (<ENS or person>)" for user entries from a conversation
+	ConversationID string `json:"conv,omitempty"`   // empty for hydrated entries
+	TS             string `json:"ts,omitempty"`     // Slack ts of the message it came from
+	// At is when the entry was stored: what the caller gives, else the
+	// store's clock at the append. Entries written by versions that did not
+	// stamp it read as the zero time.
+	At time.Time `json:"at"`
 }
 
 // SessionAppend appends entries to one session of one namespace.

@@ -19,7 +19,7 @@ type shape int
 const (
 	shapeAny     shape = iota // unknown: not checked
 	shapeData                 // the root
-	shapeRequest              // InitialRequest, LatestRequest
+	shapeRequest              // InitialRequest, LatestRequest, LatestPersonRequest
 	shapeMember               // a member
 	shapeMembers              // ChannelMembers
 	shapeStrings              // KnownSessions
@@ -39,6 +39,8 @@ func fieldsOf(s shape) map[string]shape {
 			"MemorySessionId":          shapeScalar,
 			"InitialRequest":           shapeRequest,
 			"LatestRequest":            shapeRequest,
+			"LatestPersonRequest":      shapeRequest,
+			"ConcludeReason":           shapeScalar,
 			"KnownSessions":            shapeStrings,
 			"CloneOf":                  shapeMember,
 		}
@@ -46,13 +48,14 @@ func fieldsOf(s shape) map[string]shape {
 		return map[string]shape{"Content": shapeScalar, "Author": shapeMember}
 	case shapeMember:
 		return map[string]shape{
-			"Name":       shapeScalar,
-			"IsAgent":    shapeScalar,
-			"EnsDomain":  shapeScalar,
-			"Owner":      shapeScalar,
-			"Addresses":  shapeMap,
-			"Attributes": shapeMap,
-			"String":     shapeScalar,
+			"Name":          shapeScalar,
+			"IsAgent":       shapeScalar,
+			"EnsDomain":     shapeScalar,
+			"Owner":         shapeScalar,
+			"Addresses":     shapeMap,
+			"Attributes":    shapeMap,
+			"SessionFormat": shapeScalar,
+			"String":        shapeScalar,
 		}
 	}
 	return nil

@@ -255,6 +255,7 @@ func authors(members []Member) (person, agent Member) {
 func withAuthor(d Data, m Member) Data {
 	d.InitialRequest.Author = m
 	d.LatestRequest.Author = m
+	d.LatestPersonRequest.Author = m
 	return d
 }
 

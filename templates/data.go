@@ -54,6 +54,15 @@ type Data struct {
 	MemorySessionId          string
 	InitialRequest           Request
 	LatestRequest            Request
+	// LatestPersonRequest is the newest message the agent sees that a
+	// person or human agent wrote, leaving out a lone :end: and an
+	// acknowledgement the facilitator closed silently; InitialRequest
+	// when there is none.
+	LatestPersonRequest Request
+	// ConcludeReason says why the facilitator's conclude prompt runs:
+	// ConcludeEnd, ConcludePerson, ConcludeInactivity or ConcludeMaxTurns;
+	// empty in every other prompt.
+	ConcludeReason string
 	// KnownSessions are the memory keys the agent already has, most
 	// recently used first; the engine fills it for an expert's threading
 	// prompt only.
@@ -62,6 +71,14 @@ type Data struct {
 	// otherwise, whose fields print "<no value>".
 	CloneOf Member
 }
+
+// The values of Data.ConcludeReason.
+const (
+	ConcludeEnd        = "end"        // the facilitator's reply held :end:
+	ConcludePerson     = "person"     // a person or human agent wrote :end:
+	ConcludeInactivity = "inactivity" // no message for conversation.timeout
+	ConcludeMaxTurns   = "max_turns"  // conversation.max_turns was reached
+)
 
 // Request is a message as templates see it.
 type Request struct {
@@ -76,6 +93,10 @@ type AgentInfo struct {
 	Owner      string
 	Addresses  map[string]string
 	Attributes map[string]string
+	// SessionFormat says what the agent's memory keys look like: its
+	// key_format attribute, else its session_pattern; empty when neither
+	// is set.
+	SessionFormat string
 }
 
 // Member is a participant as templates see it: a person or an agent. Build

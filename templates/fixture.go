@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 )
 
 // The built-in fixtures, one per role with prompts; fixture.json is the
@@ -28,7 +29,7 @@ var (
 // In JSON the template fields keep their template names (ConversationId,
 // ChannelMembers, …) and the others are lowercase (role, messages,
 // session_history). A member is an object {"Name", "IsAgent", "EnsDomain",
-// "Owner", "Addresses", "Attributes"}; an author (or CloneOf) may instead be a string,
+// "Owner", "Addresses", "Attributes", "SessionFormat"}; an author (or CloneOf) may instead be a string,
 // the Name or EnsDomain of a channel member.
 type Fixture struct {
 	// Name says where the fixture came from, for messages.
@@ -51,10 +52,12 @@ type FixtureMessage struct {
 }
 
 // HistoryEntry is a memory session entry of a fixture: role is user,
-// assistant or system.
+// assistant or system; At, when it was stored (optional: an entry without
+// one is shown as stored at an unknown date).
 type HistoryEntry struct {
-	Role    string `json:"role"`
-	Content string `json:"content"`
+	Role    string    `json:"role"`
+	Content string    `json:"content"`
+	At      time.Time `json:"at,omitzero"`
 }
 
 // BuiltinFixture returns the fixture used when none is given: a claims
@@ -101,6 +104,8 @@ type fixtureJSON struct {
 	MemorySessionId          string         `json:"MemorySessionId"`
 	InitialRequest           requestJSON    `json:"InitialRequest"`
 	LatestRequest            requestJSON    `json:"LatestRequest"`
+	LatestPersonRequest      *requestJSON   `json:"LatestPersonRequest"`
+	ConcludeReason           string         `json:"ConcludeReason"`
 	KnownSessions            []string       `json:"KnownSessions"`
 	CloneOf                  authorJSON     `json:"CloneOf"`
 	Messages                 []messageJSON  `json:"messages"`
@@ -114,6 +119,9 @@ type memberJSON struct {
 	Owner      string            `json:"Owner"`
 	Addresses  map[string]string `json:"Addresses"`
 	Attributes map[string]string `json:"Attributes"`
+	// SessionFormat is an agent's key format (templates read it as
+	// .SessionFormat; engine: key_format, else session_pattern).
+	SessionFormat string `json:"SessionFormat"`
 }
 
 type requestJSON struct {
@@ -204,6 +212,22 @@ func (fj *fixtureJSON) fixture() (Fixture, error) {
 		return Fixture{}, fmt.Errorf("LatestRequest: %w", err)
 	}
 	d.LatestRequest.Content = fj.LatestRequest.Content
+	// Without one, the latest request of a person is the initial request,
+	// as the engine has it when no person wrote after the first message.
+	d.LatestPersonRequest = d.InitialRequest
+	if r := fj.LatestPersonRequest; r != nil {
+		if d.LatestPersonRequest.Author, err = fj.author(r.Author); err != nil {
+			return Fixture{}, fmt.Errorf("LatestPersonRequest: %w", err)
+		}
+		d.LatestPersonRequest.Content = r.Content
+	}
+	switch fj.ConcludeReason {
+	case "", ConcludeEnd, ConcludePerson, ConcludeInactivity, ConcludeMaxTurns:
+		d.ConcludeReason = fj.ConcludeReason
+	default:
+		return Fixture{}, fmt.Errorf("ConcludeReason %q is not one of %s, %s, %s, %s or empty",
+			fj.ConcludeReason, ConcludeEnd, ConcludePerson, ConcludeInactivity, ConcludeMaxTurns)
+	}
 	d.KnownSessions = fj.KnownSessions
 	if d.CloneOf, err = fj.author(fj.CloneOf); err != nil {
 		return Fixture{}, fmt.Errorf("CloneOf: %w", err)
@@ -227,9 +251,9 @@ func (fj *fixtureJSON) fixture() (Fixture, error) {
 
 func (mj *memberJSON) member() (Member, error) {
 	if mj.IsAgent {
-		return Agent(AgentInfo{Name: mj.Name, EnsDomain: mj.EnsDomain, Owner: mj.Owner, Addresses: mj.Addresses, Attributes: mj.Attributes}), nil
+		return Agent(AgentInfo{Name: mj.Name, EnsDomain: mj.EnsDomain, Owner: mj.Owner, Addresses: mj.Addresses, Attributes: mj.Attributes, SessionFormat: mj.SessionFormat}), nil
 	}
-	if mj.EnsDomain != "" || mj.Owner != "" || mj.Addresses != nil || mj.Attributes != nil {
+	if mj.EnsDomain != "" || mj.Owner != "" || mj.Addresses != nil || mj.Attributes != nil || mj.SessionFormat != "" {
 		return Member{}, fmt.Errorf("member %q has agent fields but IsAgent is false", mj.Name)
 	}
 	return Person(mj.Name), nil

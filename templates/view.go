@@ -36,21 +36,23 @@ type personView map[string]any
 // agentFields is the fast view of an agent. text/template looks fields up
 // in order: the most read come first.
 type agentFields struct {
-	IsAgent    bool
-	Name       string
-	EnsDomain  string
-	Attributes attributes
-	Addresses  map[string]any
-	Owner      string
-	full       agentView
+	IsAgent       bool
+	Name          string
+	EnsDomain     string
+	Attributes    attributes
+	Addresses     map[string]any
+	Owner         string
+	SessionFormat string
+	full          agentView
 }
 
 // personFields is the fast view of a person. Reading an agent-only field
 // fails, as a missing field does, so the full view answers with its error.
 type personFields struct {
-	IsAgent bool
-	Name    string
-	full    personView
+	IsAgent       bool
+	Name          string
+	SessionFormat string // always empty: a person has no memory keys
+	full          personView
 }
 
 // requestFields is the fast view of a request.
@@ -69,6 +71,8 @@ type dataFields struct {
 	MemorySessionId          string
 	InitialRequest           requestFields
 	LatestRequest            requestFields
+	LatestPersonRequest      requestFields
+	ConcludeReason           string
 	KnownSessions            []string
 	CloneOf                  any
 	data                     *Data
@@ -82,23 +86,24 @@ type memberViews struct {
 }
 
 func personViews(name string) memberViews {
-	full := personView{"Name": name, "IsAgent": false}
+	full := personView{"Name": name, "IsAgent": false, "SessionFormat": ""}
 	return memberViews{full: full, fast: personFields{Name: name, full: full}}
 }
 
 func agentViews(a AgentInfo) memberViews {
 	addresses, attributes := anyMap(a.Addresses), attributesOf(a.Attributes)
 	full := agentView{
-		"Name":       a.Name,
-		"IsAgent":    true,
-		"EnsDomain":  a.EnsDomain,
-		"Owner":      a.Owner,
-		"Addresses":  addresses,
-		"Attributes": attributes,
+		"Name":          a.Name,
+		"IsAgent":       true,
+		"EnsDomain":     a.EnsDomain,
+		"Owner":         a.Owner,
+		"Addresses":     addresses,
+		"Attributes":    attributes,
+		"SessionFormat": a.SessionFormat,
 	}
 	return memberViews{full: full, fast: agentFields{
 		IsAgent: true, Name: a.Name, EnsDomain: a.EnsDomain, Owner: a.Owner,
-		Addresses: addresses, Attributes: attributes, full: full,
+		Addresses: addresses, Attributes: attributes, SessionFormat: a.SessionFormat, full: full,
 	}}
 }
 
@@ -252,6 +257,8 @@ func (d *Data) templateView() map[string]any {
 		"MemorySessionId":          d.MemorySessionId,
 		"InitialRequest":           d.InitialRequest.templateView(),
 		"LatestRequest":            d.LatestRequest.templateView(),
+		"LatestPersonRequest":      d.LatestPersonRequest.templateView(),
+		"ConcludeReason":           d.ConcludeReason,
 		"KnownSessions":            d.knownSessions(),
 		"CloneOf":                  d.CloneOf.optionalViews().full,
 	}
@@ -271,6 +278,8 @@ func (d *Data) fastView() dataFields {
 		MemorySessionId:          d.MemorySessionId,
 		InitialRequest:           d.InitialRequest.fastView(),
 		LatestRequest:            d.LatestRequest.fastView(),
+		LatestPersonRequest:      d.LatestPersonRequest.fastView(),
+		ConcludeReason:           d.ConcludeReason,
 		KnownSessions:            d.knownSessions(),
 		CloneOf:                  d.CloneOf.optionalViews().fast,
 		data:                     d,

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -170,7 +171,7 @@ func TestClaimsDeskEndToEnd(t *testing.T) {
 	}
 	recall := r.llm.Requests()[8]
 	joined := strings.Join(history(recall), "\n")
-	if !strings.Contains(joined, "assistant: 📚 C45653 has comprehensive cover since 2021.") {
+	if !regexp.MustCompile(`assistant: \(earlier, \d{4}-\d{2}-\d{2}\) 📚 C45653 has comprehensive cover since 2021\.`).MatchString(joined) {
 		t.Errorf("Claudine does not recall her session:\n%s", joined)
 	}
 	if strings.Contains(joined, "windscreen, estimate 450 EUR") {

@@ -158,6 +158,18 @@ func TestTemplatesRenderCommand(t *testing.T) {
 		}
 		return body.Messages[0].Content
 	}
+	t.Run("the agent's own key format", func(t *testing.T) {
+		dir := writeFiles(t, map[string]string{"config.toml": cliConfig +
+			agentSection("otto.acme.137.protocol6022.eth", "Otto", "expert") + "session_policy = \"pattern\"\nsession_pattern = \"K-[0-9]{4}\"\n"})
+		code, out, errOut := cli(t, map[string]string{"CONCLAVE_CONFIG": filepath.Join(dir, "config.toml")},
+			"templates", "render", "--agent", "otto.acme.137.protocol6022.eth", "--prompt", "context-not-found")
+		if code != 0 {
+			t.Fatalf("exit %d\n%s", code, errOut)
+		}
+		if !strings.Contains(out, "Your memory keys have this form: K-[0-9]{4}.") {
+			t.Errorf("the threading prompt does not show Otto's session_pattern:\n%s", out)
+		}
+	})
 	t.Run("the agent named, not the fixture's", func(t *testing.T) {
 		// The built-in expert fixture is Claudine's; Otto is rendered in
 		// her conversation as himself, his mission read whatever the case

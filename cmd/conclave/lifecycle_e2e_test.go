@@ -239,8 +239,10 @@ func TestCloneAnswersWithItsHumansHistory(t *testing.T) {
 
 	first := r.slack.SendMessage(fakeslack.Message{Channel: testChannel, User: hugoUser, Text: "I can take the car to the garage on Tuesday."})
 	r.waitPosts(t, p, 1)
-	// The group: the channel's agents, the clone counted as its human.
-	sum := sha256.Sum256([]byte(elenENS + "\n" + hugoENS))
+	// The group: the agents that took part, the clone counted as its
+	// human. Hugo alone wrote the first thread before its group was
+	// frozen; the second names his clone: both are Hugo's group.
+	sum := sha256.Sum256([]byte(hugoENS))
 	group := "grp-" + hex.EncodeToString(sum[:])[:32]
 	hugoSays := memory.SessionEntry{Role: "user", Author: "Hugo (" + hugoENS + ")", Content: "I can take the car to the garage on Tuesday.",
 		ConversationID: agents.ConversationID(testTeam, testChannel, first.TS), TS: first.TS}
@@ -267,8 +269,10 @@ func TestCloneAnswersWithItsHumansHistory(t *testing.T) {
 	checkCalls(t, model, "Elen/default", "Hugobot/default", "Elen/default")
 
 	clone := r.llm.Requests()[1]
+	// The entry of the first thread is marked as earlier, with its date.
+	earlier := "(earlier, " + entries[0].At.UTC().Format(time.DateOnly) + ") "
 	checkHistory(t, "the clone's", clone,
-		"user: Hugo ("+hugoENS+"): I can take the car to the garage on Tuesday.",
+		"user: "+earlier+"Hugo ("+hugoENS+"): I can take the car to the garage on Tuesday.",
 		"user: Ada (person): "+hugobotENS+", when can Hugo bring the car in?",
 	)
 	if sys := clone.Messages[0].Content; !strings.HasPrefix(sys, "You are Hugobot ("+hugobotENS+"), the digital twin of a person") {

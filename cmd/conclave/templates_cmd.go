@@ -111,6 +111,7 @@ func runTemplatesRender(ctx context.Context, args []string, e env) error {
 	// engine's own options.
 	opts := engineOptions(cfg, "")
 	tp := agents.FixturePrompt(agent, *prompt, fixture)
+	tp.Data.ChannelMembers[0] = agents.TemplateMember(agent, &opts) // with its session_pattern
 	tp.AgentProfile = opts.Agents[agent.EnsDomain].LLMProfile
 	tp.MaxInputTokens = opts.MaxInputTokens
 	tp.MaxMessageChars = opts.MaxMessageChars

@@ -75,6 +75,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"Sessions/bounded", testSessionBound},
 		{"Sessions/large append", testSessionLargeAppend},
 		{"Sessions/bad input", testSessionBadInput},
+		{"Sessions/stored time", testSessionStoredTime},
 		{"ChannelAgents", testChannelAgents},
 		{"Lookup", testLookup},
 		{"PairHuman", testPairHuman},
@@ -1148,6 +1149,34 @@ func testSessions(t *testing.T, h *harness) {
 	keys, err = h.s.Sessions(h.ctx, "nobody.eth")
 	if err != nil || len(keys) != 0 {
 		t.Errorf("Sessions of an unknown namespace = %q, %v; want none", keys, err)
+	}
+}
+
+// An entry appended without a time carries the store's clock at the
+// append, by AppendSession and by Commit; one with a time keeps it.
+func testSessionStoredTime(t *testing.T, h *harness) {
+	given := start.Add(-48 * time.Hour)
+	if err := h.s.AppendSession(h.ctx, memory.SessionAppend{Namespace: "a.eth", Key: "k", Entries: []memory.SessionEntry{
+		{Role: "user", Content: "undated"},
+		{Role: "user", Content: "dated", At: given},
+	}}); err != nil {
+		t.Fatalf("AppendSession: %v", err)
+	}
+	appended := h.clock.Now()
+	h.clock.Advance(time.Minute)
+	l := h.lock(t, "c1", time.Minute)
+	committed := h.clock.Now()
+	h.commit(t, l, memory.Commit{Conversation: conv("c1"), Sessions: []memory.SessionAppend{
+		{Namespace: "a.eth", Key: "k", Entries: []memory.SessionEntry{{Role: "assistant", Content: "committed"}}},
+	}})
+	read, err := h.s.ReadSession(h.ctx, "a.eth", "k", 0)
+	if err != nil || len(read) != 3 {
+		t.Fatalf("ReadSession = %+v, %v; want three entries", read, err)
+	}
+	for i, want := range []time.Time{appended, given, committed} {
+		if !read[i].At.Equal(want) {
+			t.Errorf("entry %q: At = %v, want %v", read[i].Content, read[i].At, want)
+		}
 	}
 }
 
