@@ -154,6 +154,7 @@ func BuildRequest(prompts Prompts, profiles Profiles, p TurnPrompt) (llm.Request
 		Agent:       p.Agent.EnsDomain,
 		Role:        role,
 		Prompt:      p.Prompt,
+		Session:     p.Data.MemorySessionId,
 	}, info, nil
 }
 
@@ -235,7 +236,7 @@ func firstPositive(vs ...int) int {
 // history: "<Name> (<EnsDomain or "person">)".
 func speakerLabel(name, ensDomain string) string {
 	if ensDomain == "" {
-		ensDomain = "person"
+		ensDomain = personLabel
 	}
 	return name + " (" + ensDomain + ")"
 }
