@@ -34,7 +34,7 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := runMain(ctx, os.Args[1:], env{getenv: os.Getenv, stdout: os.Stdout, stderr: os.Stderr, stdin: os.Stdin})
+	code := runMain(ctx, os.Args[1:], env{getenv: os.Getenv, environ: os.Environ, stdout: os.Stdout, stderr: os.Stderr, stdin: os.Stdin})
 	stop()
 	os.Exit(code)
 }
@@ -52,6 +52,10 @@ type env struct {
 	// opsReady the operations listener's (http.ops_addr), before ready.
 	ready    func(addr string)
 	opsReady func(addr string)
+
+	// environ lists the environment as NAME=value (os.Environ), for the
+	// check of CONCLAVE_ names; nil checks none.
+	environ func() []string
 }
 
 // errUsage marks errors that should print the usage text; errUsageShown
@@ -272,6 +276,9 @@ func configFlag(fs *flag.FlagSet, e env) func() (Config, []string, error) {
 		}
 		cfg, err := loadConfig(p, explicit)
 		if err != nil {
+			return cfg, nil, err
+		}
+		if err := checkEnvNames(e.environ); err != nil {
 			return cfg, nil, err
 		}
 		inFile := cfg.applyEnv(e.getenv)
