@@ -86,6 +86,46 @@ func TestTemplatesCheckCommand(t *testing.T) {
 			}
 		}
 	})
+	t.Run("--strict fails on warnings", func(t *testing.T) {
+		dir := writeFiles(t, map[string]string{
+			"facilitator/default.tmpl": "About {{.ChanelDescription}}.\n",
+		})
+		code, out, errOut := cli(t, nil, "templates", "check", "--dir", dir)
+		if code != 0 || !strings.Contains(out, "warning: ") || !strings.Contains(out, "ChanelDescription") {
+			t.Errorf("without --strict: exit %d, want 0 and a warning\n%s%s", code, out, errOut)
+		}
+		code, out, errOut = cli(t, nil, "templates", "check", "--strict", "--dir", dir)
+		if code != 1 || !strings.Contains(out, "error (--strict): ") || !strings.Contains(out, "ChanelDescription") ||
+			!strings.Contains(errOut, "templates check: 0 error(s), 1 warning(s), failed by --strict") {
+			t.Errorf("--strict: exit %d, want 1 and the warning as an error\n%s%s", code, out, errOut)
+		}
+	})
+	t.Run("files outside the layout are noted", func(t *testing.T) {
+		dir := writeFiles(t, map[string]string{
+			"ci.toml":                  "model = \"x\"\n",
+			"README.md":                "# prompts\n",
+			".gitignore":               "*.out\n",
+			"tests/greeting.chat":      "> hello\n",
+			"tests/broken.tmpl":        "{{.Broken\n",
+			"facilitator/default.tmpl": "Answer the person.\n",
+		})
+		code, out, errOut := cli(t, nil, "templates", "check", "--strict", "--dir", dir)
+		if code != 0 {
+			t.Errorf("exit %d, want 0\n%s%s", code, out, errOut)
+		}
+		for _, f := range []string{"ci.toml", "README.md", ".gitignore", "tests"} {
+			if !strings.Contains(errOut, "note: "+filepath.Join(dir, f)+": ignored: ") {
+				t.Errorf("no note for %s:\n%s", f, errOut)
+			}
+		}
+	})
+	t.Run("a missing built-in partial is named", func(t *testing.T) {
+		dir := writeFiles(t, map[string]string{"facilitator/system.tmpl": "You are {{template \"self\" .}}.\n"})
+		code, out, _ := cli(t, nil, "templates", "check", "--dir", dir)
+		if code != 1 || !strings.Contains(out, `template "self" is not defined (a partial of the built-in prompts: copy partials/members.tmpl into this repository's partials/`) {
+			t.Errorf("exit %d:\n%s", code, out)
+		}
+	})
 	t.Run("usage", func(t *testing.T) {
 		if code, _, _ := cli(t, nil, "templates", "lint"); code != 2 {
 			t.Errorf("unknown sub-command: exit %d, want 2", code)

@@ -43,7 +43,7 @@ func TestCLIHelp(t *testing.T) {
 	}
 	flags := map[string][]string{
 		"run":              {"-config"},
-		"templates check":  {"-dir", "-fixture"},
+		"templates check":  {"-dir", "-fixture", "-strict"},
 		"templates render": {"-agent", "-prompt", "-fixture", "-dir", "-config"},
 		"memory hydrate":   {"-agent", "-session", "-group", "-file", "-config"},
 		"config print":     {"-config"},

@@ -20,10 +20,13 @@ func (f *fixtureList) String() string     { return strings.Join(*f, ",") }
 func (f *fixtureList) Set(v string) error { *f = append(*f, v); return nil }
 
 // runTemplatesCheck checks a config repository: errors as file:line:
-// message on stdout and a non-zero exit; warnings do not fail.
+// message on stdout and a non-zero exit; warnings do not fail unless
+// --strict. What is left out as not part of the layout is noted on
+// stderr.
 func runTemplatesCheck(_ context.Context, args []string, e env) error {
 	fs := newFlags("templates check", e)
 	dir := fs.String("dir", "templates", "the config repository of prompts")
+	strict := fs.Bool("strict", false, "fail on warnings too (an unknown field, a value that renders <no value>)")
 	var fixtures fixtureList
 	fs.Var(&fixtures, "fixture", "a JSON fixture to render with (repeatable; default: the built-in one)")
 	if err := parseFlags(fs, args, e); err != nil {
@@ -38,11 +41,22 @@ func runTemplatesCheck(_ context.Context, args []string, e env) error {
 		opts.Fixtures = append(opts.Fixtures, f)
 	}
 	report := templates.Check(*dir, opts)
+	for _, p := range report.Notes {
+		fmt.Fprintln(e.stderr, "note: "+p.String())
+	}
 	for _, p := range report.Errors {
 		fmt.Fprintln(e.stdout, p.String())
 	}
+	warning := "warning: "
+	if *strict {
+		warning = "error (--strict): "
+	}
 	for _, p := range report.Warnings {
-		fmt.Fprintln(e.stdout, "warning: "+p.String())
+		fmt.Fprintln(e.stdout, warning+p.String())
+	}
+	if *strict && len(report.Warnings) > 0 {
+		fmt.Fprintf(e.stderr, "templates check: %d error(s), %d warning(s), failed by --strict\n", len(report.Errors), len(report.Warnings))
+		return errFailed
 	}
 	if !report.OK() {
 		fmt.Fprintf(e.stderr, "templates check: %d error(s), %d warning(s)\n", len(report.Errors), len(report.Warnings))
