@@ -108,8 +108,8 @@ func openChat(ctx context.Context, cfg Config, log *slog.Logger, e env, fake boo
 	}
 	p.store = store
 	p.closers = append(p.closers, func() { _ = store.Close() })
-	if p.lib, _, err = openTemplates(cfg.Templates.Dir, templates.Options{Logger: log.With(slog.String(logComponent, "templates"))},
-		func(string) {}); err != nil {
+	if p.lib, _, err = openConfiguredTemplates(cfg.Templates, templates.Options{Logger: log.With(slog.String(logComponent, "templates"))},
+		func(level slog.Level, msg string) { log.Log(ctx, level, msg) }); err != nil {
 		return p, err
 	}
 	if p.directory, err = ens.New(ensOptions(cfg.ENS, log), staticAgents(cfg.Agents)); err != nil {

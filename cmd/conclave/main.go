@@ -286,6 +286,9 @@ func configFlag(fs *flag.FlagSet, e env) func() (Config, []string, error) {
 		if err != nil {
 			return cfg, nil, err
 		}
+		if slices.Contains(fromEnv, "templates.dir") {
+			cfg.Templates.SetBy, cfg.Templates.Explicit = envPrefix+"TEMPLATES_DIR", true
+		}
 		// A secret the environment replaced is not one left in the file.
 		inFile = slices.DeleteFunc(inFile, func(k string) bool { return slices.Contains(fromEnv, k) })
 		if err := cfg.validate(); err != nil {

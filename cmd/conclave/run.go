@@ -146,9 +146,9 @@ func (p *instance) openMemory(ctx context.Context) error {
 	return nil
 }
 
-func (p *instance) openPrompts(context.Context) error {
-	lib, dir, err := openTemplates(p.cfg.Templates.Dir, templates.Options{Logger: p.log.With(slog.String(logComponent, "templates"))},
-		func(msg string) { p.log.Info(msg) })
+func (p *instance) openPrompts(ctx context.Context) error {
+	lib, dir, err := openConfiguredTemplates(p.cfg.Templates, templates.Options{Logger: p.log.With(slog.String(logComponent, "templates"))},
+		func(level slog.Level, msg string) { p.log.Log(ctx, level, msg) })
 	if err != nil {
 		return err
 	}

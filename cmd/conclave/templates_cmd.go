@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 
 	"github.com/conclavehq/conclave/agents"
@@ -88,8 +89,9 @@ func runTemplatesRender(ctx context.Context, args []string, e env) error {
 	if err != nil {
 		return err
 	}
-	if *dir == "" {
-		*dir = cfg.Templates.Dir
+	tc := cfg.Templates
+	if *dir != "" {
+		tc = TemplatesConfig{Dir: *dir, SetBy: "--dir", Explicit: true}
 	}
 	var fixture templates.Fixture
 	if *fixturePath != "" {
@@ -111,8 +113,13 @@ func runTemplatesRender(ctx context.Context, args []string, e env) error {
 				Owner: human.Owner, Addresses: human.Addresses, Attributes: human.Attributes})
 		}
 	}
-	lib, _, err := openTemplates(*dir, templates.Options{Clock: templates.FixedClock},
-		func(msg string) { fmt.Fprintln(e.stderr, msg) })
+	lib, _, err := openConfiguredTemplates(tc, templates.Options{Clock: templates.FixedClock},
+		func(level slog.Level, msg string) {
+			if level >= slog.LevelWarn {
+				msg = "warning: " + msg
+			}
+			fmt.Fprintln(e.stderr, msg)
+		})
 	if err != nil {
 		return err
 	}
