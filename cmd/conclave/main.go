@@ -30,6 +30,8 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+
+	"github.com/conclavehq/conclave/agents/fuzzy"
 )
 
 func main() {
@@ -142,6 +144,10 @@ func runMain(ctx context.Context, args []string, e env) int {
 	}
 	cmd, group, rest := findCommand(args)
 	var err error
+	if cmd != nil && cmd.name == "help" && len(rest) > 0 && !isFlag(rest[0]) && rest[0] != "help" {
+		// "help <command>" is "<command> --help".
+		return runMain(ctx, append(slices.Clone(rest), "--help"), e)
+	}
 	switch {
 	case cmd != nil && cmd.name == "help":
 		fmt.Fprint(e.stdout, usageOf(""))
@@ -150,10 +156,10 @@ func runMain(ctx context.Context, args []string, e env) int {
 	case group != "" && (len(rest) == 1 || slices.Contains([]string{"help", "-h", "-help", "--help"}, rest[1])):
 		fmt.Fprint(e.stdout, usageOf(group+" "))
 	case group != "":
-		fmt.Fprintf(e.stderr, "conclave: unknown %s command %q\n\n%s", group, rest[1], usageOf(group+" "))
+		fmt.Fprintf(e.stderr, "conclave: unknown %s command %q%s\n\n%s", group, rest[1], didYouMean(rest[:2]), usageOf(group+" "))
 		return 2
 	default:
-		fmt.Fprintf(e.stderr, "conclave: unknown command %q\n\n%s", args[0], usageOf(""))
+		fmt.Fprintf(e.stderr, "conclave: unknown command %q%s\n\n%s", args[0], didYouMean(args[:1]), usageOf(""))
 		return 2
 	}
 	switch {
@@ -172,6 +178,30 @@ func runMain(ctx context.Context, args []string, e env) int {
 		fmt.Fprintf(e.stderr, "conclave: %v\n", err)
 		return 1
 	}
+}
+
+// didYouMean suggests the command nearest to the words typed (" (did you
+// mean templates?)"): for one word, the commands and groups; for a group
+// and a second word, that group's commands. It is empty when none is
+// near enough to be what was meant.
+func didYouMean(words []string) string {
+	var names []string
+	for _, c := range commands() {
+		w := strings.Fields(c.name)
+		switch {
+		case len(words) == 1:
+			names = append(names, w[0])
+		case len(w) == 2 && w[0] == words[0]:
+			names = append(names, c.name)
+		}
+	}
+	typed := strings.Join(words, " ")
+	slices.Sort(names)
+	near, d := fuzzy.Nearest(typed, slices.Compact(names))
+	if d < 0 || d > max(2, len(words[len(words)-1])/3) {
+		return ""
+	}
+	return " (did you mean " + near + "?)"
 }
 
 // errFailed is returned by commands that already reported why they
