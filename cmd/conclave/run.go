@@ -538,11 +538,20 @@ func reloadOnHUP(ctx context.Context, hup <-chan os.Signal, lib *templates.Libra
 func newLogger(c LogConfig, w io.Writer) *slog.Logger {
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(c.Level))
-	opts := &slog.HandlerOptions{Level: level}
+	opts := &slog.HandlerOptions{Level: level, ReplaceAttr: durationAsText}
 	if c.Format == "text" {
 		return slog.New(slog.NewTextHandler(w, opts))
 	}
 	return slog.New(slog.NewJSONHandler(w, opts))
+}
+
+// durationAsText writes durations as Go writes them ("1.5s", "250ms"):
+// JSON would otherwise show nanoseconds, which nobody reads at a glance.
+func durationAsText(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		return slog.String(a.Key, a.Value.Duration().String())
+	}
+	return a
 }
 
 // partGroup runs the long-lived parts of the process and keeps the first
