@@ -308,6 +308,24 @@ func TestMemoryHydrateCommand(t *testing.T) {
 			t.Errorf("group session %s holds %d entries", key, len(got))
 		}
 	})
+	t.Run("a session the agent does not read is warned about", func(t *testing.T) {
+		for _, tt := range []struct{ args, want string }{
+			{"--agent elen.acme.137.protocol6022.eth --session C45653",
+				"warning: memory hydrate: elen.acme.137.protocol6022.eth is a facilitator, which reads no memory session"},
+			{"--agent claudine.acme.137.protocol6022.eth --group elen.acme.137.protocol6022.eth,claudine.acme.137.protocol6022.eth",
+				"warning: memory hydrate: claudine.acme.137.protocol6022.eth is an expert, which reads the session of a key (--session), not a group's"},
+		} {
+			args := append([]string{"memory", "hydrate", "--file", filepath.Join(cfgDir, "ok.jsonl")}, strings.Fields(tt.args)...)
+			code, out, errOut := cli(t, environ, args...)
+			if code != 0 || !strings.Contains(errOut, tt.want) || !strings.Contains(out, "appended 2 message(s)") {
+				t.Errorf("%s: exit %d, stderr %q; want 0 and %q", tt.args, code, errOut, tt.want)
+			}
+		}
+		if _, _, errOut := cli(t, environ, "memory", "hydrate", "--agent", "claudine.acme.137.protocol6022.eth",
+			"--session", "C11111", "--file", filepath.Join(cfgDir, "ok.jsonl")); strings.Contains(errOut, "warning") {
+			t.Errorf("an expert's key session: %q", errOut)
+		}
+	})
 	t.Run("refused on the in-process store", func(t *testing.T) {
 		noRedis := map[string]string{"CONCLAVE_CONFIG": environ["CONCLAVE_CONFIG"]}
 		code, _, errOut := cli(t, noRedis, "memory", "hydrate", "--agent", "claudine.acme.137.protocol6022.eth",
