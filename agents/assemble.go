@@ -158,6 +158,7 @@ func BuildRequest(prompts Prompts, profiles Profiles, p TurnPrompt) (llm.Request
 		Agent:       p.Agent.EnsDomain,
 		Role:        role,
 		Prompt:      p.Prompt,
+		Session:     p.Data.MemorySessionId,
 	}, info, nil
 }
 
@@ -239,7 +240,7 @@ func firstPositive(vs ...int) int {
 // history: "<Name> (<EnsDomain or "person">)".
 func speakerLabel(name, ensDomain string) string {
 	if ensDomain == "" {
-		ensDomain = "person"
+		ensDomain = personLabel
 	}
 	return name + " (" + ensDomain + ")"
 }

@@ -63,6 +63,9 @@ type Reply struct {
 	// Partial: Text is a streamed reply so far; only its first part is
 	// posted or updated.
 	Partial bool
+	// Notice: Text is a ⚠️ notice (a turn that failed, an overloaded
+	// conversation), not an agent's reply.
+	Notice bool
 }
 
 // PostError is a failed post as the transport classifies it. An error of

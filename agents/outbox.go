@@ -226,6 +226,7 @@ func (o *outbox) reply(a ens.Agent, p *pendingPost) Reply {
 		Mention:  p.Mention,
 		Posted:   p.Posted,
 		Update:   p.updateOf(),
+		Notice:   p.Notice,
 	}
 }
 

@@ -11,8 +11,11 @@ import (
 	"sort"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/kaptinlin/jsonrepair"
+
+	"github.com/conclavehq/conclave/agents/fuzzy"
 )
 
 // Outcomes of parsing a threading reply, recorded on the stored message.
@@ -253,30 +256,9 @@ func digitRuns(s string) []string {
 
 // similarity is 1 - levenshtein(a, b) / max(len(a), len(b)), in runes.
 func similarity(a, b string) float64 {
-	ra, rb := []rune(a), []rune(b)
-	longest := max(len(ra), len(rb))
+	longest := max(utf8.RuneCountInString(a), utf8.RuneCountInString(b))
 	if longest == 0 {
 		return 1
 	}
-	return 1 - float64(levenshtein(ra, rb))/float64(longest)
-}
-
-func levenshtein(a, b []rune) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
+	return 1 - float64(fuzzy.Distance(a, b))/float64(longest)
 }

@@ -207,7 +207,10 @@ func TestEventIsAcknowledgedRightAfterHandle(t *testing.T) {
 }
 
 func TestHandleErrorLeavesEnvelopeForRedelivery(t *testing.T) {
-	r := newRig(t, fakeslack.Options{AckTimeout: 200 * time.Millisecond}, nil)
+	// The redelivery comes after AckTimeout; the successful delivery must
+	// be acknowledged before another, which a loaded machine may take a
+	// while to do.
+	r := newRig(t, fakeslack.Options{AckTimeout: 1500 * time.Millisecond}, nil)
 	r.rec.before = func(ctx context.Context, ev agents.Event, call int) error {
 		if call == 1 {
 			return errors.New("store unreachable")

@@ -14,7 +14,10 @@ import (
 // is dispatched once its acknowledgement is queued, and never for one the
 // handler failed to record (that one is left for Slack to deliver again).
 func TestTicketDispatchedForAcknowledgedEventsOnly(t *testing.T) {
-	r := newRig(t, fakeslack.Options{AckTimeout: 200 * time.Millisecond}, nil)
+	// The redelivery comes after AckTimeout; the successful delivery must
+	// be acknowledged before another, which a loaded machine may take a
+	// while to do.
+	r := newRig(t, fakeslack.Options{AckTimeout: 1500 * time.Millisecond}, nil)
 	r.rec.before = func(ctx context.Context, ev agents.Event, call int) error {
 		if call == 1 {
 			if n := len(r.rec.ackedEvents()); n != 0 {

@@ -2,7 +2,9 @@ package templates
 
 import (
 	"fmt"
+	"io/fs"
 	"maps"
+	"path"
 	"slices"
 	"strconv"
 	"strings"
@@ -46,6 +48,11 @@ type Report struct {
 	Errors []Problem
 	// Warnings are fields that would render "<no value>".
 	Warnings []Problem
+	// Notes name what was left out as not part of the layout: top-level
+	// dot files, tests/, files that are neither templates nor settings
+	// (README.md), settings-like files outside the layout's directories
+	// (ci.toml).
+	Notes []Problem
 }
 
 // OK reports whether the check found no errors.
@@ -74,6 +81,10 @@ func Check(dir string, opts CheckOptions) Report {
 	for _, p := range r.problems {
 		c.error(p.Error(), Problem{File: p.File, Line: p.Line, Message: p.Message})
 	}
+	notes := leftOut(fsys, display)
+	for _, name := range r.ignored {
+		notes = append(notes, Problem{File: name, Message: "ignored: not part of the layout (a prompt's settings sit beside it, as <role>/<prompt>.toml)"})
+	}
 	byRole := map[string][]variant{}
 	for _, role := range Roles() {
 		byRole[role] = variants(fixturesFor(role, opts.Fixtures))
@@ -89,7 +100,36 @@ func Check(dir string, opts CheckOptions) Report {
 		}
 		c.prompt(pf, vs)
 	}
-	return c.report()
+	report := c.report()
+	byText := map[string]Problem{}
+	for _, n := range notes {
+		byText[n.String()] = n
+	}
+	report.Notes = sortedProblems(byText)
+	return report
+}
+
+// leftOut notes the top-level entries a load skips without a word: dot
+// files, the tests/ folder, and files that are neither templates nor
+// settings.
+func leftOut(fsys fs.FS, display func(string) string) []Problem {
+	entries, err := fs.ReadDir(fsys, ".")
+	if err != nil {
+		return nil // reported by the read
+	}
+	var out []Problem
+	for _, e := range entries {
+		name, ext := e.Name(), path.Ext(e.Name())
+		switch {
+		case strings.HasPrefix(name, "."):
+			out = append(out, Problem{File: display(name), Message: "ignored: dot files are never read"})
+		case name == dirTests && e.IsDir():
+			out = append(out, Problem{File: display(name), Message: "ignored: prompt tests, not prompts"})
+		case !e.IsDir() && ext != extTemplate && ext != extSettings:
+			out = append(out, Problem{File: display(name), Message: "ignored: only .tmpl and .toml files are read"})
+		}
+	}
+	return out
 }
 
 // rolesUsing lists the roles that may render the prompt file at rel: its

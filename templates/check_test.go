@@ -41,6 +41,9 @@ func reportText(r Report, dir string) string {
 	for _, p := range r.Warnings {
 		b.WriteString("warning: " + p.String() + "\n")
 	}
+	for _, p := range r.Notes {
+		b.WriteString("note: " + p.String() + "\n")
+	}
 	if b.Len() == 0 {
 		return "clean\n"
 	}

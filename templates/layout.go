@@ -27,7 +27,12 @@ const (
 	kindPrompt            // <role>/<p>.tmpl, all/<p>.tmpl, agents/<ens>/<p>.tmpl
 	kindSettings          // the same places, .toml
 	kindPartial           // partials/*.tmpl
+	kindIgnored           // a settings-like file outside the layout (ci.toml): not conclave's, noted by check
 )
+
+// dirTests holds a config repository's prompt tests, never prompts: it is
+// not read (check notes it).
+const dirTests = "tests"
 
 // place is where a file sits in the layout.
 type place struct {
@@ -101,7 +106,18 @@ func classify(rel string) place {
 		}
 		return place{kind: kind, level: dirAgents, agent: agent, prompt: base}
 	}
+	if ext == extSettings && !isLayoutDir(parts[0]) {
+		// A tool's own settings beside the prompts (ci.toml): not
+		// conclave's to judge.
+		return place{kind: kindIgnored, why: "not part of the layout (a prompt's settings sit beside it: <role>/<prompt>.toml)"}
+	}
 	return place{why: "not a place of the layout (<role>/<prompt>, all/<prompt>, agents/<ens-name>/<prompt>, partials/<name>.tmpl)"}
+}
+
+// isLayoutDir reports whether a top-level directory is one of the layout's:
+// a role, all, agents or partials. A file at the top level is in none.
+func isLayoutDir(name string) bool {
+	return Prompts(name) != nil || name == dirAll || name == dirAgents || name == dirPartials
 }
 
 func unknownPrompt(what, name string, known []string) string {

@@ -48,7 +48,8 @@ func sameFiles(a, b map[string]fileData) bool {
 // readRepo reads the .tmpl and .toml files of a repository. Symbolic links
 // are followed, so a directory swapped by git-sync or a Kubernetes volume
 // reads as its new target; names starting with "." are skipped (.git, and
-// the ..data links of Kubernetes). Only an unreadable root is an error;
+// the ..data links of Kubernetes), and so is the top-level tests/ (prompt
+// tests). Only an unreadable root is an error;
 // an unreadable file is recorded on the file.
 func readRepo(fsys fs.FS) (map[string]fileData, error) {
 	files := map[string]fileData{}
@@ -65,7 +66,7 @@ func readRepoDir(fsys fs.FS, dir string, depth int, files map[string]fileData) e
 	}
 	for _, e := range entries {
 		name := e.Name()
-		if strings.HasPrefix(name, ".") {
+		if strings.HasPrefix(name, ".") || depth == 0 && name == dirTests {
 			continue
 		}
 		rel := path.Join(dir, name)
@@ -134,6 +135,7 @@ type repo struct {
 	prompts  map[string]*promptFile   // by relative path
 	settings map[string]*settingsFile // by relative path
 	problems []*Error
+	ignored  []string // display names of the settings-like files outside the layout (kindIgnored)
 }
 
 // buildRepo parses files; display turns a relative path into the name
@@ -144,6 +146,10 @@ func buildRepo(files map[string]fileData, display func(string) string, funcs tem
 	base, brokenPartials := r.parsePartials(files, display, funcs)
 	for _, rel := range slices.Sorted(maps.Keys(files)) {
 		f, name, p := files[rel], display(rel), classify(rel)
+		if p.kind == kindIgnored {
+			r.ignored = append(r.ignored, name)
+			continue
+		}
 		if p.kind == kindUnknown {
 			r.problems = append(r.problems, &Error{File: name, Message: "unknown file: " + p.why, err: errUnknownFile})
 			continue
@@ -258,6 +264,9 @@ func undefinedTemplates(t *template.Template, brokenPartials []string) []error {
 			}
 			file, line := nodeLine(cur.Tree, n)
 			msg := fmt.Sprintf("template %q is not defined", call.Name)
+			if file := builtinPartial(call.Name); file != "" {
+				msg += fmt.Sprintf(" (a partial of the built-in prompts: copy %s into this repository's partials/; in conclave's source it is templates/defaults/%s)", file, file)
+			}
 			if len(brokenPartials) > 0 {
 				msg += fmt.Sprintf(" (partials that cannot be used: %s)", strings.Join(brokenPartials, ", "))
 			}
@@ -265,6 +274,28 @@ func undefinedTemplates(t *template.Template, brokenPartials []string) []error {
 		})
 	}
 	return errs
+}
+
+// definePattern finds the {{define "name"}} blocks of a partial's text.
+var definePattern = regexp.MustCompile(`\{\{-?\s*define\s+"([^"]+)"`)
+
+// builtinPartial is the built-in partial file that defines the template
+// name ("partials/members.tmpl"), for an override that calls it without
+// carrying it; "" when none does. Read only on that error.
+func builtinPartial(name string) string {
+	entries, _ := fs.ReadDir(defaultsFS, "defaults/"+dirPartials) // embedded: cannot fail
+	for _, e := range entries {
+		body, err := fs.ReadFile(defaultsFS, "defaults/"+dirPartials+"/"+e.Name())
+		if err != nil {
+			continue
+		}
+		for _, m := range definePattern.FindAllStringSubmatch(string(body), -1) {
+			if m[1] == name {
+				return dirPartials + "/" + e.Name()
+			}
+		}
+	}
+	return ""
 }
 
 // walkNodes calls f on n and every node below it.

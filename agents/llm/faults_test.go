@@ -183,8 +183,10 @@ func TestTotalDeadline(t *testing.T) {
 }
 
 // The total timeout also holds on the real clock: an attempt cannot outlive it.
+// The timeout is a second, so that on a loaded machine the attempt has
+// surely started before it ends.
 func TestTotalDeadlineRealClock(t *testing.T) {
-	r := newRig(t, func(p *llm.Profile) { p.Timeout, p.TotalTimeout = time.Hour, 30*time.Millisecond }, nil,
+	r := newRig(t, func(p *llm.Profile) { p.Timeout, p.TotalTimeout = time.Hour, time.Second }, nil,
 		llm.WithClock(time.Now, func(ctx context.Context, d time.Duration) error { return nil }))
 	r.fake.Reply(llmfake.Slow(time.Hour, "never"))
 	_, err := r.client.Complete(t.Context(), ask("x"))
@@ -192,7 +194,7 @@ func TestTotalDeadlineRealClock(t *testing.T) {
 	if e.Reason != llm.ReasonDeadline || e.Attempts != 1 || !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("err = %v (reason %q, %d attempts)", err, e.Reason, e.Attempts)
 	}
-	if !strings.Contains(err.Error(), "total timeout of 30ms reached") {
+	if !strings.Contains(err.Error(), "total timeout of 1s reached") {
 		t.Errorf("message = %q", err)
 	}
 }

@@ -61,6 +61,9 @@ type Request struct {
 
 	// Labels for logs and metrics.
 	Agent, Role, Prompt string
+	// Session is the memory session the turn runs on (a label too; empty
+	// when none).
+	Session string
 }
 
 // Finish reasons the engine branches on.

@@ -84,6 +84,8 @@ type Terminal struct {
 	posts  map[string]string // post id → ts, for FindTurnPost
 	thread string            // the current thread's root ts ("" before its first line)
 	owned  map[string]bool   // conversation ids of the threads started here
+	// notices counts the ⚠️ notices printed (agents.Reply.Notice).
+	notices int
 }
 
 var _ agents.Chat = (*Terminal)(nil)
@@ -126,6 +128,14 @@ func (t *Terminal) Owns(conversationID string) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.owned[conversationID]
+}
+
+// Notices is how many ⚠️ notices were printed: turns that failed, or a
+// conversation overloaded. A scripted session with any is a failed one.
+func (t *Terminal) Notices() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.notices
 }
 
 // Person is the name of who types.
@@ -315,6 +325,9 @@ func (t *Terminal) PostReply(_ context.Context, r agents.Reply) ([]string, error
 		t.posts[r.TurnID] = ts
 	}
 	earlier := r.ThreadTS != t.thread
+	if r.Notice {
+		t.notices++
+	}
 	t.mu.Unlock()
 	prefix := ""
 	if earlier {

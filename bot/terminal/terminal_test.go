@@ -240,3 +240,22 @@ func TestSayAsSeveralPeople(t *testing.T) {
 		t.Errorf("err = %v", err)
 	}
 }
+
+// TestNoticesAreCounted: the ⚠️ notices printed are counted, replies are
+// not.
+func TestNoticesAreCounted(t *testing.T) {
+	term, out, _ := newTest(false)
+	ctx := context.Background()
+	for _, r := range []agents.Reply{
+		{Channel: "C1", Username: "Elen", Text: "An answer."},
+		{Channel: "C1", Username: "Elen", Text: "⚠️ Elen could not answer: the model endpoint could not be reached (ref t1)", Notice: true},
+		{Channel: "C1", Username: "Claudine", Text: "⚠️ Claudine could not answer: timeout (ref t2)", Notice: true},
+	} {
+		if _, err := term.PostReply(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := term.Notices(); n != 2 {
+		t.Errorf("Notices() = %d, want 2\n%s", n, out)
+	}
+}

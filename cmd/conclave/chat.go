@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/conclavehq/conclave/agents"
+	"github.com/conclavehq/conclave/agents/fakemodel"
 	"github.com/conclavehq/conclave/agents/llm"
 	"github.com/conclavehq/conclave/agents/tools"
 	"github.com/conclavehq/conclave/bot/terminal"
@@ -22,13 +23,14 @@ import (
 // it runs), model endpoint and store of `conclave run`, with the terminal
 // instead of Slack.
 func runChat(ctx context.Context, args []string, e env) error {
-	cfg, channel, person, err := chatConfig(args, e)
+	var fake bool
+	cfg, channel, person, err := chatConfig(args, e, &fake)
 	if err != nil {
 		return err
 	}
 	interactive := isTerminal(e.stdin)
 	log := chatLogger(cfg, e)
-	p, err := openChat(ctx, cfg, log, e)
+	p, err := openChat(ctx, cfg, log, e, fake)
 	defer p.close()
 	if err != nil {
 		return err
@@ -45,17 +47,25 @@ func runChat(ctx context.Context, args []string, e env) error {
 	if interactive {
 		fmt.Fprintf(e.stderr, "conclave chat in %s as %s, with %s.\n%s\n", channel, term.Person(), agentNames(list), terminal.Help)
 	}
-	return chatUntilEOF(ctx, eng, p.lib, term, e, log)
+	if err := chatUntilEOF(ctx, eng, p.lib, term, e, log); err != nil {
+		return err
+	}
+	if n := term.Notices(); n > 0 && !interactive {
+		// A script's CI fails when a turn did: the last line says so.
+		return fmt.Errorf("chat: %d turn(s) ended with a ⚠️ notice", n)
+	}
+	return nil
 }
 
 // chatConfig reads the flags and the configuration of `conclave chat`:
 // the channel (default: the first [[channels]]) and who is typing
-// (default: $USER).
-func chatConfig(args []string, e env) (cfg Config, channel, person string, err error) {
+// (default: $USER). fake is set by --fake-model.
+func chatConfig(args []string, e env, fake *bool) (cfg Config, channel, person string, err error) {
 	fs := newFlags("chat", e)
 	load := configFlag(fs, e)
 	ch := fs.String("channel", "", "the channel whose agents answer (default: the first [[channels]])")
 	as := fs.String("as", "", "your name in the conversation (default $USER)")
+	fs.BoolVar(fake, "fake-model", false, "answer with the built-in deterministic model: no network, no key (MCP servers are not started)")
 	if err := parseFlags(fs, args, e); err != nil {
 		return Config{}, "", "", err
 	}
@@ -87,9 +97,10 @@ func chatLogger(cfg Config, e env) *slog.Logger {
 }
 
 // openChat opens what the engine of `conclave chat` runs on, as `conclave
-// run` does but quietly and without metrics. The instance returned is
-// never nil: close it, even on an error.
-func openChat(ctx context.Context, cfg Config, log *slog.Logger, e env) (*instance, error) {
+// run` does but quietly and without metrics; fake puts the built-in fake
+// model in place of the endpoint and starts no MCP server (it calls no
+// tool). The instance returned is never nil: close it, even on an error.
+func openChat(ctx context.Context, cfg Config, log *slog.Logger, e env, fake bool) (*instance, error) {
 	p := &instance{cfg: cfg, log: log, e: e}
 	store, err := openStore(ctx, cfg.Memory, slog.New(slog.DiscardHandler))
 	if err != nil {
@@ -97,8 +108,8 @@ func openChat(ctx context.Context, cfg Config, log *slog.Logger, e env) (*instan
 	}
 	p.store = store
 	p.closers = append(p.closers, func() { _ = store.Close() })
-	if p.lib, _, err = openTemplates(cfg.Templates.Dir, templates.Options{Logger: log.With(slog.String(logComponent, "templates"))},
-		func(string) {}); err != nil {
+	if p.lib, _, err = openConfiguredTemplates(cfg.Templates, templates.Options{Logger: log.With(slog.String(logComponent, "templates"))},
+		func(level slog.Level, msg string) { log.Log(ctx, level, msg) }); err != nil {
 		return p, err
 	}
 	if p.directory, err = ens.New(ensOptions(cfg.ENS, log), staticAgents(cfg.Agents)); err != nil {
@@ -108,6 +119,10 @@ func openChat(ctx context.Context, cfg Config, log *slog.Logger, e env) (*instan
 	def, named := llmProfiles(cfg.LLM)
 	if p.model, err = llm.New(def, named, llm.WithLogger(log.With(slog.String(logComponent, "llm"))),
 		llm.WithHTTPClient(webClient(cfg.Conversation.MaxParallel))); err != nil {
+		return p, err
+	}
+	if fake {
+		p.model, err = fakeModel(cfg, p.model, p.directory)
 		return p, err
 	}
 	// The agents' MCP servers run as under `conclave run`.
@@ -122,6 +137,18 @@ func openChat(ctx context.Context, cfg Config, log *slog.Logger, e env) (*instan
 	p.closers = append(p.closers, startHub(ctx, hub))
 	p.toolbox = hub
 	return p, nil
+}
+
+// fakeModel is the built-in fake model of `chat --fake-model`: it names
+// agents from the directory, finds experts' keys with their
+// session_pattern, and takes its profiles from the configured ones, so
+// requests are built as for the real endpoint.
+func fakeModel(cfg Config, profiles agents.Profiles, directory *ens.Directory) (agents.Model, error) {
+	patterns := map[string]string{}
+	for name, s := range engineOptions(cfg, "").Agents {
+		patterns[name] = s.SessionPattern
+	}
+	return fakemodel.New(fakemodel.Options{Profiles: profiles, Agents: directory.Resolve, Patterns: patterns})
 }
 
 // chatTerminal is the terminal transport of `conclave chat`; agents are

@@ -254,3 +254,19 @@ func TestChatReloadsTemplates(t *testing.T) {
 		t.Errorf("system prompt = %q after the edit, want the second version", got)
 	}
 }
+
+// TestChatScriptFailsOnNotice: a scripted conversation in which turns
+// ended with a ⚠️ notice exits 1, its last line saying how many.
+func TestChatScriptFailsOnNotice(t *testing.T) {
+	r := newRig(t, fakeslack.Options{})
+	r.llm.Handle(func(llmfake.Request) llmfake.Reply { return llmfake.Error(400, "bad request") })
+	path := r.config(t, claimsDesk)
+	code, stdout, stderr := runChatScript(t, "first question\n/new\nsecond question\n", "--config", path)
+	lines := strings.Split(strings.TrimSpace(stderr), "\n")
+	if last := lines[len(lines)-1]; code != 1 || last != "conclave: chat: 2 turn(s) ended with a ⚠️ notice" {
+		t.Errorf("exit %d, last line %q; want 1 and the count\nstdout:\n%s\nstderr:\n%s", code, last, stdout, stderr)
+	}
+	if strings.Count(stdout, "⚠️ Elen could not answer") != 2 {
+		t.Errorf("stdout:\n%s", stdout)
+	}
+}

@@ -86,6 +86,46 @@ func TestTemplatesCheckCommand(t *testing.T) {
 			}
 		}
 	})
+	t.Run("--strict fails on warnings", func(t *testing.T) {
+		dir := writeFiles(t, map[string]string{
+			"facilitator/default.tmpl": "About {{.ChanelDescription}}.\n",
+		})
+		code, out, errOut := cli(t, nil, "templates", "check", "--dir", dir)
+		if code != 0 || !strings.Contains(out, "warning: ") || !strings.Contains(out, "ChanelDescription") {
+			t.Errorf("without --strict: exit %d, want 0 and a warning\n%s%s", code, out, errOut)
+		}
+		code, out, errOut = cli(t, nil, "templates", "check", "--strict", "--dir", dir)
+		if code != 1 || !strings.Contains(out, "error (--strict): ") || !strings.Contains(out, "ChanelDescription") ||
+			!strings.Contains(errOut, "templates check: 0 error(s), 1 warning(s), failed by --strict") {
+			t.Errorf("--strict: exit %d, want 1 and the warning as an error\n%s%s", code, out, errOut)
+		}
+	})
+	t.Run("files outside the layout are noted", func(t *testing.T) {
+		dir := writeFiles(t, map[string]string{
+			"ci.toml":                  "model = \"x\"\n",
+			"README.md":                "# prompts\n",
+			".gitignore":               "*.out\n",
+			"tests/greeting.chat":      "> hello\n",
+			"tests/broken.tmpl":        "{{.Broken\n",
+			"facilitator/default.tmpl": "Answer the person.\n",
+		})
+		code, out, errOut := cli(t, nil, "templates", "check", "--strict", "--dir", dir)
+		if code != 0 {
+			t.Errorf("exit %d, want 0\n%s%s", code, out, errOut)
+		}
+		for _, f := range []string{"ci.toml", "README.md", ".gitignore", "tests"} {
+			if !strings.Contains(errOut, "note: "+filepath.Join(dir, f)+": ignored: ") {
+				t.Errorf("no note for %s:\n%s", f, errOut)
+			}
+		}
+	})
+	t.Run("a missing built-in partial is named", func(t *testing.T) {
+		dir := writeFiles(t, map[string]string{"facilitator/system.tmpl": "You are {{template \"self\" .}}.\n"})
+		code, out, _ := cli(t, nil, "templates", "check", "--dir", dir)
+		if code != 1 || !strings.Contains(out, `template "self" is not defined (a partial of the built-in prompts: copy partials/members.tmpl into this repository's partials/`) {
+			t.Errorf("exit %d:\n%s", code, out)
+		}
+	})
 	t.Run("usage", func(t *testing.T) {
 		if code, _, _ := cli(t, nil, "templates", "lint"); code != 2 {
 			t.Errorf("unknown sub-command: exit %d, want 2", code)
@@ -278,6 +318,24 @@ func TestMemoryHydrateCommand(t *testing.T) {
 		key := agents.GroupSessionID(strings.Split(group, ","))
 		if got, _ := store.ReadSession(ctx, "arnaud.acme.137.protocol6022.eth", key, 0); len(got) != 2 {
 			t.Errorf("group session %s holds %d entries", key, len(got))
+		}
+	})
+	t.Run("a session the agent does not read is warned about", func(t *testing.T) {
+		for _, tt := range []struct{ args, want string }{
+			{"--agent elen.acme.137.protocol6022.eth --session C45653",
+				"warning: memory hydrate: elen.acme.137.protocol6022.eth is a facilitator, which reads no memory session"},
+			{"--agent claudine.acme.137.protocol6022.eth --group elen.acme.137.protocol6022.eth,claudine.acme.137.protocol6022.eth",
+				"warning: memory hydrate: claudine.acme.137.protocol6022.eth is an expert, which reads the session of a key (--session), not a group's"},
+		} {
+			args := append([]string{"memory", "hydrate", "--file", filepath.Join(cfgDir, "ok.jsonl")}, strings.Fields(tt.args)...)
+			code, out, errOut := cli(t, environ, args...)
+			if code != 0 || !strings.Contains(errOut, tt.want) || !strings.Contains(out, "appended 2 message(s)") {
+				t.Errorf("%s: exit %d, stderr %q; want 0 and %q", tt.args, code, errOut, tt.want)
+			}
+		}
+		if _, _, errOut := cli(t, environ, "memory", "hydrate", "--agent", "claudine.acme.137.protocol6022.eth",
+			"--session", "C11111", "--file", filepath.Join(cfgDir, "ok.jsonl")); strings.Contains(errOut, "warning") {
+			t.Errorf("an expert's key session: %q", errOut)
 		}
 	})
 	t.Run("refused on the in-process store", func(t *testing.T) {

@@ -140,6 +140,12 @@ type MemoryConfig struct {
 // TemplatesConfig is [templates].
 type TemplatesConfig struct {
 	Dir string `toml:"dir"`
+	// SetBy names where Dir came from, for messages: "" for the default,
+	// the configuration file's path, or the variable or flag that named
+	// it. Explicit (a variable or a flag) makes a directory that is
+	// missing or holds Go source an error instead of a warning.
+	SetBy    string `toml:"-"`
+	Explicit bool   `toml:"-"`
 }
 
 // ENSConfig is [ens].
@@ -331,6 +337,7 @@ func loadConfig(path string, explicit bool) (Config, error) {
 	if err := decodeConfig(path, data, &cfg); err != nil {
 		return cfg, err
 	}
+	cfg.Templates = templatesInFile(path, data, cfg.Templates)
 	return cfg, nil
 }
 

@@ -7,9 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 
 	"github.com/pelletier/go-toml/v2"
+
+	"github.com/conclavehq/conclave/agents/fuzzy"
 )
 
 // envPrefix starts the environment variable of every configuration key:
@@ -242,4 +245,53 @@ func (p LLMProfileConfig) maskedProfile() LLMProfileConfig {
 		p.Headers = h
 	}
 	return p
+}
+
+// otherConclaveVariables are the CONCLAVE_ variables that name no
+// configuration key: conclave's own, and those its tests, CI, benchmarks
+// and deployment files read. .env.example lists each of them (a test
+// keeps the two in step); every other CONCLAVE_ variable must name a key.
+func otherConclaveVariables() []string {
+	return []string{
+		"CONCLAVE_CONFIG",             // the configuration file
+		"CONCLAVE_REQUIRE_REDIS",      // tests: fail, not skip, without Redis
+		"CONCLAVE_REQUIRE_CHROMIUM",   // tests: fail, not skip, without Chromium
+		"CONCLAVE_REDIS_SENTINEL",     // tests: run the Sentinel tests
+		"CONCLAVE_REDIS_CLUSTER",      // tests: run the Cluster tests
+		"CONCLAVE_MCP_EVERYTHING",     // tests: a third-party MCP server
+		"CONCLAVE_MCPTEST_STDIO",      // tests: the test MCP server's stdio mode
+		"CONCLAVE_TEST_CHILD_PROCESS", // tests: the process started by a shutdown test
+		"CONCLAVE_BENCH_REPLICA",      // conclave-bench: a replica process
+		"CONCLAVE_VERSION",            // deploy/compose.yaml: the image's version
+		"CONCLAVE_COMMIT",             // deploy/compose.yaml: the image's commit
+	}
+}
+
+// checkEnvNames fails on every CONCLAVE_ variable of the environment
+// that names no configuration key and is not one of
+// otherConclaveVariables, naming the nearest key: a misspelt variable
+// would otherwise be ignored without a word.
+func checkEnvNames(environ func() []string) error {
+	if environ == nil {
+		return nil
+	}
+	var keys []string
+	for _, k := range envKeys() {
+		keys = append(keys, k.env)
+	}
+	known := append(slices.Clone(keys), otherConclaveVariables()...)
+	var bad []string
+	for _, kv := range environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		if !strings.HasPrefix(name, envPrefix) || slices.Contains(known, name) {
+			continue
+		}
+		near, _ := fuzzy.Nearest(name, keys)
+		bad = append(bad, fmt.Sprintf("environment variable %s names no configuration key (did you mean %s?)", name, near))
+	}
+	if len(bad) > 0 {
+		slices.Sort(bad)
+		return fmt.Errorf("config: %s", strings.Join(bad, "; "))
+	}
+	return nil
 }

@@ -2,8 +2,10 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -319,5 +321,110 @@ headers = { Authorization = %q }
 	}
 	if cfg.Conversation.CallTimeout.Duration != 90*time.Second || cfg.ShutdownGrace.Duration != 45*time.Second {
 		t.Errorf("loaded back: call_timeout %v, shutdown_grace %v", cfg.Conversation.CallTimeout, cfg.ShutdownGrace)
+	}
+}
+
+// runWithEnviron runs conclave in-process with the environment vars
+// (NAME=value), returning its exit code and stderr.
+func runWithEnviron(t *testing.T, vars []string, args ...string) (int, string) {
+	t.Helper()
+	var stdout, stderr strings.Builder
+	e := env{
+		getenv: func(k string) string {
+			for _, kv := range vars {
+				if name, v, _ := strings.Cut(kv, "="); name == k {
+					return v
+				}
+			}
+			return ""
+		},
+		environ: func() []string { return vars },
+		stdout:  &stdout, stderr: &stderr, stdin: strings.NewReader(""),
+	}
+	code := runMain(t.Context(), args, e)
+	return code, stderr.String()
+}
+
+// TestUnknownConclaveVariable: a CONCLAVE_ variable that names no key
+// stops conclave at start, naming the nearest key; the variables conclave
+// reads for other purposes pass.
+func TestUnknownConclaveVariable(t *testing.T) {
+	empty := filepath.Join(t.TempDir(), "config.toml")
+	if err := os.WriteFile(empty, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	others := []string{"CONCLAVE_CONVERSATION_MAX_TURNS=5", "OTHER_THING=1"}
+	for _, v := range otherConclaveVariables() {
+		others = append(others, v+"="+empty) // CONCLAVE_CONFIG names the file
+	}
+	tests := []struct {
+		name string
+		vars []string
+		want string // in stderr; "" for success
+	}{
+		{"a misspelt key", []string{"CONCLAVE_CONVERSTION_MAX_TURNS=5"},
+			"conclave: config: environment variable CONCLAVE_CONVERSTION_MAX_TURNS names no configuration key (did you mean CONCLAVE_CONVERSATION_MAX_TURNS?)"},
+		{"two, each named", []string{"CONCLAVE_LOG_LEVL=debug", "CONCLAVE_TEMPLATE_DIR=x"},
+			"CONCLAVE_LOG_LEVL names no configuration key (did you mean CONCLAVE_LOG_LEVEL?); environment variable CONCLAVE_TEMPLATE_DIR names no configuration key (did you mean CONCLAVE_TEMPLATES_DIR?)"},
+		{"an empty one counts too", []string{"CONCLAVE_SLAK_STREAM="}, "did you mean CONCLAVE_SLACK_STREAM?"},
+		{"keys and the other variables pass", others, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, stderr := runWithEnviron(t, tt.vars, "config", "print", "--config", empty)
+			if tt.want == "" {
+				if code != 0 {
+					t.Errorf("exit %d, stderr %q", code, stderr)
+				}
+				return
+			}
+			if code != 1 || !strings.Contains(stderr, tt.want) {
+				t.Errorf("exit %d, stderr %q; want 1 and %q", code, stderr, tt.want)
+			}
+		})
+	}
+}
+
+// TestEnvExampleListsEveryVariable: .env.example lists every variable
+// conclave reads besides the CONCLAVE_<TABLE>_<KEY> of each key: the
+// secrets' short names, the CONCLAVE_ variables that are not keys, and
+// the variables config.example.toml names.
+func TestEnvExampleListsEveryVariable(t *testing.T) {
+	example := readFile(t, "../../.env.example")
+	listed := map[string]bool{}
+	for _, line := range strings.Split(example, "\n") {
+		if name, _, ok := strings.Cut(line, "="); ok && !strings.HasPrefix(name, "#") {
+			listed[strings.TrimSpace(name)] = true
+		}
+	}
+	want := slices.Clone(otherConclaveVariables())
+	cfg, err := loadConfig("../../config.example.toml", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range cfg.secrets() {
+		want = append(want, s.env)
+	}
+	for _, p := range cfg.LLM.Profiles {
+		if p.APIKeyEnv != nil && *p.APIKeyEnv != "" {
+			want = append(want, *p.APIKeyEnv)
+		}
+	}
+	for _, m := range regexp.MustCompile(`= "\$([A-Z0-9_]+)"`).FindAllStringSubmatch(readFile(t, "../../config.example.toml"), -1) {
+		want = append(want, m[1])
+	}
+	for _, v := range want {
+		if !listed[v] {
+			t.Errorf(".env.example does not list %s", v)
+		}
+	}
+	if len(want) < 20 {
+		t.Errorf("only %d variables wanted; the list is broken", len(want))
+	}
+	gitignore := strings.Fields(readFile(t, "../../.gitignore"))
+	for _, f := range []string{"/config.toml", ".env"} {
+		if !slices.Contains(gitignore, f) {
+			t.Errorf(".gitignore does not cover %s", f)
+		}
 	}
 }

@@ -34,6 +34,41 @@ func TestExampleConfigLoadsAndValidates(t *testing.T) {
 	if p := cfg.LLM.Profiles["cheap"]; p.Model == nil || *p.Model != "gpt-4o-mini" {
 		t.Errorf("profile cheap = %+v", p)
 	}
+	if len(cfg.MCP.Servers) != 0 {
+		t.Errorf("the example starts %d MCP server(s); those that need secrets stay commented out", len(cfg.MCP.Servers))
+	}
+}
+
+// uncommentExamples turns the example's commented-out settings (a "#"
+// followed by no space) into settings, prose comments ("# …") left alone.
+func uncommentExamples(data []byte) []byte {
+	lines := strings.Split(string(data), "\n")
+	for i, l := range lines {
+		if rest, ok := strings.CutPrefix(l, "#"); ok && !strings.HasPrefix(rest, " ") {
+			lines[i] = rest
+		}
+	}
+	return []byte(strings.Join(lines, "\n"))
+}
+
+// TestExampleCommentedOutValidates: the example's commented-out settings
+// (the MCP servers, the tools that use them) are valid once uncommented.
+func TestExampleCommentedOutValidates(t *testing.T) {
+	data, err := os.ReadFile("../../config.example.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := defaultConfig()
+	if err := decodeConfig("config.example.toml", uncommentExamples(data), &cfg); err != nil {
+		t.Fatalf("uncommented: %v", err)
+	}
+	cfg.applyEnv(noEnv)
+	if err := cfg.validate(); err != nil {
+		t.Fatalf("uncommented: validate: %v", err)
+	}
+	if len(cfg.MCP.Servers) != 2 || cfg.Templates.Dir != "templates" {
+		t.Errorf("uncommented: %d MCP server(s), templates.dir %q; want 2 and \"templates\"", len(cfg.MCP.Servers), cfg.Templates.Dir)
+	}
 }
 
 // TestExampleMatchesDefaults: the example says it shows every default; the
@@ -78,14 +113,14 @@ func TestExampleMatchesDefaults(t *testing.T) {
 }
 
 // TestExampleDocumentsEveryKey walks the Config type and checks that each
-// key path appears in config.example.toml.
+// key path appears in config.example.toml (set, or commented out).
 func TestExampleDocumentsEveryKey(t *testing.T) {
 	data, err := os.ReadFile("../../config.example.toml")
 	if err != nil {
 		t.Fatal(err)
 	}
 	var doc map[string]any
-	if err := toml.Unmarshal(data, &doc); err != nil {
+	if err := toml.Unmarshal(uncommentExamples(data), &doc); err != nil {
 		t.Fatal(err)
 	}
 	have := map[string]bool{}

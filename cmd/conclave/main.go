@@ -32,11 +32,13 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/conclavehq/conclave/agents/fuzzy"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := runMain(ctx, os.Args[1:], env{getenv: os.Getenv, stdout: os.Stdout, stderr: os.Stderr, stdin: os.Stdin})
+	code := runMain(ctx, os.Args[1:], env{getenv: os.Getenv, environ: os.Environ, stdout: os.Stdout, stderr: os.Stderr, stdin: os.Stdin})
 	stop()
 	os.Exit(code)
 }
@@ -57,6 +59,10 @@ type env struct {
 	// now, when set, is the identity cache's clock (a test drives it);
 	// nil means the real one.
 	now func() time.Time
+
+	// environ lists the environment as NAME=value (os.Environ), for the
+	// check of CONCLAVE_ names; nil checks none.
+	environ func() []string
 }
 
 // errUsage marks errors that should print the usage text; errUsageShown
@@ -144,6 +150,10 @@ func runMain(ctx context.Context, args []string, e env) int {
 	}
 	cmd, group, rest := findCommand(args)
 	var err error
+	if cmd != nil && cmd.name == "help" && len(rest) > 0 && !isFlag(rest[0]) && rest[0] != "help" {
+		// "help <command>" is "<command> --help".
+		return runMain(ctx, append(slices.Clone(rest), "--help"), e)
+	}
 	switch {
 	case cmd != nil && cmd.name == "help":
 		fmt.Fprint(e.stdout, usageOf(""))
@@ -152,10 +162,10 @@ func runMain(ctx context.Context, args []string, e env) int {
 	case group != "" && (len(rest) == 1 || slices.Contains([]string{"help", "-h", "-help", "--help"}, rest[1])):
 		fmt.Fprint(e.stdout, usageOf(group+" "))
 	case group != "":
-		fmt.Fprintf(e.stderr, "conclave: unknown %s command %q\n\n%s", group, rest[1], usageOf(group+" "))
+		fmt.Fprintf(e.stderr, "conclave: unknown %s command %q%s\n\n%s", group, rest[1], didYouMean(rest[:2]), usageOf(group+" "))
 		return 2
 	default:
-		fmt.Fprintf(e.stderr, "conclave: unknown command %q\n\n%s", args[0], usageOf(""))
+		fmt.Fprintf(e.stderr, "conclave: unknown command %q%s\n\n%s", args[0], didYouMean(args[:1]), usageOf(""))
 		return 2
 	}
 	switch {
@@ -174,6 +184,30 @@ func runMain(ctx context.Context, args []string, e env) int {
 		fmt.Fprintf(e.stderr, "conclave: %v\n", err)
 		return 1
 	}
+}
+
+// didYouMean suggests the command nearest to the words typed (" (did you
+// mean templates?)"): for one word, the commands and groups; for a group
+// and a second word, that group's commands. It is empty when none is
+// near enough to be what was meant.
+func didYouMean(words []string) string {
+	var names []string
+	for _, c := range commands() {
+		w := strings.Fields(c.name)
+		switch {
+		case len(words) == 1:
+			names = append(names, w[0])
+		case len(w) == 2 && w[0] == words[0]:
+			names = append(names, c.name)
+		}
+	}
+	typed := strings.Join(words, " ")
+	slices.Sort(names)
+	near, d := fuzzy.Nearest(typed, slices.Compact(names))
+	if d < 0 || d > max(2, len(words[len(words)-1])/3) {
+		return ""
+	}
+	return " (did you mean " + near + "?)"
 }
 
 // errFailed is returned by commands that already reported why they
@@ -280,10 +314,16 @@ func configFlag(fs *flag.FlagSet, e env) func() (Config, []string, error) {
 		if err != nil {
 			return cfg, nil, err
 		}
+		if err := checkEnvNames(e.environ); err != nil {
+			return cfg, nil, err
+		}
 		inFile := cfg.applyEnv(e.getenv)
 		fromEnv, err := cfg.applyEnvKeys(e.getenv)
 		if err != nil {
 			return cfg, nil, err
+		}
+		if slices.Contains(fromEnv, "templates.dir") {
+			cfg.Templates.SetBy, cfg.Templates.Explicit = envPrefix+"TEMPLATES_DIR", true
 		}
 		// A secret the environment replaced is not one left in the file.
 		inFile = slices.DeleteFunc(inFile, func(k string) bool { return slices.Contains(fromEnv, k) })

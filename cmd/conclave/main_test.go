@@ -43,7 +43,7 @@ func TestCLIHelp(t *testing.T) {
 	}
 	flags := map[string][]string{
 		"run":              {"-config"},
-		"templates check":  {"-dir", "-fixture"},
+		"templates check":  {"-dir", "-fixture", "-strict"},
 		"templates render": {"-agent", "-prompt", "-fixture", "-dir", "-config"},
 		"memory hydrate":   {"-agent", "-session", "-group", "-file", "-config"},
 		"config print":     {"-config"},
@@ -75,6 +75,39 @@ func TestCLIHelp(t *testing.T) {
 	}
 	if code, _, errOut := cli(t, nil, "config", "print", "--nope"); code != 2 || !strings.Contains(errOut, "-nope") {
 		t.Errorf("unknown flag: exit %d, %q", code, errOut)
+	}
+}
+
+// TestCLIHelpOfACommand: "help <command>" prints that command's help, as
+// "<command> --help" does; an unknown command suggests the nearest one.
+func TestCLIHelpOfACommand(t *testing.T) {
+	for _, args := range [][]string{{"help", "run"}, {"help", "templates", "check"}, {"help", "chat"}} {
+		code, out, errOut := cli(t, nil, args...)
+		name := strings.Join(args[1:], " ")
+		if code != 0 || !strings.HasPrefix(out, "Usage: conclave "+name+" [flags]") {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q", args, code, out, errOut)
+		}
+	}
+	if code, out, _ := cli(t, nil, "help", "templates"); code != 0 || !strings.HasPrefix(out, "Usage: conclave templates <command>") {
+		t.Errorf("help templates: exit %d, %q", code, out)
+	}
+	if code, out, _ := cli(t, nil, "help", "help"); code != 0 || !strings.Contains(out, "Commands:") {
+		t.Errorf("help help: exit %d, %q", code, out)
+	}
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"tempaltes", "check"}, `conclave: unknown command "tempaltes" (did you mean templates?)`},
+		{[]string{"help", "chta"}, `conclave: unknown command "chta" (did you mean chat?)`},
+		{[]string{"templates", "chek"}, `conclave: unknown templates command "chek" (did you mean templates check?)`},
+		{[]string{"serve"}, `conclave: unknown command "serve"` + "\n"},
+	}
+	for _, tt := range tests {
+		code, _, errOut := cli(t, nil, tt.args...)
+		if code != 2 || !strings.Contains(errOut, tt.want) {
+			t.Errorf("%v: exit %d, stderr %q; want 2 and %q", tt.args, code, errOut, tt.want)
+		}
 	}
 }
 

@@ -44,6 +44,9 @@ func runHydrate(ctx context.Context, args []string, e env) error {
 	if err != nil {
 		return fmt.Errorf("memory hydrate: --agent: %w", err)
 	}
+	if w := hydrateUnread(cfg, agent.Canonical, *group != ""); w != "" {
+		fmt.Fprintln(e.stderr, "warning: memory hydrate: "+w)
+	}
 	namespace, key := agent.Canonical, *session
 	if *group != "" {
 		var members []string
@@ -102,4 +105,26 @@ func humanOfStatic(cfg Config, name string) string {
 		}
 	}
 	return name
+}
+
+// hydrateUnread says why an agent declared in the configuration would not
+// read the session being hydrated: a facilitator reads no memory, an
+// expert reads its keyed sessions (--session), a clone or a human agent
+// its group's (--group). Empty when it does, or when the agent is not
+// declared (its role is on the chain).
+func hydrateUnread(cfg Config, name string, group bool) string {
+	for _, a := range staticAgents(cfg.Agents) {
+		if !strings.EqualFold(a.EnsDomain, name) {
+			continue
+		}
+		switch {
+		case a.Role == ens.RoleFacilitator:
+			return fmt.Sprintf("%s is a facilitator, which reads no memory session: nothing it answers will use this history", name)
+		case a.Role == ens.RoleExpert && group:
+			return fmt.Sprintf("%s is an expert, which reads the session of a key (--session), not a group's", name)
+		case (a.Role == ens.RoleClone || a.Role == ens.RoleHuman) && !group:
+			return fmt.Sprintf("%s is a %s, which reads its group's session (--group), not a key's", name, a.Role)
+		}
+	}
+	return ""
 }

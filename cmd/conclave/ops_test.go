@@ -250,8 +250,12 @@ func TestMetricsAndTurnLog(t *testing.T) {
 					t.Errorf("turn %d has no %s: %v", i, k, turns[i])
 				}
 			}
-			if d, _ := turns[i]["duration"].(float64); i == 1 && d <= 0 {
-				t.Errorf("turn %d duration = %v", i, turns[i]["duration"])
+			// Durations are written as text ("8.1ms").
+			for _, k := range []string{"wait", "duration"} {
+				text, _ := turns[i][k].(string)
+				if d, err := time.ParseDuration(text); err != nil || k == "duration" && i == 1 && d <= 0 {
+					t.Errorf("turn %d %s = %v, want a positive duration as text", i, k, turns[i][k])
+				}
 			}
 		}
 		if e, _ := turns[0]["error"].(string); !strings.Contains(e, "context-not-found.tmpl:2") {

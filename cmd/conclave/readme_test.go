@@ -122,3 +122,19 @@ func TestSlackAppManifest(t *testing.T) {
 		}
 	}
 }
+
+// TestREADMEListsEveryCommand: the README's Operations section names
+// every sub-command the binary has.
+func TestREADMEListsEveryCommand(t *testing.T) {
+	readme := readFile(t, "../../README.md")
+	_, list, ok := strings.Cut(readme, "`conclave --help` lists the sub-commands (")
+	if !ok {
+		t.Fatal("the README has no list of sub-commands")
+	}
+	list, _, _ = strings.Cut(list, ")")
+	for _, c := range commands() {
+		if !strings.Contains(list, "`"+c.name+"`") {
+			t.Errorf("the README's list of sub-commands lacks `%s`: %s", c.name, list)
+		}
+	}
+}

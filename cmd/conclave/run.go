@@ -147,9 +147,9 @@ func (p *instance) openMemory(ctx context.Context) error {
 	return nil
 }
 
-func (p *instance) openPrompts(context.Context) error {
-	lib, dir, err := openTemplates(p.cfg.Templates.Dir, templates.Options{Logger: p.log.With(slog.String(logComponent, "templates"))},
-		func(msg string) { p.log.Info(msg) })
+func (p *instance) openPrompts(ctx context.Context) error {
+	lib, dir, err := openConfiguredTemplates(p.cfg.Templates, templates.Options{Logger: p.log.With(slog.String(logComponent, "templates"))},
+		func(level slog.Level, msg string) { p.log.Log(ctx, level, msg) })
 	if err != nil {
 		return err
 	}
@@ -541,11 +541,20 @@ func reloadOnHUP(ctx context.Context, hup <-chan os.Signal, lib *templates.Libra
 func newLogger(c LogConfig, w io.Writer) *slog.Logger {
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(c.Level))
-	opts := &slog.HandlerOptions{Level: level}
+	opts := &slog.HandlerOptions{Level: level, ReplaceAttr: durationAsText}
 	if c.Format == "text" {
 		return slog.New(slog.NewTextHandler(w, opts))
 	}
 	return slog.New(slog.NewJSONHandler(w, opts))
+}
+
+// durationAsText writes durations as Go writes them ("1.5s", "250ms"):
+// JSON would otherwise show nanoseconds, which nobody reads at a glance.
+func durationAsText(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		return slog.String(a.Key, a.Value.Duration().String())
+	}
+	return a
 }
 
 // part adapts a long-lived part of the process, run under ctx, to the

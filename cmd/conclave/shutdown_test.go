@@ -79,6 +79,11 @@ func TestSIGTERMRealProcess(t *testing.T) {
 	r := newRig(t, fakeslack.Options{EchoPosts: true})
 	r.llm.Handle(echoAfter(time.Second))
 	path := r.config(t, redisSection(db.URL, db.Prefix))
+	// The turn in flight must finish within the grace: on a loaded
+	// machine a second of model time and a post may take several, and a
+	// longer grace does not make the test longer (the child exits as soon
+	// as the turn is done).
+	rewrite(t, path, `shutdown_grace = "5s"`, `shutdown_grace = "60s"`)
 
 	cmd := exec.Command(os.Args[0], "-test.run=^TestConclaveProcess$")
 	cmd.Env = childEnv(envChildProcess+"=1", "CONCLAVE_CONFIG="+path)
@@ -95,7 +100,10 @@ func TestSIGTERMRealProcess(t *testing.T) {
 			<-exited
 		}
 	})
-	ctx := waitCtx(t)
+	// A child process starts, connects and shuts down more slowly than
+	// in-process parts: it gets longer than waitCtx's 30 s.
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
 	if err := r.slack.WaitOpen(ctx, 1); err != nil {
 		t.Fatalf("the child did not connect: %v\n%s", err, out)
 	}

@@ -116,6 +116,9 @@ func countTemplates(dir string) int {
 // a checkout (whose defaults/ are the built-in prompts), not a config
 // repository.
 func isGoSource(dir string) bool {
+	if dir == "" {
+		return false // the built-in prompts, not the working directory
+	}
 	matches, _ := filepath.Glob(filepath.Join(dir, "*.go"))
 	return len(matches) > 0
 }

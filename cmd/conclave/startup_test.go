@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	gethlog "github.com/ethereum/go-ethereum/log"
 	"github.com/redis/go-redis/v9"
@@ -144,6 +145,24 @@ func TestLibraryLogsAreStructured(t *testing.T) {
 		}
 		if !found {
 			t.Errorf("no JSON line from %s containing %q in:\n%s", component, text, buf.String())
+		}
+	}
+}
+
+// TestLogDurationsAsText: durations are logged as text in both formats,
+// inside groups too.
+func TestLogDurationsAsText(t *testing.T) {
+	for format, want := range map[string][]string{
+		"json": {`"retry_in":"1.5s"`, `"wait":{"left":"250ms"}`},
+		"text": {"retry_in=1.5s", "wait.left=250ms"},
+	} {
+		var b strings.Builder
+		newLogger(LogConfig{Level: "info", Format: format}, &b).Info("x",
+			slog.Duration("retry_in", 1500*time.Millisecond), slog.Group("wait", slog.Duration("left", 250*time.Millisecond)))
+		for _, w := range want {
+			if !strings.Contains(b.String(), w) {
+				t.Errorf("%s: %q lacks %s", format, b.String(), w)
+			}
 		}
 	}
 }

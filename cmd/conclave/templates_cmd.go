@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 
 	"github.com/conclavehq/conclave/agents"
@@ -20,10 +21,13 @@ func (f *fixtureList) String() string     { return strings.Join(*f, ",") }
 func (f *fixtureList) Set(v string) error { *f = append(*f, v); return nil }
 
 // runTemplatesCheck checks a config repository: errors as file:line:
-// message on stdout and a non-zero exit; warnings do not fail.
+// message on stdout and a non-zero exit; warnings do not fail unless
+// --strict. What is left out as not part of the layout is noted on
+// stderr.
 func runTemplatesCheck(_ context.Context, args []string, e env) error {
 	fs := newFlags("templates check", e)
 	dir := fs.String("dir", "templates", "the config repository of prompts")
+	strict := fs.Bool("strict", false, "fail on warnings too (an unknown field, a value that renders <no value>)")
 	var fixtures fixtureList
 	fs.Var(&fixtures, "fixture", "a JSON fixture to render with (repeatable; default: the built-in one)")
 	if err := parseFlags(fs, args, e); err != nil {
@@ -38,11 +42,22 @@ func runTemplatesCheck(_ context.Context, args []string, e env) error {
 		opts.Fixtures = append(opts.Fixtures, f)
 	}
 	report := templates.Check(*dir, opts)
+	for _, p := range report.Notes {
+		fmt.Fprintln(e.stderr, "note: "+p.String())
+	}
 	for _, p := range report.Errors {
 		fmt.Fprintln(e.stdout, p.String())
 	}
+	warning := "warning: "
+	if *strict {
+		warning = "error (--strict): "
+	}
 	for _, p := range report.Warnings {
-		fmt.Fprintln(e.stdout, "warning: "+p.String())
+		fmt.Fprintln(e.stdout, warning+p.String())
+	}
+	if *strict && len(report.Warnings) > 0 {
+		fmt.Fprintf(e.stderr, "templates check: %d error(s), %d warning(s), failed by --strict\n", len(report.Errors), len(report.Warnings))
+		return errFailed
 	}
 	if !report.OK() {
 		fmt.Fprintf(e.stderr, "templates check: %d error(s), %d warning(s)\n", len(report.Errors), len(report.Warnings))
@@ -74,8 +89,9 @@ func runTemplatesRender(ctx context.Context, args []string, e env) error {
 	if err != nil {
 		return err
 	}
-	if *dir == "" {
-		*dir = cfg.Templates.Dir
+	tc := cfg.Templates
+	if *dir != "" {
+		tc = TemplatesConfig{Dir: *dir, SetBy: "--dir", Explicit: true}
 	}
 	var fixture templates.Fixture
 	if *fixturePath != "" {
@@ -97,8 +113,13 @@ func runTemplatesRender(ctx context.Context, args []string, e env) error {
 				Owner: human.Owner, Addresses: human.Addresses, Attributes: human.Attributes})
 		}
 	}
-	lib, _, err := openTemplates(*dir, templates.Options{Clock: templates.FixedClock},
-		func(msg string) { fmt.Fprintln(e.stderr, msg) })
+	lib, _, err := openConfiguredTemplates(tc, templates.Options{Clock: templates.FixedClock},
+		func(level slog.Level, msg string) {
+			if level >= slog.LevelWarn {
+				msg = "warning: " + msg
+			}
+			fmt.Fprintln(e.stderr, msg)
+		})
 	if err != nil {
 		return err
 	}
