@@ -6,6 +6,7 @@ import (
 	"math/big"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ethereum/go-ethereum"
 	"github.com/ethereum/go-ethereum/common"
@@ -235,6 +236,25 @@ func TestRPCDeadline(t *testing.T) {
 	_, err := d.Resolve(context.Background(), "claudine.acme.137.protocol6022.eth")
 	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "agentRef on chain 137") {
 		t.Fatalf("a call that never answers: error = %v, want a deadline error naming the step", err)
+	}
+}
+
+// A whole resolution has one deadline (ens.resolve_timeout), shorter here
+// than the deadline of its one RPC call: the error says which one ended it.
+func TestResolveDeadline(t *testing.T) {
+	fake := newFakeChain(t)
+	seedAgents(fake)
+	d := newDirectory(t, fake, ens.Options{RPCTimeout: time.Minute, ResolveTimeout: 50 * time.Millisecond,
+		Collections: []ens.Collection{{ChainID: 137, Address: fake.Collection().Hex(), Label: "acme"}}})
+	release := fake.HoldCalls()
+	defer release()
+	_, err := d.Resolve(context.Background(), "claudine.acme.137.protocol6022.eth")
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "longer than ens.resolve_timeout (50ms)") {
+		t.Fatalf("a call that never answers: error = %v, want the resolution's deadline named", err)
+	}
+	_, err = d.ResolveToken(context.Background(), 0, fake.Collection().Hex(), big.NewInt(1))
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "ens.resolve_timeout") {
+		t.Fatalf("ResolveToken: error = %v, want the resolution's deadline named", err)
 	}
 }
 

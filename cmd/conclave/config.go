@@ -158,6 +158,9 @@ type ENSConfig struct {
 	// refused unless these allow them (tests, private deployments).
 	GatewayAllowHTTP    bool `toml:"gateway_allow_http"`
 	GatewayAllowPrivate bool `toml:"gateway_allow_private"`
+
+	// ResolveTimeout bounds one whole look-up, all its calls together.
+	ResolveTimeout Duration `toml:"resolve_timeout"`
 }
 
 // ChainConfig is one [[ens.chains]].
@@ -290,6 +293,8 @@ func defaultConfig() Config {
 			RPCTimeout:  Duration{ens.DefaultRPCTimeout},
 			TextKeys:    slices.Clone(ens.DefaultTextKeys),
 			Chains:      defaultChains(),
+
+			ResolveTimeout: Duration{ens.DefaultResolveTimeout},
 		},
 		Conversation: ConversationConfig{
 			Timeout:          Duration{eng.Timeout},
@@ -613,6 +618,7 @@ func (c *Config) validateENS(p *problems) {
 	p.positive("ens.cache_ttl", c.ENS.CacheTTL)
 	p.positive("ens.negative_ttl", c.ENS.NegativeTTL)
 	p.positive("ens.rpc_timeout", c.ENS.RPCTimeout)
+	p.positive("ens.resolve_timeout", c.ENS.ResolveTimeout)
 	if c.ENS.StaleMax.Duration < 0 {
 		p.bad("ens.stale_max", "must not be negative")
 	}

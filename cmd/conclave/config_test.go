@@ -69,6 +69,8 @@ func TestExampleMatchesDefaults(t *testing.T) {
 		"llm.max_input":    {*cfg.LLM.MaxInputTokens, *def.LLM.MaxInputTokens},
 		"llm.json_mode":    {*cfg.LLM.JSONMode, *def.LLM.JSONMode},
 		"llm.merge":        {*cfg.LLM.MergeConsecutive, *def.LLM.MergeConsecutive},
+
+		"ens.resolve_timeout": {cfg.ENS.ResolveTimeout, def.ENS.ResolveTimeout},
 	}
 	for name, p := range pairs {
 		if fmt.Sprint(p[0]) != fmt.Sprint(p[1]) {
@@ -239,6 +241,7 @@ func TestConfigValidationNamesKey(t *testing.T) {
 		{"two facilitators", "[[agents]]\nens = \"a.b.1.protocol6022.eth\"\nrole = \"facilitator\"\n[[agents]]\nens = \"b.b.1.protocol6022.eth\"\nrole = \"facilitator\"\n[[channels]]\nid = \"C1\"\nagents = [\"a.b.1.protocol6022.eth\", \"b.b.1.protocol6022.eth\"]", "channels[0].agents: at most one facilitator"},
 		{"registry", "[[ens.chains]]\nchain_id = 5\nregistry = \"nope\"", "ens.chains[0].registry"},
 		{"collection label", "[[ens.collections]]\nchain_id = 5\naddress = \"0x23dbc335f966d9869940FB55f61E919118AAD236\"\nlabel = \"Acme Corp\"", "ens.collections[0].label"},
+		{"resolve timeout", "[ens]\nresolve_timeout = \"0s\"", "ens.resolve_timeout: must be a positive duration"},
 		{"base domain", "[ens]\nbase_domains = [\"Protocol6022.ETH\"]", "ens.base_domains[0]"},
 		{"llm url", "[llm]\nbase_url = \"localhost:11434\"", "llm.base_url"},
 		{"profile temperature", "[llm.profiles.hot]\ntemperature = 3.0", "llm.profiles.hot.temperature"},
