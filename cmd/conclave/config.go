@@ -111,6 +111,8 @@ type LLMConfig struct {
 	LLMProfileConfig
 	Profiles      map[string]LLMProfileConfig `toml:"profiles"`
 	MaxToolRounds int                         `toml:"max_tool_rounds"`
+
+	MaxToolCallsPerRound int `toml:"max_tool_calls_per_round"`
 }
 
 // MCPConfig is [mcp]: the MCP servers agents take tools from.
@@ -278,7 +280,7 @@ func defaultConfig() Config {
 			MaxRetries:       ptr(3),
 			JSONMode:         ptr(true),
 			MergeConsecutive: ptr(false),
-		}, MaxToolRounds: eng.MaxToolRounds},
+		}, MaxToolRounds: eng.MaxToolRounds, MaxToolCallsPerRound: eng.MaxToolCallsPerRound},
 		Memory: MemoryConfig{
 			KeyPrefix:          memory.DefaultKeyPrefix,
 			MaxSessionMessages: memory.DefaultMaxSessionMessages,
@@ -551,6 +553,9 @@ func (c *Config) validate() error {
 	if c.LLM.MaxToolRounds <= 0 {
 		p.bad("llm.max_tool_rounds", "must be > 0")
 	}
+	if c.LLM.MaxToolCallsPerRound <= 0 {
+		p.bad("llm.max_tool_calls_per_round", "must be > 0")
+	}
 	c.validateMCP(&p)
 	c.validateChannels(&p, static)
 	c.validateConversation(&p)
@@ -709,6 +714,8 @@ func (c *Config) validateMCP(p *problems) {
 		switch {
 		case !tools.ServerNameRE.MatchString(s.Name):
 			p.bad(key+".name", "%q must be [a-z0-9_-]+", s.Name)
+		case strings.Contains(s.Name, tools.Separator):
+			p.bad(key+".name", "%q must not contain %q (it joins server and tool names)", s.Name, tools.Separator)
 		case seenServer[s.Name]:
 			p.bad(key+".name", "%q is used twice", s.Name)
 		}

@@ -440,6 +440,8 @@ func engineOptions(cfg Config, botUserID string) agents.Options {
 		TurnTimeout:      3 * longestTotalTimeout(cfg.LLM),
 		PostTimeout:      6 * cfg.Slack.Timeout.Duration,
 		Agents:           map[string]agents.AgentSettings{},
+
+		MaxToolCallsPerRound: cfg.LLM.MaxToolCallsPerRound,
 	}
 	for _, ch := range cfg.Channels {
 		o.Channels = append(o.Channels, agents.ChannelConfig{ID: ch.ID, Agents: ch.Agents, Start: ch.Start})
