@@ -586,6 +586,12 @@ func (c *Config) validateSlack(p *problems) {
 		p.bad("slack.api_url", "must end with \"/\" (got %q)", c.Slack.APIURL)
 	}
 	for i, a := range c.Slack.Admins {
+		if a == agents.Everyone {
+			if len(c.Slack.Admins) > 1 {
+				p.bad(fmt.Sprintf("slack.admins[%d]", i), "%q (everyone) must be the only entry", a)
+			}
+			continue
+		}
 		if !bot.IsUserID(a) {
 			p.bad(fmt.Sprintf("slack.admins[%d]", i), "%q is not a Slack user id (U… or W…)", a)
 		}

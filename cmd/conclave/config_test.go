@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/pelletier/go-toml/v2"
+
+	"github.com/conclavehq/conclave/agents"
 )
 
 func noEnv(string) string { return "" }
@@ -222,6 +224,7 @@ func TestConfigValidationNamesKey(t *testing.T) {
 	}{
 		{"api url without slash", "[slack]\napi_url = \"http://x/api\"", "slack.api_url"},
 		{"admin id", "[slack]\nadmins = [\"bob\"]", "slack.admins[0]"},
+		{"everyone and a list", "[slack]\nadmins = [\"U1\", \"*\"]", `slack.admins[1]: "*" (everyone) must be the only entry`},
 		{"app token kind", "[slack]\napp_token = \"xoxb-1\"", "slack.app_token: must be an app-level token"},
 		{"max turns", "[conversation]\nmax_turns = 0", "conversation.max_turns: must be > 0"},
 		{"negative timeout", "[conversation]\ntimeout = \"-1m\"", "conversation.timeout"},
@@ -405,5 +408,21 @@ func TestDeployConfigLoads(t *testing.T) {
 	cfg.applyEnv(noEnv)
 	if err := cfg.validate(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// slack.admins = ["*"] is valid: it opens adding and removing agents to
+// everyone.
+func TestAdminsEveryoneIsValid(t *testing.T) {
+	cfg := defaultConfig()
+	if err := decodeConfig("c.toml", []byte("[slack]\nadmins = [\"*\"]"), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	cfg.applyEnv(noEnv)
+	if err := cfg.validate(); err != nil && strings.Contains(err.Error(), "slack.admins") {
+		t.Fatalf("validate() = %v", err)
+	}
+	if got := agents.Admins(cfg.Slack.Admins).Who(); got != "everyone" {
+		t.Errorf("Who() = %q", got)
 	}
 }

@@ -104,7 +104,8 @@ func newInstance(cfg Config, log *slog.Logger, e env) *instance {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return &instance{
 		cfg: cfg, log: log, e: e, reg: reg, metrics: newRunMetrics(reg),
-		summary: startupSummary{store: storeKind(cfg.Memory), agents: len(cfg.Agents), channels: len(cfg.Channels), slackTeam: "not configured"},
+		summary: startupSummary{store: storeKind(cfg.Memory), agents: len(cfg.Agents), channels: len(cfg.Channels), slackTeam: "not configured",
+			agentAdmins: agents.Admins(cfg.Slack.Admins).Who()},
 	}
 }
 
