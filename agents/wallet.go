@@ -93,7 +93,7 @@ func NewWallets(store WalletStore, log *slog.Logger, now func() time.Time) *Wall
 }
 
 // Keys of the one-time values a verification uses.
-func linkKey(token string) string { return "wallet:" + token }
+func linkKey(token string) string    { return "wallet:" + token }
 func messageKey(token string) string { return "wallet-message:" + token }
 
 // keptMessage is the text kept for a link to be signed, and by whom.

@@ -117,8 +117,8 @@ type commandRigOptions struct {
 	// the empty list itself.
 	admins         []string
 	workspaceRoles bool
-	wallet bool             // serve the wallet page and set a public URL
-	now    func() time.Time // the pairing rules' clock; default time.Now
+	wallet         bool             // serve the wallet page and set a public URL
+	now            func() time.Time // the pairing rules' clock; default time.Now
 }
 
 func newCommandRig(t *testing.T, o commandRigOptions) *commandRig {

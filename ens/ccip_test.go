@@ -164,8 +164,8 @@ func TestCCIPRead(t *testing.T) {
 			want: "answer:\xab\xcd", requests: []string{"GET /fail/500/" + dataHex, "GET /fail/json/" + dataHex, "GET /gw/" + dataHex},
 		},
 		{
-			name: "at most 4 gateway URLs are tried",
-			urls: []string{"$GW/fail/500/1", "$GW/fail/500/2", "$GW/fail/500/3", "$GW/fail/500/4", "$GW/gw/{data}", "$GW/gw/{data}"},
+			name:     "at most 4 gateway URLs are tried",
+			urls:     []string{"$GW/fail/500/1", "$GW/fail/500/2", "$GW/fail/500/3", "$GW/fail/500/4", "$GW/gw/{data}", "$GW/gw/{data}"},
 			wantErr:  "HTTP 500",
 			requests: []string{"POST /fail/500/1", "POST /fail/500/2", "POST /fail/500/3", "POST /fail/500/4"},
 		},
