@@ -215,15 +215,20 @@ func TestResolveErrors(t *testing.T) {
 
 func TestErrorsHideTheRPCURL(t *testing.T) {
 	// Nothing listens on port 1; the default dialler (ethclient) is used.
-	const secretURL = "http://127.0.0.1:1/v3/secret-api-key"
-	d, err := ens.New(ens.Options{Chains: []ens.Chain{{ChainID: 137, RPCURL: secretURL}}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	_, err = d.Resolve(context.Background(), claudine)
-	if err == nil || strings.Contains(err.Error(), "secret-api-key") || !strings.Contains(err.Error(), "agentRef on chain 137") {
-		t.Fatalf("error = %v, want the failed step without the URL's key", err)
+	for _, secretURL := range []string{
+		"http://127.0.0.1:1/v3/secret-api-key",
+		"http://rpc-user:secret-api-key@127.0.0.1:1/v3/secret-path-key", // net/http quotes it as rpc-user:***@
+	} {
+		d, err := ens.New(ens.Options{Chains: []ens.Chain{{ChainID: 137, RPCURL: secretURL}}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = d.Resolve(context.Background(), claudine)
+		d.Close()
+		if err == nil || strings.Contains(err.Error(), "secret-") || strings.Contains(err.Error(), "rpc-user") ||
+			!strings.Contains(err.Error(), "agentRef on chain 137") || !strings.Contains(err.Error(), "http://127.0.0.1:1/…") {
+			t.Fatalf("error = %v, want the failed step and the host without the URL's key", err)
+		}
 	}
 }
 

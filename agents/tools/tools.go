@@ -22,6 +22,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/conclavehq/conclave/agents/llm"
+	"github.com/conclavehq/conclave/agents/redact"
 )
 
 // Separator joins a server's name and a tool's name into the function name
@@ -59,6 +60,9 @@ type Server struct {
 	URL     string            // Streamable HTTP endpoint (exactly one of Command and URL)
 	Headers map[string]string // HTTP: sent with every request
 	Timeout time.Duration     // per call; DefaultTimeout when zero
+	// SecretArgs marks Command's arguments as secrets (secret_args): they
+	// are masked wherever the server's errors and logs could quote them.
+	SecretArgs bool
 }
 
 // Options are the hub's collaborators and pacing.
@@ -146,15 +150,23 @@ func check(s Server, seen map[string]bool) error {
 	return nil
 }
 
-// redactor replaces the values of a server's env and headers, which may be
-// secrets, wherever its errors could quote them.
+// redactor replaces what of a server may be a secret — the values of its
+// env and headers, its arguments when SecretArgs, and its URL's user-info,
+// query values and path keys — wherever its errors could quote them.
 func redactor(s Server) *strings.Replacer {
-	var pairs []string
+	pairs := redact.URLPairs(s.URL)
+	values := []string{}
 	for _, m := range []map[string]string{s.Env, s.Headers} {
 		for _, v := range m {
-			if len(v) >= 4 {
-				pairs = append(pairs, v, "****")
-			}
+			values = append(values, v)
+		}
+	}
+	if s.SecretArgs && len(s.Command) > 1 {
+		values = append(values, s.Command[1:]...)
+	}
+	for _, v := range values {
+		if len(v) >= 4 {
+			pairs = append(pairs, v, redact.Mask)
 		}
 	}
 	return strings.NewReplacer(pairs...)

@@ -521,3 +521,36 @@ func TestToolNamesMapExactly(t *testing.T) {
 		}
 	})
 }
+
+// A server's URL query values and, with SecretArgs, its arguments are
+// masked in its errors and logs, like its env and header values.
+func TestURLAndArgumentsMasked(t *testing.T) {
+	down := httptest.NewServer(mcptest.Handler())
+	base := down.URL
+	down.Close()
+	servers := []tools.Server{
+		{Name: "down", URL: base + "/mcp?token=" + secret, Timeout: 2 * time.Second},
+		{Name: "gone", Command: []string{filepath.Join(t.TempDir(), "no-such-binary"), "--token", secret}, SecretArgs: true, Timeout: 2 * time.Second},
+		// A server that writes its arguments to its stderr, which is logged.
+		{Name: "echo", Command: []string{"/bin/sh", "-c", `echo "my args: $*" >&2; exit 3`, "sh", "--token", secret}, SecretArgs: true, Timeout: 2 * time.Second},
+	}
+	h, logs, _ := run(t, servers...)
+	eventually(t, "the echo server's stderr in the log", func() bool { return strings.Contains(logs.String(), "my args: ") })
+	for _, name := range []string{"down__x", "gone__x", "echo__x"} {
+		if _, err := h.Call(t.Context(), name, `{}`); err == nil || strings.Contains(err.Error(), secret) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	p, err := tools.New(servers, tools.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range p.Probe(t.Context()) {
+		if r.Err == nil || strings.Contains(r.Err.Error(), secret) {
+			t.Errorf("probe of %s: %v", r.Server, r.Err)
+		}
+	}
+	if !strings.Contains(logs.String(), "token=****") || !strings.Contains(logs.String(), "my args: **** ****") {
+		t.Errorf("the log does not show the masked URL:\n%s", logs)
+	}
+}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/conclavehq/conclave/agents"
 	"github.com/conclavehq/conclave/agents/llm"
+	"github.com/conclavehq/conclave/agents/redact"
 	"github.com/conclavehq/conclave/agents/tools"
 	"github.com/conclavehq/conclave/bot"
 	"github.com/conclavehq/conclave/ens"
@@ -129,6 +130,10 @@ type MCPServerConfig struct {
 	Env     map[string]string `toml:"env"`
 	Headers map[string]string `toml:"headers"`
 	Timeout Duration          `toml:"timeout"`
+
+	// SecretArgs masks the command's arguments (they carry a token) in
+	// config print, logs and errors.
+	SecretArgs bool `toml:"secret_args"`
 }
 
 // MemoryConfig is [memory].
@@ -485,7 +490,7 @@ func mcpServers(c MCPConfig, getenv func(string) string) ([]tools.Server, error)
 	for i, s := range c.Servers {
 		key := fmt.Sprintf("mcp.servers[%d]", i)
 		srv := tools.Server{Name: s.Name, Command: s.Command, URL: s.URL, Timeout: s.Timeout.Duration,
-			Env: resolve(key+".env", s.Env), Headers: resolve(key+".headers", s.Headers)}
+			Env: resolve(key+".env", s.Env), Headers: resolve(key+".headers", s.Headers), SecretArgs: s.SecretArgs}
 		if len(s.Command) > 0 {
 			env := map[string]string{}
 			for _, k := range stdioBaseEnv {
@@ -740,6 +745,9 @@ func (c *Config) validateMCP(p *problems) {
 		if len(s.Command) > 0 && len(s.Headers) > 0 {
 			p.bad(key+".headers", "is for HTTP servers (url); a stdio server takes env")
 		}
+		if s.URL != "" && s.SecretArgs {
+			p.bad(key+".secret_args", "is for stdio servers (command); an HTTP server's secrets go in headers")
+		}
 		switch {
 		case s.Timeout.Duration == 0:
 			c.MCP.Servers[i].Timeout = Duration{tools.DefaultTimeout}
@@ -871,7 +879,7 @@ func (c *Config) hasProfile(name string) bool {
 
 func (c *Config) validateProfile(key string, p LLMProfileConfig, bad func(string, string, ...any)) {
 	if p.BaseURL != nil && *p.BaseURL != "" && !isHTTPURL(*p.BaseURL) {
-		bad(key+".base_url", "%q is not an http(s) URL", *p.BaseURL)
+		bad(key+".base_url", "%q is not an http(s) URL", redact.Text(*p.BaseURL, *p.BaseURL))
 	}
 	if p.Temperature != nil && (*p.Temperature < 0 || *p.Temperature > 2) {
 		bad(key+".temperature", "must be between 0 and 2")
