@@ -263,7 +263,7 @@ func (d resolveDeadline) start(ctx context.Context) (context.Context, func(error
 	return ctx, func(err error) error {
 		defer cancel()
 		if err != nil && errors.Is(context.Cause(ctx), errResolveDeadline) {
-			return fmt.Errorf("%w (%s): %w", errResolveDeadline, time.Duration(d), err)
+			return fmt.Errorf("%w (%s, %s)", err, errResolveDeadline, time.Duration(d))
 		}
 		return err
 	}

@@ -254,7 +254,7 @@ func TestResolveDeadline(t *testing.T) {
 	release := fake.HoldCalls()
 	defer release()
 	_, err := d.Resolve(context.Background(), "claudine.acme.137.protocol6022.eth")
-	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "longer than ens.resolve_timeout (50ms)") {
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "agentRef on chain 137: context deadline exceeded (the look-up took longer than ens.resolve_timeout, 50ms)") {
 		t.Fatalf("a call that never answers: error = %v, want the resolution's deadline named", err)
 	}
 	_, err = d.ResolveToken(context.Background(), 0, fake.Collection().Hex(), big.NewInt(1))
