@@ -154,6 +154,22 @@ func Text(s string, rawURLs ...string) string {
 	return strings.NewReplacer(pairs...).Replace(s)
 }
 
+// minSecretLen is the shortest value masked wherever it appears in a
+// text; a shorter one ("-v", "on") would mask ordinary words.
+const minSecretLen = 4
+
+// ValuePairs are old, new pairs for strings.NewReplacer that mask each
+// secret value (an env or header value, an argument) in a text.
+func ValuePairs(values ...string) []string {
+	var pairs []string
+	for _, v := range values {
+		if len(v) >= minSecretLen {
+			pairs = append(pairs, v, Mask)
+		}
+	}
+	return pairs
+}
+
 // Args is a command line with its arguments masked, the program kept
 // (for an MCP server whose arguments carry secrets: secret_args).
 func Args(command []string) []string {

@@ -68,6 +68,12 @@ func TestTextMasksTheFormsErrorsQuote(t *testing.T) {
 	}
 }
 
+func TestValuePairs(t *testing.T) {
+	if got := ValuePairs("s3cret", "-v", ""); !slices.Equal(got, []string{"s3cret", Mask}) {
+		t.Errorf("ValuePairs = %q", got)
+	}
+}
+
 func TestArgs(t *testing.T) {
 	if got := Args([]string{"crm-mcp", "--token", "s3cret"}); !slices.Equal(got, []string{"crm-mcp", Mask, Mask}) {
 		t.Errorf("Args = %q", got)

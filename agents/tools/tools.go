@@ -154,8 +154,7 @@ func check(s Server, seen map[string]bool) error {
 // env and headers, its arguments when SecretArgs, and its URL's user-info,
 // query values and path keys — wherever its errors could quote them.
 func redactor(s Server) *strings.Replacer {
-	pairs := redact.URLPairs(s.URL)
-	values := []string{}
+	var values []string
 	for _, m := range []map[string]string{s.Env, s.Headers} {
 		for _, v := range m {
 			values = append(values, v)
@@ -164,12 +163,7 @@ func redactor(s Server) *strings.Replacer {
 	if s.SecretArgs && len(s.Command) > 1 {
 		values = append(values, s.Command[1:]...)
 	}
-	for _, v := range values {
-		if len(v) >= 4 {
-			pairs = append(pairs, v, redact.Mask)
-		}
-	}
-	return strings.NewReplacer(pairs...)
+	return strings.NewReplacer(append(redact.URLPairs(s.URL), redact.ValuePairs(values...)...)...)
 }
 
 // Started is closed once every server has been tried once (connected or

@@ -67,7 +67,7 @@ func loadRun(args []string, e env) (Config, *slog.Logger, error) {
 	if err != nil {
 		return Config{}, nil, err
 	}
-	log := newLogger(cfg.Log, e.stderr)
+	log := newLogger(cfg.Log, maskingWriter(e.stderr, cfg))
 	routeLibraryLogs(log)
 	log.Info("starting conclave", slog.String("version", versionString()))
 	for _, key := range secretsInFile {
