@@ -117,15 +117,12 @@ func NewWalletVerifier(opts WalletOptions, store agents.WalletStore, notify Noti
 	}
 	log := opts.Logger.With(slog.String("component", "wallet"))
 	w := &WalletVerifier{
-		opts:  opts,
-		links: agents.NewWallets(store, log, opts.Now),
-		// Both limiters count every request, the refused ones too.
-		perToken:  newLimiter(walletTokenLimit, opts.Now),
-		perClient: newLimiter(walletClientLimit, opts.Now),
-		notify:    notify,
-		log:       log,
-		mux:       http.NewServeMux(),
-		page:      template.Must(template.New("wallet").Parse(walletPageHTML)),
+		opts:   opts,
+		links:  agents.NewWallets(store, log, opts.Now),
+		notify: notify,
+		log:    log,
+		mux:    http.NewServeMux(),
+		page:   template.Must(template.New("wallet").Parse(walletPageHTML)),
 		csp: strings.Join([]string{
 			"default-src 'none'",
 			"script-src " + cspHash(walletPageJS),
@@ -137,6 +134,8 @@ func NewWalletVerifier(opts WalletOptions, store agents.WalletStore, notify Noti
 			"frame-ancestors 'none'",
 		}, "; "),
 	}
+	// Both limiters count every request, the refused ones too.
+	w.perToken, w.perClient = newLimiter(walletTokenLimit, opts.Now), newLimiter(walletClientLimit, opts.Now)
 	if opts.PublicURL != "" {
 		u, err := url.Parse(strings.TrimRight(opts.PublicURL, "/"))
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
