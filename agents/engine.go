@@ -79,6 +79,9 @@ type Options struct {
 	MaxQueued       int // conversation.max_queued: turns waiting per conversation
 	MaxInputTokens  int // llm.max_input_tokens: the input budget when no prompt or profile sets one
 	MaxToolRounds   int // llm.max_tool_rounds
+	// MaxToolCallsPerRound bounds the tool calls run in one round
+	// (llm.max_tool_calls_per_round); the rest get an error result.
+	MaxToolCallsPerRound int
 
 	MatchThreshold float64 // expert.match_threshold
 	SessionScope   string  // expert.session_scope: ScopeAgent or ScopeChannel
@@ -146,6 +149,8 @@ func DefaultOptions() Options {
 		LockTTL:          30 * time.Second,
 		SweepInterval:    time.Second,
 		StreamInterval:   time.Second,
+
+		MaxToolCallsPerRound: 8,
 	}
 }
 
@@ -288,6 +293,7 @@ func withDefaults(opts Options) Options {
 	orDefault(&opts.MaxQueued, d.MaxQueued)
 	orDefault(&opts.MaxInputTokens, d.MaxInputTokens)
 	orDefault(&opts.MaxToolRounds, d.MaxToolRounds)
+	orDefault(&opts.MaxToolCallsPerRound, d.MaxToolCallsPerRound)
 	orDefault(&opts.MatchThreshold, d.MatchThreshold)
 	orDefault(&opts.PostRetryWindow, d.PostRetryWindow)
 	orDefault(&opts.TurnTimeout, d.TurnTimeout)

@@ -71,15 +71,24 @@ func (c runner) complete(ctx context.Context, t *turn, req llm.Request) (llm.Res
 	}
 }
 
+// errTooManyToolCalls is the result of each call past
+// max_tool_calls_per_round in one round.
+const errTooManyToolCalls = "error: too many tool calls in one round"
+
 // runTools runs one round's calls in parallel and returns their results,
 // in the order of the calls. Only the tools offered run: a model naming
 // another tool of the same server gets an error, so an agent never uses
-// more than its selection.
+// more than its selection. Only the first max_tool_calls_per_round calls
+// run; the rest are answered errTooManyToolCalls.
 func (c runner) runTools(ctx context.Context, t *turn, offered []llm.Tool, calls []llm.ToolCall) []string {
 	results := make([]string, len(calls))
 	ran := make([]bool, len(calls))
 	var wg sync.WaitGroup
 	for i, call := range calls {
+		if i >= c.opts.MaxToolCallsPerRound {
+			results[i] = errTooManyToolCalls
+			continue
+		}
 		if !slices.ContainsFunc(offered, func(o llm.Tool) bool { return o.Name == call.Name }) {
 			results[i] = fmt.Sprintf("error: no tool named %q is available", call.Name)
 			continue

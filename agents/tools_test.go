@@ -91,6 +91,41 @@ func TestToolLoop(t *testing.T) {
 	}
 }
 
+// At most max_tool_calls_per_round calls of one round run; the others
+// are answered "error: too many tool calls in one round" and leave no
+// history line.
+func TestToolCallsPerRound(t *testing.T) {
+	tb := &fakeToolbox{}
+	r := newRig(t, func(r *rig) { r.opts.MaxToolCallsPerRound = 2 }, withTools(tb, 2))
+	var many []llm.ToolCall
+	for i := range 5 {
+		many = append(many, llm.ToolCall{ID: fmt.Sprint("c", i), Name: "crm__lookup", Arguments: fmt.Sprintf(`{"n":%d}`, i)})
+	}
+	calls := llm.Response{ToolCalls: many, FinishReason: "tool_calls"}
+	r.model.on(cora, "context-not-found", calls, threading("C1", ""))
+	r.model.on(cora, "context-found", "Covered.")
+	r.model.on(elen, "default", "Thanks.")
+	r.send("", "U1", "Alice", cora+" is C1 covered?")
+	r.settle()
+
+	reqs := r.model.calls(cora, "context-not-found")
+	if len(reqs) != 2 {
+		t.Fatalf("%d threading requests, want 2", len(reqs))
+	}
+	want := []string{"C1", "C1", "error: too many tool calls in one round", "error: too many tool calls in one round", "error: too many tool calls in one round"}
+	if got := reqs[1].ToolRounds[0].Results; !slices.Equal(got, want) {
+		t.Errorf("results = %q\nwant %q", got, want)
+	}
+	if got := strings.Join(tb.calls, ","); got != `crm__lookup {"n":0},crm__lookup {"n":1}` && got != `crm__lookup {"n":1},crm__lookup {"n":0}` {
+		t.Errorf("tool calls run: %s", got)
+	}
+	if elenReq := r.model.calls(elen, "default"); len(elenReq) != 1 {
+		t.Fatalf("facilitator requests: %+v", elenReq)
+	} else if h := strings.Join(messageTexts(elenReq[0]), "\n"); strings.Count(h, "(used crm__lookup)") != 2 {
+		t.Errorf("history has %d tool lines, want 2:\n%s", strings.Count(h, "(used crm__lookup)"), h)
+	}
+}
+
 func messageTexts(r llm.Request) []string {
 	var out []string
 	for _, m := range r.Messages {

@@ -25,8 +25,10 @@ import (
 //     changes nothing (link previews fetch pages): only a successful
 //     verification spends it;
 //   - the text a wallet signs is written by conclave and kept beside the
-//     link, per address, for as long as the link; a signature is checked
-//     against that copy, never against text the browser sends;
+//     link, for as long as the link; a signature is checked against that
+//     copy, never against text the browser sends. A link keeps one text,
+//     for the address it was last asked for (a new address replaces it), so
+//     whoever holds a link cannot make the store keep more than one;
 //   - the signature must be the address's own: EIP-191 (personal_sign),
 //     with a low s (a malleated signature is refused);
 //   - of two valid verifications racing, one spends the link; a link whose
@@ -91,9 +93,13 @@ func NewWallets(store WalletStore, log *slog.Logger, now func() time.Time) *Wall
 }
 
 // Keys of the one-time values a verification uses.
-func linkKey(token string) string { return "wallet:" + token }
-func messageKey(token string, addr common.Address) string {
-	return "wallet-message:" + token + ":" + strings.ToLower(addr.Hex())
+func linkKey(token string) string    { return "wallet:" + token }
+func messageKey(token string) string { return "wallet-message:" + token }
+
+// keptMessage is the text kept for a link to be signed, and by whom.
+type keptMessage struct {
+	Address string `json:"address"` // EIP-55
+	Text    string `json:"text"`
 }
 
 // linkToken is a link token: 128 random bits in hex, also the EIP-4361
@@ -144,11 +150,33 @@ func (w *Wallets) Link(ctx context.Context, token string) (WalletLink, error) {
 }
 
 // KeepMessage keeps the text addr is asked to sign, for as long as the
-// link. Keeping it again is harmless (the same text), and a copy that
-// outlives a spent link verifies nothing.
+// link, in place of any text kept for the link before (another address's
+// included: a link keeps one). Keeping it again is harmless (the same
+// text), and a copy that outlives a spent link verifies nothing.
 func (w *Wallets) KeepMessage(ctx context.Context, token string, link WalletLink, addr common.Address, msg string) error {
 	ttl := link.Expires.Sub(w.now())
-	return w.store.PutNonce(ctx, messageKey(token, addr), []byte(msg), max(ttl, time.Millisecond))
+	value, err := json.Marshal(keptMessage{Address: addr.Hex(), Text: msg})
+	if err != nil {
+		return fmt.Errorf("agents: wallet message: %w", err)
+	}
+	return w.store.PutNonce(ctx, messageKey(token), value, max(ttl, time.Millisecond))
+}
+
+// keptFor reads the text kept for the link to be signed by addr;
+// ErrNoMessage when none is, or it is another address's.
+func (w *Wallets) keptFor(ctx context.Context, token string, addr common.Address) ([]byte, error) {
+	raw, err := w.store.PeekNonce(ctx, messageKey(token))
+	if errors.Is(err, memory.ErrNotFound) {
+		return nil, ErrNoMessage
+	}
+	if err != nil {
+		return nil, err
+	}
+	var kept keptMessage
+	if err := json.Unmarshal(raw, &kept); err != nil || kept.Address != addr.Hex() {
+		return nil, ErrNoMessage
+	}
+	return []byte(kept.Text), nil
 }
 
 // Verify checks that sig is addr's signature of the text kept for it and,
@@ -156,10 +184,7 @@ func (w *Wallets) KeepMessage(ctx context.Context, token string, link WalletLink
 // changes on any error; errors wrap ErrNoMessage, ErrBadSignature,
 // ErrWrongKey or ErrLinkGone, or are the store's.
 func (w *Wallets) Verify(ctx context.Context, token string, link WalletLink, addr common.Address, sig string) error {
-	msg, err := w.store.PeekNonce(ctx, messageKey(token, addr))
-	if errors.Is(err, memory.ErrNotFound) {
-		return ErrNoMessage
-	}
+	msg, err := w.keptFor(ctx, token, addr)
 	if err != nil {
 		return err
 	}
@@ -184,7 +209,7 @@ func (w *Wallets) Verify(ctx context.Context, token string, link WalletLink, add
 		w.giveBack(ctx, token, link)
 		return err
 	}
-	if _, err := w.store.SpendNonce(ctx, messageKey(token, addr)); err != nil && !errors.Is(err, memory.ErrNotFound) {
+	if _, err := w.store.SpendNonce(ctx, messageKey(token)); err != nil && !errors.Is(err, memory.ErrNotFound) {
 		w.log.Debug("wallet message copy not removed; it expires with the link", slog.Any("err", err))
 	}
 	return nil

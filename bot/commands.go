@@ -287,14 +287,26 @@ func describe(a ens.Agent) string {
 	return escapeSlack(a.Name) + " — " + string(a.Role) + " — " + code(a.EnsDomain)
 }
 
-// adminOnly lets an admin (anyone, when slack.admins is empty) go on with
-// "" and refuses anyone else, logging the refusal; verb names what was
-// asked ("add", "remove").
-func (c *Commands) adminOnly(cmd slack.SlashCommand, verb string) string {
-	if c.opts.Admins.May(cmd.UserID) {
+// adminOnly lets an admin go on with "" and refuses anyone else, logging
+// the refusal; verb names what was asked ("add", "remove"). Who is an
+// admin is agents.Admins' rule; when it depends on the user's role in the
+// workspace, Slack is asked (users.info), fresh each time.
+func (c *Commands) adminOnly(ctx context.Context, cmd slack.SlashCommand, verb string) string {
+	var workspaceAdmin bool
+	if c.opts.Admins.WorkspaceRoles() {
+		facts, failure := c.web.checkUser(ctx, cmd.UserID)
+		if failure != "" {
+			return failure
+		}
+		workspaceAdmin = facts.workspaceAdmin
+	}
+	if c.opts.Admins.May(cmd.UserID, workspaceAdmin) {
 		return ""
 	}
 	c.refused(cmd, "not an admin")
+	if c.opts.Admins.WorkspaceRoles() {
+		return "Only the workspace's admins and owners can " + verb + " agents (slack.admins is empty); nothing changed."
+	}
 	return "Only conclave's admins (slack.admins) can " + verb + " agents; nothing changed."
 }
 
@@ -312,7 +324,7 @@ func (c *Commands) addAgent(ctx context.Context, cmd slack.SlashCommand, args []
 	if isDirect(cmd) {
 		return "Agents can only be added to channels, not to direct messages."
 	}
-	if refusal := c.adminOnly(cmd, "add"); refusal != "" {
+	if refusal := c.adminOnly(ctx, cmd, "add"); refusal != "" {
 		return refusal
 	}
 	name, failure := c.nameOf(ctx, ref)
@@ -369,7 +381,7 @@ func (c *Commands) removeAgent(ctx context.Context, cmd slack.SlashCommand, args
 	if bad != "" {
 		return usage(usageRemove, bad)
 	}
-	if refusal := c.adminOnly(cmd, "remove"); refusal != "" {
+	if refusal := c.adminOnly(ctx, cmd, "remove"); refusal != "" {
 		return refusal
 	}
 	name, failure := c.nameOf(ctx, ref)
@@ -440,7 +452,7 @@ func (c *Commands) pair(ctx context.Context, cmd slack.SlashCommand, args []stri
 	if bad != "" {
 		return usage(usagePair, bad)
 	}
-	isBot, reason := c.web.checkUser(ctx, user)
+	facts, reason := c.web.checkUser(ctx, user)
 	if reason != "" {
 		return reason
 	}
@@ -453,7 +465,7 @@ func (c *Commands) pair(ctx context.Context, cmd slack.SlashCommand, args []stri
 		announceIn = "" // nothing is announced in a direct message
 	}
 	out, err := c.deps.Pairing.Request(ctx, agents.PairingRequest{
-		Caller: cmd.UserID, User: user, UserBot: isBot, Team: cmd.TeamID, Channel: announceIn, Agent: a,
+		Caller: cmd.UserID, User: user, UserBot: facts.isBot, Team: cmd.TeamID, Channel: announceIn, Agent: a,
 	})
 	if refusal := c.pairingRefusal(cmd, user, a, err); refusal != "" {
 		return refusal
@@ -600,9 +612,16 @@ func (w *WebAPI) botName(ctx context.Context) string {
 	return "conclave"
 }
 
-// checkUser looks a user up: whether it is a bot, or why it cannot be
-// looked up (unknown, or Slack unreachable), as a reply.
-func (w *WebAPI) checkUser(ctx context.Context, id string) (isBot bool, failure string) {
+// userFacts are what the commands ask Slack of a user.
+type userFacts struct {
+	isBot          bool
+	workspaceAdmin bool // an admin or owner of the workspace
+}
+
+// checkUser looks a user up: whether it is a bot and whether a workspace
+// admin or owner, or why it cannot be looked up (unknown, or Slack
+// unreachable), as a reply.
+func (w *WebAPI) checkUser(ctx context.Context, id string) (userFacts, string) {
 	var u *slack.User
 	err := w.call(ctx, "users.info", true, func(ctx context.Context) (err error) {
 		u, err = w.api.GetUserInfoContext(ctx, id)
@@ -610,10 +629,10 @@ func (w *WebAPI) checkUser(ctx context.Context, id string) (isBot bool, failure 
 	})
 	switch {
 	case errorCode(err) == "user_not_found":
-		return false, "There is no Slack user " + id + " in this workspace; nothing changed."
+		return userFacts{}, "There is no Slack user " + id + " in this workspace; nothing changed."
 	case err != nil:
 		w.log.Warn("users.info failed", slog.String(logUser, id), slog.Any(logError, err))
-		return false, "Could not look up the Slack user " + id + " right now; try again in a moment."
+		return userFacts{}, "Could not look up the Slack user " + id + " right now; try again in a moment."
 	}
-	return u.IsBot, ""
+	return userFacts{isBot: u.IsBot, workspaceAdmin: u.IsAdmin || u.IsOwner || u.IsPrimaryOwner}, ""
 }

@@ -112,9 +112,13 @@ type commandRig struct {
 }
 
 type commandRigOptions struct {
-	admins []string
-	wallet bool             // serve the wallet page and set a public URL
-	now    func() time.Time // the pairing rules' clock; default time.Now
+	// admins is slack.admins; nil is ["*"] (the tests written before the
+	// secure default add agents as anyone), and workspaceRoles asks for
+	// the empty list itself.
+	admins         []string
+	workspaceRoles bool
+	wallet         bool             // serve the wallet page and set a public URL
+	now            func() time.Time // the pairing rules' clock; default time.Now
 }
 
 func newCommandRig(t *testing.T, o commandRigOptions) *commandRig {
@@ -125,7 +129,9 @@ func newCommandRig(t *testing.T, o commandRigOptions) *commandRig {
 		Users: append(slices.Clone(testUsers),
 			fakeslack.User{ID: "U3", Name: "carol", RealName: "Carol Hale"},
 			fakeslack.User{ID: "W3", Name: "dora", RealName: "Dora Grid"},
-			fakeslack.User{ID: "UB2", Name: "otherbot", IsBot: true}),
+			fakeslack.User{ID: "UB2", Name: "otherbot", IsBot: true},
+			fakeslack.User{ID: "U4", Name: "wsadmin", RealName: "Wes Admin", IsAdmin: true},
+			fakeslack.User{ID: "U5", Name: "wsowner", RealName: "Olga Owner", IsOwner: true}),
 		Channels: append(slices.Clone(testChannels), fakeslack.Channel{ID: "C3", Name: "quiet", IsMember: &f}),
 	}, nil)
 	log := slog.New(slog.NewTextHandler(r.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -144,7 +150,14 @@ func newCommandRig(t *testing.T, o commandRigOptions) *commandRig {
 		t.Fatal(err)
 	}
 	h = w
-	r.answerCommands(NewCommands(r.web, CommandOptions{Admins: o.admins, Logger: log},
+	admins := o.admins
+	switch {
+	case o.workspaceRoles:
+		admins = nil
+	case admins == nil:
+		admins = []string{agents.Everyone}
+	}
+	r.answerCommands(NewCommands(r.web, CommandOptions{Admins: admins, Logger: log},
 		CommandDeps{Registry: r.engine, Identities: r.ids, Pairing: agents.NewPairing(r.store, r.ids, o.now), Wallet: w}))
 	r.run(t)
 	return r
@@ -373,6 +386,34 @@ func TestAddAgent(t *testing.T) {
 			}
 		})
 	}
+}
+
+// With slack.admins empty (the default), only the workspace's admins and
+// owners, as users.info says, may add and remove agents; Slack is asked
+// each time.
+func TestAgentsAddedByWorkspaceAdminsByDefault(t *testing.T) {
+	r := newCommandRig(t, commandRigOptions{workspaceRoles: true})
+	const refusal = "Only the workspace's admins and owners can add agents (slack.admins is empty); nothing changed."
+	checkReply(t, r.command(t, "U2", "C1", "/add-agent "+claudine), refusal)
+	if got := r.registered(t, "C1"); !slices.Equal(got, []string{elen}) {
+		t.Errorf("agents after a member's /add-agent = %v", got)
+	}
+	if !strings.Contains(r.logs.String(), "reason=\"not an admin\"") {
+		t.Errorf("the refusal is not logged:\n%s", r.logs)
+	}
+	checkReply(t, r.command(t, "U4", "C1", "/add-agent "+claudine), "Added Claudine")
+	checkReply(t, r.command(t, "U2", "C1", "/remove-agent "+claudine),
+		"Only the workspace's admins and owners can remove agents (slack.admins is empty); nothing changed.")
+	checkReply(t, r.command(t, "U5", "C1", "/remove-agent "+claudine), "Removed `"+claudine+"`")
+	if got := r.registered(t, "C1"); !slices.Equal(got, []string{elen}) {
+		t.Errorf("agents at the end = %v", got)
+	}
+	if n := len(r.fake.CallsTo("users.info")); n < 4 {
+		t.Errorf("users.info called %d times, want once per command at least", n)
+	}
+	// ["*"] opens it to everyone.
+	open := newCommandRig(t, commandRigOptions{admins: []string{agents.Everyone}})
+	checkReply(t, open.command(t, "U2", "C1", "/add-agent "+claudine), "Added Claudine")
 }
 
 func TestAddAgentAuditRecord(t *testing.T) {

@@ -12,8 +12,11 @@ import (
 	"html/template"
 	"io"
 	"log/slog"
+	"math"
+	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -36,6 +39,15 @@ const (
 	// walletRequestTimeout bounds the store and Slack calls of one request
 	// to the wallet page.
 	walletRequestTimeout = 10 * time.Second
+)
+
+// The wallet page's rate limits (SPEC §13.4), over all its routes: per
+// link token, enough for a person who reloads and switches accounts a few
+// times; per client address, enough for a few people behind one address.
+// Past either, the answer is 429 with Retry-After.
+var (
+	walletTokenLimit  = requestLimit{Burst: 10, Every: 6 * time.Second}
+	walletClientLimit = requestLimit{Burst: 30, Every: 2 * time.Second}
 )
 
 // siweChainID is the EIP-155 chain id written in the sign-in message. A
@@ -79,6 +91,8 @@ type WalletVerifier struct {
 	mux    *http.ServeMux
 	page   *template.Template
 	csp    string
+
+	perToken, perClient *limiter
 }
 
 // Embedded page assets: inline in the page, allowed by their hashes.
@@ -120,6 +134,8 @@ func NewWalletVerifier(opts WalletOptions, store agents.WalletStore, notify Noti
 			"frame-ancestors 'none'",
 		}, "; "),
 	}
+	// Both limiters count every request, the refused ones too.
+	w.perToken, w.perClient = newLimiter(walletTokenLimit, opts.Now), newLimiter(walletClientLimit, opts.Now)
 	if opts.PublicURL != "" {
 		u, err := url.Parse(strings.TrimRight(opts.PublicURL, "/"))
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -177,7 +193,27 @@ func (w *WalletVerifier) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		http.NotFound(rw, r)
 		return
 	}
+	if wait, limited := w.limited(r); limited {
+		rw.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
+		writeJSON(rw, http.StatusTooManyRequests, map[string]any{"error": "Too many requests; try again in a minute."})
+		return
+	}
 	w.mux.ServeHTTP(rw, r)
+}
+
+// limited takes one request of the client's address and of the link
+// token's budgets, and says whether either is spent (and for how long).
+// The client is the connection's peer: a forwarded-for header is anyone's
+// to write, so it is not believed.
+func (w *WalletVerifier) limited(r *http.Request) (time.Duration, bool) {
+	client, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		client = r.RemoteAddr
+	}
+	okClient, waitClient := w.perClient.allow(client)
+	token, _, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/wallet/"), "/")
+	okToken, waitToken := w.perToken.allow(token)
+	return max(waitClient, waitToken), !okClient || !okToken
 }
 
 // msgGone is shown when a link no longer works.

@@ -63,6 +63,13 @@ type walletRig struct {
 
 func newWalletRig(t *testing.T) *walletRig {
 	t.Helper()
+	return newWalletRigOver(t, nil)
+}
+
+// newWalletRigOver is newWalletRig with the verifier's store wrapped by
+// wrap (nil: not wrapped).
+func newWalletRigOver(t *testing.T, wrap func(agents.WalletStore) agents.WalletStore) *walletRig {
+	t.Helper()
 	r := &walletRig{clock: testclock.New(time.Date(2025, 3, 14, 9, 26, 53, 0, time.UTC)), logs: &testlog.Buffer{}}
 	r.fake = fakeslack.New(t, fakeslack.Options{Users: testUsers, Channels: testChannels})
 	r.store = memory.NewInProcess(memory.Options{Now: r.clock.Now})
@@ -71,7 +78,11 @@ func newWalletRig(t *testing.T) *walletRig {
 	var h http.Handler
 	r.srv = httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, req *http.Request) { h.ServeHTTP(rw, req) }))
 	t.Cleanup(r.srv.Close)
-	w, err := NewWalletVerifier(WalletOptions{PublicURL: r.srv.URL + "/", Logger: log, Now: r.clock.Now}, r.store, b)
+	var store agents.WalletStore = r.store
+	if wrap != nil {
+		store = wrap(r.store)
+	}
+	w, err := NewWalletVerifier(WalletOptions{PublicURL: r.srv.URL + "/", Logger: log, Now: r.clock.Now}, store, b)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,10 @@ const (
 	DefaultNegativeTTL = time.Minute
 	DefaultStaleMax    = 24 * time.Hour
 	DefaultRPCTimeout  = 5 * time.Second
+
+	// DefaultResolveTimeout is the deadline of one whole resolution: every
+	// RPC call, gateway request and redirect of it together.
+	DefaultResolveTimeout = 10 * time.Second
 )
 
 // maxCacheEntries bounds the cache; past it, expired entries are swept.

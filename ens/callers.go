@@ -91,17 +91,33 @@ func (r redactingCaller) CallContract(ctx context.Context, msg ethereum.CallMsg,
 	return res, redact(err, r.url)
 }
 
-// redact replaces rawURL in err's message with its scheme and host; the
-// error still unwraps to the original.
+// redact replaces rawURL in err's message with its scheme and host, in
+// each form errors quote it: as written, and with its password starred
+// out (net/http's "user:***@", net/url's "user:xxxxx@"). The error still
+// unwraps to the original. (ens imports nothing of conclave, so it does
+// not use agents/redact; scheme and host are all it shows.)
 func redact(err error, rawURL string) error {
-	if err == nil || rawURL == "" || !strings.Contains(err.Error(), rawURL) {
+	if err == nil || rawURL == "" {
 		return err
 	}
 	shown := "the RPC URL"
+	forms := []string{rawURL}
 	if u, perr := url.Parse(rawURL); perr == nil && u.Host != "" {
 		shown = u.Scheme + "://" + u.Host + "/…"
+		if _, ok := u.User.Password(); ok {
+			userinfo := u.User.String() + "@"
+			name := u.User.Username()
+			forms = append(forms, strings.Replace(rawURL, userinfo, name+":***@", 1), strings.Replace(rawURL, userinfo, name+":xxxxx@", 1))
+		}
 	}
-	return redactedError{err: err, msg: strings.ReplaceAll(err.Error(), rawURL, shown)}
+	msg := err.Error()
+	for _, f := range forms {
+		msg = strings.ReplaceAll(msg, f, shown)
+	}
+	if msg == err.Error() {
+		return err
+	}
+	return redactedError{err: err, msg: msg}
 }
 
 type redactedError struct {

@@ -21,6 +21,11 @@ import (
 // resolver that keeps redirecting cannot hold a resolution forever.
 const maxLookups = 4
 
+// maxGatewayURLs bounds the gateway URLs tried for one OffchainLookup: the
+// list comes from the resolver, so a long one would make conclave send as
+// many requests as its author likes.
+const maxGatewayURLs = 4
+
 // maxGatewayBody caps a gateway's answer; a longer one is refused.
 const maxGatewayBody = 1 << 20
 
@@ -102,7 +107,7 @@ func (e errGatewayStatus) Error() string { return fmt.Sprintf("HTTP %d", e.code)
 
 func (e errGatewayStatus) Is(target error) bool { return target == ErrGatewayUnreachable }
 
-// ask tries the gateway URLs in order. A URL with {data} is fetched with GET,
+// ask tries the gateway URLs in order, the first maxGatewayURLs of them. A URL with {data} is fetched with GET,
 // any other gets a POST of {"data", "sender"}. A 4xx answer stops the search;
 // 404 means the gateway does not know the name (ErrNotFound).
 func (r ccipReader) ask(ctx context.Context, l offchainLookup) ([]byte, error) {
@@ -112,7 +117,11 @@ func (r ccipReader) ask(ctx context.Context, l offchainLookup) ([]byte, error) {
 	sender := strings.ToLower(l.Sender.Hex())
 	data := hexutil.Encode(l.CallData)
 	var errs []error
-	for _, u := range l.URLs {
+	urls := l.URLs
+	if len(urls) > maxGatewayURLs {
+		urls = urls[:maxGatewayURLs]
+	}
+	for _, u := range urls {
 		answer, err := r.fetch(ctx, u, sender, data)
 		if err == nil {
 			return answer, nil

@@ -164,6 +164,12 @@ func TestCCIPRead(t *testing.T) {
 			want: "answer:\xab\xcd", requests: []string{"GET /fail/500/" + dataHex, "GET /fail/json/" + dataHex, "GET /gw/" + dataHex},
 		},
 		{
+			name:     "at most 4 gateway URLs are tried",
+			urls:     []string{"$GW/fail/500/1", "$GW/fail/500/2", "$GW/fail/500/3", "$GW/fail/500/4", "$GW/gw/{data}", "$GW/gw/{data}"},
+			wantErr:  "HTTP 500",
+			requests: []string{"POST /fail/500/1", "POST /fail/500/2", "POST /fail/500/3", "POST /fail/500/4"},
+		},
+		{
 			name:    "a 4xx answer stops the search",
 			urls:    []string{"$GW/fail/400/{data}", "$GW/gw/{data}"},
 			wantErr: "HTTP 400", requests: []string{"GET /fail/400/" + dataHex},

@@ -51,8 +51,12 @@ type Options struct {
 	NegativeTTL   time.Duration
 	StaleMax      time.Duration
 	RPCTimeout    time.Duration // deadline of one RPC call or gateway request
-	Collections   []Collection
-	Logger        *slog.Logger
+	// ResolveTimeout is the deadline of one whole look-up (a name, a
+	// token, an owner), however many calls and gateways it takes; default
+	// DefaultResolveTimeout.
+	ResolveTimeout time.Duration
+	Collections    []Collection
+	Logger         *slog.Logger
 
 	// ENSRegistry overrides the ENS registry address (ENSRegistryAddress),
 	// for test chains and other networks.
@@ -79,6 +83,7 @@ type Directory struct {
 	standard    *standardResolver
 	callers     *callers
 	collections []collection
+	deadline    resolveDeadline
 }
 
 type collection struct {
@@ -131,18 +136,23 @@ func New(opts Options, static []Agent) (*Directory, error) {
 		return nil, err
 	}
 	cs := newCallers(opts.Dial, urls, timeout)
+	deadline := resolveDeadline(opts.ResolveTimeout)
+	if deadline <= 0 {
+		deadline = resolveDeadline(DefaultResolveTimeout)
+	}
 	d := &Directory{
 		names:       names,
 		static:      st,
 		callers:     cs,
 		collections: colls,
+		deadline:    deadline,
 		registry:    &registryResolver{names: names, callers: cs, registries: registries, timeout: timeout, log: log},
 		standard: &standardResolver{
 			names: names, callers: cs, registry: ensReg, textKeys: slices.Clone(textKeys), timeout: timeout,
 			ccip: ccipReader{client: newGatewayClient(opts.Gateway, timeout), timeout: timeout, allowHTTP: opts.Gateway.AllowHTTP}, log: log,
 		},
 	}
-	d.cache = NewCache(chainResolver{d.registry, d.standard}, names, CacheConfig{
+	d.cache = NewCache(chainResolver{d.registry, d.standard, deadline}, names, CacheConfig{
 		TTL: opts.CacheTTL, NegativeTTL: opts.NegativeTTL, StaleMax: opts.StaleMax, Logger: log, Now: opts.Now,
 	})
 	return d, nil
@@ -215,10 +225,11 @@ var (
 )
 
 // chainResolver sends 6022 names to the registry and other names to
-// standard ENS.
+// standard ENS, each look-up within one deadline.
 type chainResolver struct {
 	registry *registryResolver
 	standard *standardResolver
+	deadline resolveDeadline
 }
 
 func (c chainResolver) Resolve(ctx context.Context, name string) (Agent, error) {
@@ -226,10 +237,36 @@ func (c chainResolver) Resolve(ctx context.Context, name string) (Agent, error) 
 	if err != nil {
 		return Agent{}, fmt.Errorf("ens: resolve %q: %w", name, err)
 	}
+	ctx, done := c.deadline.start(ctx)
 	if n.Is6022() {
-		return c.registry.Resolve(ctx, name)
+		a, err := c.registry.Resolve(ctx, name)
+		return a, done(err)
 	}
-	return c.standard.Resolve(ctx, name)
+	a, err := c.standard.Resolve(ctx, name)
+	return a, done(err)
+}
+
+// resolveDeadline is the one deadline of a whole look-up
+// (ens.resolve_timeout): a resolver's many RPC calls, OffchainLookups and
+// gateway URLs each have their own shorter bound (ens.rpc_timeout), and
+// this keeps their sum bounded too.
+type resolveDeadline time.Duration
+
+// errResolveDeadline is the cause of a look-up's context ended by its
+// deadline.
+var errResolveDeadline = errors.New("the look-up took longer than ens.resolve_timeout")
+
+// start returns ctx with the deadline, and the function that ends it and
+// names the deadline in an error it caused.
+func (d resolveDeadline) start(ctx context.Context) (context.Context, func(error) error) {
+	ctx, cancel := context.WithTimeoutCause(ctx, time.Duration(d), errResolveDeadline)
+	return ctx, func(err error) error {
+		defer cancel()
+		if err != nil && errors.Is(context.Cause(ctx), errResolveDeadline) {
+			return fmt.Errorf("%w (%s, %s)", err, errResolveDeadline, time.Duration(d))
+		}
+		return err
+	}
 }
 
 // Names returns the naming rules in use.
@@ -271,8 +308,9 @@ func (d *Directory) ResolveToken(ctx context.Context, chainID uint64, collection
 	if err != nil {
 		return Agent{}, fmt.Errorf("%s: %w", where, err)
 	}
+	ctx, done := d.deadline.start(ctx)
 	a, err := d.registry.resolveToken(ctx, coll.chainID, coll.address, coll.label, tokenID)
-	if err != nil {
+	if err = done(err); err != nil {
 		return Agent{}, fmt.Errorf("%s: %w", where, err)
 	}
 	if s, ok := d.static.has(a.EnsDomain); ok {
@@ -303,6 +341,12 @@ func (d *Directory) findCollection(chainID uint64, addr common.Address) (collect
 // registry owner for a standard ENS name, the configured owner for a static
 // agent. An empty result means no owner is known.
 func (d *Directory) Owner(ctx context.Context, a Agent) (string, error) {
+	ctx, done := d.deadline.start(ctx)
+	owner, err := d.owner(ctx, a)
+	return owner, done(err)
+}
+
+func (d *Directory) owner(ctx context.Context, a Agent) (string, error) {
 	if a.ChainID != 0 && common.IsHexAddress(a.Collection) && a.TokenID != nil {
 		owner, err := d.registry.ownerOf(ctx, a.ChainID, common.HexToAddress(a.Collection), a.TokenID)
 		if err != nil {

@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -40,9 +41,11 @@ type GatewayOptions struct {
 	// AllowHTTP lets gateways be fetched over plain http
 	// (ens.gateway_allow_http).
 	AllowHTTP bool
-	// AllowPrivate lets gateways be on loopback, private, link-local,
-	// CGNAT, unspecified and multicast addresses
-	// (ens.gateway_allow_private), for tests and private deployments.
+	// AllowPrivate lets gateways be on any address that is not public
+	// (publicAddress): loopback, private, link-local, CGNAT, unspecified,
+	// multicast and the special ranges (ens.gateway_allow_private), for
+	// tests and private deployments. An address with an IPv6 zone is
+	// refused all the same.
 	AllowPrivate bool
 
 	// Resolver looks gateway host names up; default net.DefaultResolver.
@@ -58,35 +61,36 @@ type GatewayOptions struct {
 	TLS *tls.Config
 }
 
-// blockedPrefixes are the networks a gateway may not be on unless
-// AllowPrivate: loopback, RFC 1918, RFC 4193, link-local (which holds the
-// cloud metadata address 169.254.169.254), CGNAT, unspecified, multicast.
-var blockedPrefixes = []netip.Prefix{
+// specialPrefixes are networks that pass the standard library's
+// global-unicast test but are not the public internet: 0.0.0.0/8 ("this
+// network"), CGNAT, the IETF protocol block, benchmarking, reserved (with
+// broadcast), IPv4-compatible IPv6, the NAT64 prefix (which reaches IPv4
+// addresses, private ones included), 6to4 (the same) and IPv6 site-local.
+var specialPrefixes = []netip.Prefix{
 	netip.MustParsePrefix("0.0.0.0/8"),
-	netip.MustParsePrefix("10.0.0.0/8"),
 	netip.MustParsePrefix("100.64.0.0/10"),
-	netip.MustParsePrefix("127.0.0.0/8"),
-	netip.MustParsePrefix("169.254.0.0/16"),
-	netip.MustParsePrefix("172.16.0.0/12"),
-	netip.MustParsePrefix("192.168.0.0/16"),
-	netip.MustParsePrefix("224.0.0.0/4"),
-	netip.MustParsePrefix("255.255.255.255/32"),
-	netip.MustParsePrefix("::/128"),
-	netip.MustParsePrefix("::1/128"),
-	netip.MustParsePrefix("fc00::/7"),
-	netip.MustParsePrefix("fe80::/10"),
-	netip.MustParsePrefix("ff00::/8"),
+	netip.MustParsePrefix("192.0.0.0/24"),
+	netip.MustParsePrefix("198.18.0.0/15"),
+	netip.MustParsePrefix("240.0.0.0/4"),
+	netip.MustParsePrefix("::/96"),
+	netip.MustParsePrefix("64:ff9b::/96"),
+	netip.MustParsePrefix("2002::/16"),
+	netip.MustParsePrefix("fec0::/10"),
 }
 
 // publicAddress reports whether a gateway may be dialled at ip when
-// private addresses are not allowed. An IPv4-mapped IPv6 address is judged
-// as the IPv4 address it carries.
+// private addresses are not allowed. It is an allow-list: a global unicast
+// address that is not private (RFC 1918, RFC 4193) and not in
+// specialPrefixes. An address with an IPv6 zone is never public (and
+// netip.Prefix.Contains is false for every zoned address, so a deny-list
+// would let it through). An IPv4-mapped IPv6 address is judged as the IPv4
+// address it carries.
 func publicAddress(ip netip.Addr) bool {
 	ip = ip.Unmap()
-	if !ip.IsValid() {
+	if !ip.IsValid() || ip.Zone() != "" || !ip.IsGlobalUnicast() || ip.IsPrivate() {
 		return false
 	}
-	for _, p := range blockedPrefixes {
+	for _, p := range specialPrefixes {
 		if p.Contains(ip) {
 			return false
 		}
@@ -116,6 +120,12 @@ func (d gatewayDialer) DialContext(ctx context.Context, network, addr string) (n
 	}
 	var errs []error
 	for _, ip := range ips {
+		if ip.Zone() != "" {
+			// Refused even with AllowPrivate: a zone names an interface of
+			// this host, which no gateway URL has a business choosing.
+			errs = append(errs, fmt.Errorf("%w: %s is an address with an IPv6 zone", ErrGatewayRefused, host))
+			continue
+		}
 		if !d.opts.AllowPrivate && !publicAddress(ip) {
 			errs = append(errs, fmt.Errorf("%w: %s resolves to %s, not a public address", ErrGatewayRefused, host, ip))
 			continue
@@ -177,6 +187,9 @@ func checkGatewayURL(u *url.URL, allowHTTP bool) error {
 	}
 	if u.Host == "" {
 		return fmt.Errorf("%w: a URL without a host", ErrGatewayRefused)
+	}
+	if strings.Contains(u.Hostname(), "%") {
+		return fmt.Errorf("%w: a host with an IPv6 zone", ErrGatewayRefused)
 	}
 	if p := u.Port(); p != "" {
 		if n, err := strconv.Atoi(p); err != nil || n <= 0 || n > 65535 {

@@ -111,6 +111,7 @@ func guardOptions(srv *httptest.Server) (*recordingDialer, GatewayOptions) {
 			"gw.example.com":       {publicIP},
 			"loopback.example.com": {netip.MustParseAddr("127.0.0.1")},
 			"mixed.example.com":    {netip.MustParseAddr("10.0.0.1"), publicIP},
+			"zoned.example.com":    {netip.MustParseAddr("fe80::1%eth0")},
 		},
 		Dial: dialer.Dial,
 		// httptest's certificate names example.com.
@@ -146,6 +147,19 @@ func TestGatewayGuard(t *testing.T) {
 		{name: "IPv6 loopback", url: "https://[::1]:$P/gw/{data}", wantErr: ErrGatewayRefused},
 		{name: "IPv6 unique local", url: "https://[fd00::1]/gw/{data}", wantErr: ErrGatewayRefused},
 		{name: "IPv6 link-local", url: "https://[fe80::1]/gw/{data}", wantErr: ErrGatewayRefused},
+		{name: "IPv6 loopback with a zone", url: "https://[::1%25lo]:$P/gw/{data}", wantErr: ErrGatewayRefused, wantMessage: "IPv6 zone"},
+		{name: "IPv6 link-local with a zone", url: "https://[fe80::1%25eth0]:$P/gw/{data}", wantErr: ErrGatewayRefused, wantMessage: "IPv6 zone"},
+		{name: "a public IPv6 address with a zone", url: "https://[2606:4700::1111%25eth0]/gw/{data}", wantErr: ErrGatewayRefused,
+			wantMessage: "IPv6 zone"},
+		{name: "a host name that resolves to a zoned address", url: "https://zoned.example.com:$P/gw/{data}", wantErr: ErrGatewayRefused,
+			wantMessage: "zoned.example.com is an address with an IPv6 zone"},
+		{name: "NAT64 of 127.0.0.1", url: "https://[64:ff9b::7f00:1]:$P/gw/{data}", wantErr: ErrGatewayRefused},
+		{name: "6to4 of 10.0.0.1", url: "https://[2002:a00:1::1]/gw/{data}", wantErr: ErrGatewayRefused},
+		{name: "IPv4-compatible 127.0.0.1", url: "https://[::7f00:1]:$P/gw/{data}", wantErr: ErrGatewayRefused},
+		{name: "IPv6 site-local", url: "https://[fec0::1]/gw/{data}", wantErr: ErrGatewayRefused},
+		{name: "benchmarking 198.18.x", url: "https://198.18.0.1/gw/{data}", wantErr: ErrGatewayRefused},
+		{name: "IETF protocol block 192.0.0.x", url: "https://192.0.0.8/gw/{data}", wantErr: ErrGatewayRefused},
+		{name: "reserved 240.x", url: "https://240.1.2.3/gw/{data}", wantErr: ErrGatewayRefused},
 		{name: "IPv4-mapped loopback", url: "https://[::ffff:127.0.0.1]:$P/gw/{data}", wantErr: ErrGatewayRefused},
 		{name: "a host name that resolves to loopback", url: "https://loopback.example.com:$P/gw/{data}", wantErr: ErrGatewayRefused,
 			wantMessage: "loopback.example.com resolves to 127.0.0.1"},
@@ -226,6 +240,13 @@ func TestPublicAddress(t *testing.T) {
 		"169.254.169.254": false, "100.64.0.1": false, "100.127.255.255": false, "0.0.0.0": false, "224.0.0.251": false,
 		"255.255.255.255": false, "::": false, "::1": false, "fc00::1": false, "fdff::1": false, "fe80::1": false,
 		"ff02::1": false, "::ffff:10.0.0.1": false, "::ffff:8.8.8.8": true,
+		// Zoned addresses: no prefix contains them, so only an allow-list
+		// refuses them.
+		"::1%lo": false, "fe80::1%eth0": false, "2606:4700::1111%eth0": false,
+		// Special ranges the standard library calls global unicast.
+		"64:ff9b::a00:1": false, "64:ff9b::808:808": false, "2002:a00:1::1": false, "::7f00:1": false, "::808:808": false,
+		"fec0::1": false, "198.18.0.1": false, "198.19.255.255": false, "192.0.0.8": false, "240.0.0.1": false,
+		"0.1.2.3": false, "198.20.0.1": true, "192.0.1.1": true, "2001:db8::1": true,
 	} {
 		if got := publicAddress(netip.MustParseAddr(addr)); got != want {
 			t.Errorf("publicAddress(%s) = %v, want %v", addr, got, want)
@@ -248,5 +269,24 @@ func TestGatewayAllowPrivate(t *testing.T) {
 	}
 	if d := dialer.attempted(); len(d) != 0 {
 		t.Errorf("the recording dialer was used: %v", d)
+	}
+}
+
+// A zone names an interface of conclave's own host: refused even with
+// gateway_allow_private, before any connection is attempted.
+func TestGatewayZoneRefusedWhenPrivateAllowed(t *testing.T) {
+	srv := guardedGateway(t)
+	port := srv.URL[strings.LastIndex(srv.URL, ":")+1:]
+	dialer, opts := guardOptions(srv)
+	opts.AllowPrivate = true
+	reader := ccipReader{client: newGatewayClient(opts, 5*time.Second), timeout: 5 * time.Second}
+	for _, u := range []string{"https://[::1%25lo]:" + port + "/gw/{data}", "https://zoned.example.com:" + port + "/gw/{data}"} {
+		_, err := reader.ask(context.Background(), offchainLookup{URLs: []string{u}, CallData: []byte{1}})
+		if !errors.Is(err, ErrGatewayRefused) || !strings.Contains(err.Error(), "IPv6 zone") {
+			t.Errorf("%s: error %v, want the zone refused", u, err)
+		}
+	}
+	if d := dialer.attempted(); len(d) != 0 {
+		t.Errorf("connections were attempted: %v", d)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"math/big"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ethereum/go-ethereum"
 	"github.com/ethereum/go-ethereum/common"
@@ -214,15 +215,20 @@ func TestResolveErrors(t *testing.T) {
 
 func TestErrorsHideTheRPCURL(t *testing.T) {
 	// Nothing listens on port 1; the default dialler (ethclient) is used.
-	const secretURL = "http://127.0.0.1:1/v3/secret-api-key"
-	d, err := ens.New(ens.Options{Chains: []ens.Chain{{ChainID: 137, RPCURL: secretURL}}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	_, err = d.Resolve(context.Background(), claudine)
-	if err == nil || strings.Contains(err.Error(), "secret-api-key") || !strings.Contains(err.Error(), "agentRef on chain 137") {
-		t.Fatalf("error = %v, want the failed step without the URL's key", err)
+	for _, secretURL := range []string{
+		"http://127.0.0.1:1/v3/secret-api-key",
+		"http://rpc-user:secret-api-key@127.0.0.1:1/v3/secret-path-key", // net/http quotes it as rpc-user:***@
+	} {
+		d, err := ens.New(ens.Options{Chains: []ens.Chain{{ChainID: 137, RPCURL: secretURL}}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = d.Resolve(context.Background(), claudine)
+		d.Close()
+		if err == nil || strings.Contains(err.Error(), "secret-") || strings.Contains(err.Error(), "rpc-user") ||
+			!strings.Contains(err.Error(), "agentRef on chain 137") || !strings.Contains(err.Error(), "http://127.0.0.1:1/…") {
+			t.Fatalf("error = %v, want the failed step and the host without the URL's key", err)
+		}
 	}
 }
 
@@ -235,6 +241,25 @@ func TestRPCDeadline(t *testing.T) {
 	_, err := d.Resolve(context.Background(), "claudine.acme.137.protocol6022.eth")
 	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "agentRef on chain 137") {
 		t.Fatalf("a call that never answers: error = %v, want a deadline error naming the step", err)
+	}
+}
+
+// A whole resolution has one deadline (ens.resolve_timeout), shorter here
+// than the deadline of its one RPC call: the error says which one ended it.
+func TestResolveDeadline(t *testing.T) {
+	fake := newFakeChain(t)
+	seedAgents(fake)
+	d := newDirectory(t, fake, ens.Options{RPCTimeout: time.Minute, ResolveTimeout: 50 * time.Millisecond,
+		Collections: []ens.Collection{{ChainID: 137, Address: fake.Collection().Hex(), Label: "acme"}}})
+	release := fake.HoldCalls()
+	defer release()
+	_, err := d.Resolve(context.Background(), "claudine.acme.137.protocol6022.eth")
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "agentRef on chain 137: context deadline exceeded (the look-up took longer than ens.resolve_timeout, 50ms)") {
+		t.Fatalf("a call that never answers: error = %v, want the resolution's deadline named", err)
+	}
+	_, err = d.ResolveToken(context.Background(), 0, fake.Collection().Hex(), big.NewInt(1))
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "ens.resolve_timeout") {
+		t.Fatalf("ResolveToken: error = %v, want the resolution's deadline named", err)
 	}
 }
 

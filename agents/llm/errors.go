@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/conclavehq/conclave/agents/clip"
+	"github.com/conclavehq/conclave/agents/redact"
 )
 
 // ErrEmptyReply reports a reply with no choice or only white space; it is
@@ -57,31 +58,28 @@ func plural(n int, word string) string {
 	return word + "s"
 }
 
-// redactor removes secrets from text bound for error messages.
-type redactor []string
+// redactor removes secrets from text bound for error messages: the API
+// key and secret-looking header values, and what the base URL carries
+// (user-info, query values, path keys; agents/redact).
+type redactor struct{ r *strings.Replacer }
 
 func newRedactor(p Profile) redactor {
-	var r redactor
+	pairs := redact.URLPairs(p.BaseURL)
 	if p.APIKey != "" {
-		r = append(r, p.APIKey)
+		pairs = append(pairs, p.APIKey, "[redacted]")
 	}
 	for name, value := range p.Headers {
 		n := strings.ToLower(name)
 		secret := strings.Contains(n, "key") || strings.Contains(n, "token") ||
 			strings.Contains(n, "secret") || strings.Contains(n, "auth")
 		if secret && value != "" {
-			r = append(r, value)
+			pairs = append(pairs, value, "[redacted]")
 		}
 	}
-	return r
+	return redactor{strings.NewReplacer(pairs...)}
 }
 
-func (r redactor) clean(s string) string {
-	for _, secret := range r {
-		s = strings.ReplaceAll(s, secret, "[redacted]")
-	}
-	return s
-}
+func (r redactor) clean(s string) string { return r.r.Replace(s) }
 
 // clipQuote bounds text quoted from a server (an HTML error page, say).
 func clipQuote(s string, n int) string {

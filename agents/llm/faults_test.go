@@ -341,6 +341,32 @@ func TestNewRejects(t *testing.T) {
 	}
 }
 
+// A base URL's user-info, query values and path keys are masked in the
+// errors and logs of an endpoint that cannot be reached (net/http quotes
+// the request's URL in its error).
+func TestBaseURLSecretsMasked(t *testing.T) {
+	down := llmfake.New(t)
+	down.Close()
+	host := strings.TrimPrefix(down.URL(), "http://")
+	host, _, _ = strings.Cut(host, "/")
+	base := "http://gw-user:gw-pass-1234@" + host + "/k/0123456789abcdef0123/v1?api-key=q-secret-5678"
+	r := newRig(t, func(p *llm.Profile) { p.BaseURL, p.MaxRetries = base, 1 }, nil)
+	_, err := r.client.Complete(t.Context(), ask("x"))
+	if err == nil {
+		t.Fatal("want an error")
+	}
+	for _, out := range []string{err.Error(), r.logs.String()} {
+		for _, secret := range []string{"gw-user", "gw-pass-1234", "0123456789abcdef0123", "q-secret-5678"} {
+			if strings.Contains(out, secret) {
+				t.Errorf("%s leaked: %s", secret, out)
+			}
+		}
+	}
+	if !strings.Contains(err.Error(), host) {
+		t.Errorf("the error no longer names the host: %v", err)
+	}
+}
+
 func TestSecretsNeverInErrorsOrLogs(t *testing.T) {
 	const gatewaySecret = "gw-secret-9876543210"
 	r := newRig(t, func(p *llm.Profile) {

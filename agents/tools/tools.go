@@ -22,6 +22,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/conclavehq/conclave/agents/llm"
+	"github.com/conclavehq/conclave/agents/redact"
 )
 
 // Separator joins a server's name and a tool's name into the function name
@@ -43,7 +44,8 @@ const (
 	OutcomeCanceled    = "canceled"    // the turn ended first
 )
 
-// ServerNameRE is what a server's name may be.
+// ServerNameRE is what a server's name may be; it must not contain
+// Separator either.
 var ServerNameRE = regexp.MustCompile(`^[a-z0-9_-]+$`)
 
 // functionNameRE is what OpenAI accepts as a function name.
@@ -58,6 +60,9 @@ type Server struct {
 	URL     string            // Streamable HTTP endpoint (exactly one of Command and URL)
 	Headers map[string]string // HTTP: sent with every request
 	Timeout time.Duration     // per call; DefaultTimeout when zero
+	// SecretArgs marks Command's arguments as secrets (secret_args): they
+	// are masked wherever the server's errors and logs could quote them.
+	SecretArgs bool
 }
 
 // Options are the hub's collaborators and pacing.
@@ -126,6 +131,8 @@ func check(s Server, seen map[string]bool) error {
 	switch {
 	case !ServerNameRE.MatchString(s.Name):
 		return errors.New("name must be [a-z0-9_-]+")
+	case strings.Contains(s.Name, Separator):
+		return fmt.Errorf("name must not contain %q (it joins server and tool names)", Separator)
 	case seen[s.Name]:
 		return errors.New("name is used twice")
 	case (len(s.Command) > 0) == (s.URL != ""):
@@ -143,18 +150,20 @@ func check(s Server, seen map[string]bool) error {
 	return nil
 }
 
-// redactor replaces the values of a server's env and headers, which may be
-// secrets, wherever its errors could quote them.
+// redactor replaces what of a server may be a secret — the values of its
+// env and headers, its arguments when SecretArgs, and its URL's user-info,
+// query values and path keys — wherever its errors could quote them.
 func redactor(s Server) *strings.Replacer {
-	var pairs []string
+	var values []string
 	for _, m := range []map[string]string{s.Env, s.Headers} {
 		for _, v := range m {
-			if len(v) >= 4 {
-				pairs = append(pairs, v, "****")
-			}
+			values = append(values, v)
 		}
 	}
-	return strings.NewReplacer(pairs...)
+	if s.SecretArgs && len(s.Command) > 1 {
+		values = append(values, s.Command[1:]...)
+	}
+	return strings.NewReplacer(append(redact.URLPairs(s.URL), redact.ValuePairs(values...)...)...)
 }
 
 // Started is closed once every server has been tried once (connected or
@@ -359,6 +368,10 @@ func (h *Hub) Tools(selection []string) []llm.Tool {
 			if seen[def.Name] {
 				continue
 			}
+			if s, _ := h.lookup(def.Name); s == nil {
+				h.warnOnce("ambiguous:"+def.Name, "mcp: tool skipped: two servers' tools have this name", slog.String("tool", def.Name))
+				continue
+			}
 			seen[def.Name] = true
 			out = append(out, def)
 		}
@@ -402,13 +415,31 @@ func (h *Hub) Call(ctx context.Context, name, arguments string) (string, error) 
 	return text, err
 }
 
-// lookup finds the server and tool of a function name.
+// lookup finds the server and tool of a function name, exactly: the one
+// server whose listed tool it names. No server name holds the separator
+// (New refuses it), yet "crm_" + "__" + "x" and "crm" + "__" + "_x" are
+// still one name; a name two servers' tools give is nobody's (Tools never
+// offers it). A name no listed tool gives is taken apart at its first
+// separator, so the error can say which server is down.
 func (h *Hub) lookup(name string) (*server, string) {
+	var found *server
+	var tool string
 	for _, s := range h.servers {
-		tool, ok := strings.CutPrefix(name, s.cfg.Name+Separator)
-		if ok && tool != "" {
-			return s, tool
+		t, ok := strings.CutPrefix(name, s.cfg.Name+Separator)
+		if !ok || !slices.ContainsFunc(s.list(), func(l *mcp.Tool) bool { return l.Name == t }) {
+			continue
 		}
+		if found != nil {
+			return nil, ""
+		}
+		found, tool = s, t
+	}
+	if found != nil {
+		return found, tool
+	}
+	server, t, ok := strings.Cut(name, Separator)
+	if s := h.server(server); ok && t != "" && s != nil {
+		return s, t
 	}
 	return nil, ""
 }

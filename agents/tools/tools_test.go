@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/conclavehq/conclave/agents/testlog"
 	"github.com/conclavehq/conclave/agents/tools"
 	"github.com/conclavehq/conclave/agents/tools/mcptest"
@@ -129,6 +131,7 @@ func TestNewRejects(t *testing.T) {
 		{"bad name", []tools.Server{{Name: "CRM Tools", URL: "http://x"}}, `mcp: server "CRM Tools": name must be [a-z0-9_-]+`},
 		{"empty name", []tools.Server{{URL: "http://x"}}, `mcp: server "": name must be [a-z0-9_-]+`},
 		{"twice", []tools.Server{ok, ok}, `mcp: server "crm": name is used twice`},
+		{"separator in the name", []tools.Server{{Name: "crm__eu", URL: "http://x"}}, `mcp: server "crm__eu": name must not contain "__" (it joins server and tool names)`},
 		{"neither", []tools.Server{{Name: "crm"}}, `mcp: server "crm": needs exactly one of command and url`},
 		{"both", []tools.Server{{Name: "crm", URL: "http://x", Command: []string{"x"}}}, `needs exactly one of command and url`},
 		{"empty command", []tools.Server{{Name: "crm", Command: []string{""}}}, `command is empty`},
@@ -398,5 +401,156 @@ func TestHTTPServerComesBack(t *testing.T) {
 	})
 	if strings.Count(logs.String(), `"msg":"mcp: connected"`) < 2 {
 		t.Errorf("not connected again:\n%s", logs)
+	}
+}
+
+// headerSeen records, per request, whether the secret header came along.
+type headerSeen struct {
+	mu       sync.Mutex
+	requests int
+	withKey  int
+}
+
+func (h *headerSeen) wrap(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.mu.Lock()
+		h.requests++
+		if strings.Contains(r.Header.Get("Authorization"), secret) {
+			h.withKey++
+		}
+		h.mu.Unlock()
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (h *headerSeen) counts() (requests, withKey int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.requests, h.withKey
+}
+
+// A server's headers go only to its configured origin: an MCP host that
+// redirects (307) every request to a second loopback origin, itself a
+// working MCP server, is not followed there, and the second origin never
+// sees the header — nor any request. A redirect within the origin is
+// followed, the headers with it.
+func TestHeadersStayWithTheirOrigin(t *testing.T) {
+	other := &headerSeen{}
+	second := httptest.NewServer(other.wrap(mcptest.Handler()))
+	t.Cleanup(second.Close)
+	first := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, second.URL+r.URL.Path, http.StatusTemporaryRedirect)
+	}))
+	t.Cleanup(first.Close)
+
+	same := &headerSeen{}
+	mux := http.NewServeMux()
+	mux.Handle("/real", same.wrap(mcptest.Handler()))
+	mux.HandleFunc("/mcp", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "/real", http.StatusTemporaryRedirect)
+	})
+	within := httptest.NewServer(mux)
+	t.Cleanup(within.Close)
+
+	header := map[string]string{"Authorization": "Bearer " + secret}
+	h, logs, _ := run(t,
+		tools.Server{Name: "moved", URL: first.URL + "/mcp", Headers: header, Timeout: 2 * time.Second},
+		tools.Server{Name: "crm", URL: within.URL + "/mcp", Headers: header, Timeout: 2 * time.Second})
+
+	if got := names(h, "moved"); got != nil {
+		t.Errorf("the redirected server's tools: %v", got)
+	}
+	if _, err := h.Call(t.Context(), "moved__lookup_customer", `{"name":"Ada Lovelace"}`); err == nil || !strings.Contains(err.Error(), "another origin is refused") {
+		t.Errorf("call through a cross-origin redirect: %v", err)
+	}
+	if n, withKey := other.counts(); n != 0 || withKey != 0 {
+		t.Errorf("the second origin saw %d requests, %d with the header", n, withKey)
+	}
+	if !strings.Contains(logs.String(), "another origin is refused") {
+		t.Errorf("the log does not say why:\n%s", logs)
+	}
+
+	if got, err := h.Call(t.Context(), "crm__lookup_customer", `{"name":"Ada Lovelace"}`); err != nil || got != "C45653" {
+		t.Fatalf("through a same-origin redirect: %q, %v", got, err)
+	}
+	if n, withKey := same.counts(); n == 0 || withKey != n {
+		t.Errorf("the same origin saw %d requests, %d with the header", n, withKey)
+	}
+}
+
+// oneToolServer serves, over Streamable HTTP, an MCP server with one tool
+// that answers answer.
+func oneToolServer(t *testing.T, name, tool, answer string) tools.Server {
+	t.Helper()
+	s := mcp.NewServer(&mcp.Implementation{Name: "one", Version: "1"}, nil)
+	mcp.AddTool(s, &mcp.Tool{Name: tool, Description: "Answers " + answer + "."},
+		func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: answer}}}, nil, nil
+		})
+	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
+	t.Cleanup(srv.Close)
+	return tools.Server{Name: name, URL: srv.URL, Timeout: 5 * time.Second}
+}
+
+// A function name maps to exactly one (server, tool): "crm___x" is server
+// crm_'s tool x when only it lists x, not server crm's tool _x; when both
+// list such a tool the name is nobody's — not offered, not called.
+func TestToolNamesMapExactly(t *testing.T) {
+	t.Run("the server that lists the tool", func(t *testing.T) {
+		h, _, c := run(t, httpServer(t, "crm"), oneToolServer(t, "crm_", "lookup_customer", "from crm_"))
+		if got, err := h.Call(t.Context(), "crm___lookup_customer", `{}`); err != nil || got != "from crm_" {
+			t.Fatalf("crm___lookup_customer = %q, %v", got, err)
+		}
+		if got, err := h.Call(t.Context(), "crm__lookup_customer", `{"name":"Ada Lovelace"}`); err != nil || got != "C45653" {
+			t.Fatalf("crm__lookup_customer = %q, %v", got, err)
+		}
+		if got, want := c.list(), []string{"crm_/lookup_customer/ok", "crm/lookup_customer/ok"}; !reflect.DeepEqual(got, want) {
+			t.Errorf("counted %v, want %v", got, want)
+		}
+	})
+	t.Run("two servers give one name", func(t *testing.T) {
+		h, logs, _ := run(t, oneToolServer(t, "crm", "_x", "from crm"), oneToolServer(t, "crm_", "x", "from crm_"))
+		if got := names(h, "crm", "crm_"); got != nil {
+			t.Errorf("offered %v, want nothing", got)
+		}
+		if got, err := h.Call(t.Context(), "crm___x", `{}`); err == nil {
+			t.Errorf("crm___x = %q, want an error", got)
+		}
+		if !strings.Contains(logs.String(), "two servers' tools have this name") {
+			t.Errorf("no warning:\n%s", logs)
+		}
+	})
+}
+
+// A server's URL query values and, with SecretArgs, its arguments are
+// masked in its errors and logs, like its env and header values.
+func TestURLAndArgumentsMasked(t *testing.T) {
+	down := httptest.NewServer(mcptest.Handler())
+	base := down.URL
+	down.Close()
+	servers := []tools.Server{
+		{Name: "down", URL: base + "/mcp?token=" + secret, Timeout: 2 * time.Second},
+		{Name: "gone", Command: []string{filepath.Join(t.TempDir(), "no-such-binary"), "--token", secret}, SecretArgs: true, Timeout: 2 * time.Second},
+		// A server that writes its arguments to its stderr, which is logged.
+		{Name: "echo", Command: []string{"/bin/sh", "-c", `echo "my args: $*" >&2; exit 3`, "sh", "--token", secret}, SecretArgs: true, Timeout: 2 * time.Second},
+	}
+	h, logs, _ := run(t, servers...)
+	eventually(t, "the echo server's stderr in the log", func() bool { return strings.Contains(logs.String(), "my args: ") })
+	for _, name := range []string{"down__x", "gone__x", "echo__x"} {
+		if _, err := h.Call(t.Context(), name, `{}`); err == nil || strings.Contains(err.Error(), secret) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	p, err := tools.New(servers, tools.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range p.Probe(t.Context()) {
+		if r.Err == nil || strings.Contains(r.Err.Error(), secret) {
+			t.Errorf("probe of %s: %v", r.Server, r.Err)
+		}
+	}
+	if !strings.Contains(logs.String(), "token=****") || !strings.Contains(logs.String(), "my args: **** ****") {
+		t.Errorf("the log does not show the masked URL:\n%s", logs)
 	}
 }

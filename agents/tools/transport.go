@@ -3,12 +3,16 @@ package tools
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"maps"
+	"net"
 	"net/http"
+	"net/url"
 	"os/exec"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -18,9 +22,7 @@ import (
 // Streamable HTTP with its headers.
 func (s *server) transport(ctx context.Context, hc *http.Client, log *slog.Logger) mcp.Transport {
 	if s.cfg.URL != "" {
-		client := *hc
-		client.Transport = headerTransport{next: cmpTransport(hc.Transport), header: s.cfg.Headers}
-		return &mcp.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: &client}
+		return &mcp.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: originClient(hc, s.cfg.URL, s.cfg.Headers)}
 	}
 	cmd := exec.Command(s.cfg.Command[0], s.cfg.Command[1:]...) // #nosec G204 -- the operator's configured server command; no shell, no user input
 	cmd.Env = []string{}
@@ -38,13 +40,64 @@ func cmpTransport(t http.RoundTripper) http.RoundTripper {
 	return t
 }
 
-// headerTransport sets a server's headers on every request.
+// errOtherOrigin refuses a request of an HTTP server's session to an
+// origin other than the configured URL's.
+var errOtherOrigin = errors.New("a redirect to another origin is refused")
+
+// originClient is hc for one HTTP server: its headers (which are secrets,
+// a bearer token most often) go only to the origin of endpoint, and a
+// redirect to any other origin is refused rather than followed — the
+// headers being set by the transport, the client's own rule of dropping
+// Authorization across hosts would not apply to them.
+func originClient(hc *http.Client, endpoint string, header map[string]string) *http.Client {
+	client := *hc
+	origin := originOf(endpoint)
+	client.Transport = headerTransport{next: cmpTransport(hc.Transport), origin: origin, header: header}
+	client.CheckRedirect = func(req *http.Request, via []*http.Request) error {
+		if originOf(req.URL.String()) != origin {
+			return errOtherOrigin
+		}
+		if hc.CheckRedirect != nil {
+			return hc.CheckRedirect(req, via)
+		}
+		if len(via) >= 10 {
+			return errors.New("stopped after 10 redirects")
+		}
+		return nil
+	}
+	return &client
+}
+
+// originOf is a URL's scheme, host and port, lowercase, the port written
+// out ("https://crm.example:443"); empty for what does not parse.
+func originOf(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return ""
+	}
+	scheme := strings.ToLower(u.Scheme)
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[scheme]
+	}
+	return scheme + "://" + net.JoinHostPort(strings.ToLower(u.Hostname()), port)
+}
+
+// headerTransport sets a server's headers on the requests to its origin,
+// and refuses any request to another.
 type headerTransport struct {
 	next   http.RoundTripper
+	origin string
 	header map[string]string
 }
 
 func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if originOf(r.URL.String()) != t.origin {
+		if r.Body != nil {
+			_ = r.Body.Close() // a RoundTripper closes the body, even when it refuses
+		}
+		return nil, errOtherOrigin
+	}
 	if len(t.header) > 0 {
 		r = r.Clone(r.Context())
 		for k, v := range t.header {

@@ -84,6 +84,8 @@ type User struct {
 	RealName    string
 	DisplayName string
 	IsBot       bool
+	IsAdmin     bool // a workspace admin
+	IsOwner     bool // a workspace owner
 }
 
 // Channel is a conversation as conversations.info reports it.

@@ -526,7 +526,8 @@ func TestFailureWindowsHangsAndMatches(t *testing.T) {
 func TestRepliesReactionsAndDirectory(t *testing.T) {
 	no := false
 	fake := fakeslack.New(t, fakeslack.Options{
-		Users:    []fakeslack.User{{ID: "U1", Name: "ada", RealName: "Ada Lovelace", DisplayName: "ada.l"}},
+		Users: []fakeslack.User{{ID: "U1", Name: "ada", RealName: "Ada Lovelace", DisplayName: "ada.l"},
+			{ID: "U2", Name: "admin", IsAdmin: true}, {ID: "U3", Name: "owner", IsOwner: true}},
 		Channels: []fakeslack.Channel{{ID: "C1", Name: "claims", Purpose: "Claims desk"}, {ID: "C2", Name: "other", IsMember: &no}},
 	})
 	api := slack.New(fakeslack.BotToken, slack.OptionAPIURL(fake.APIURL()))
@@ -612,6 +613,15 @@ func TestRepliesReactionsAndDirectory(t *testing.T) {
 		u, err := api.GetUserInfoContext(ctx, "U1")
 		if err != nil || u.Profile.DisplayName != "ada.l" || u.RealName != "Ada Lovelace" || u.Name != "ada" {
 			t.Errorf("users.info = %+v, %v", u, err)
+		}
+		if u.IsAdmin || u.IsOwner {
+			t.Errorf("U1 is an admin or owner: %+v", u)
+		}
+		if a, err := api.GetUserInfoContext(ctx, "U2"); err != nil || !a.IsAdmin || a.IsOwner {
+			t.Errorf("users.info of an admin = %+v, %v", a, err)
+		}
+		if o, err := api.GetUserInfoContext(ctx, "U3"); err != nil || o.IsAdmin || !o.IsOwner {
+			t.Errorf("users.info of an owner = %+v, %v", o, err)
 		}
 		if _, err := api.GetUserInfoContext(ctx, "U404"); errString(err) != "user_not_found" {
 			t.Errorf("unknown user: %v", err)

@@ -373,6 +373,7 @@ func (s *webAPI) usersInfo(form url.Values) answer {
 	}
 	return answer{body: map[string]any{"user": map[string]any{
 		"id": u.ID, "team_id": s.opts.TeamID, "name": u.Name, "real_name": u.RealName, "is_bot": u.IsBot,
+		"is_admin": u.IsAdmin, "is_owner": u.IsOwner,
 		"profile": map[string]any{
 			"display_name": u.DisplayName, "real_name": u.RealName,
 			"display_name_normalized": u.DisplayName, "real_name_normalized": u.RealName,

@@ -93,7 +93,7 @@ func chatLogger(cfg Config, e env) *slog.Logger {
 	if cfg.Log.Level == "debug" {
 		logCfg.Level = "debug"
 	}
-	return newLogger(logCfg, e.stderr)
+	return newLogger(logCfg, maskingWriter(e.stderr, cfg))
 }
 
 // openChat opens what the engine of `conclave chat` runs on, as `conclave

@@ -18,6 +18,7 @@ import (
 
 	"github.com/conclavehq/conclave/agents"
 	"github.com/conclavehq/conclave/agents/llm"
+	"github.com/conclavehq/conclave/agents/redact"
 	"github.com/conclavehq/conclave/agents/tools"
 	"github.com/conclavehq/conclave/bot"
 	"github.com/conclavehq/conclave/ens"
@@ -111,6 +112,8 @@ type LLMConfig struct {
 	LLMProfileConfig
 	Profiles      map[string]LLMProfileConfig `toml:"profiles"`
 	MaxToolRounds int                         `toml:"max_tool_rounds"`
+
+	MaxToolCallsPerRound int `toml:"max_tool_calls_per_round"`
 }
 
 // MCPConfig is [mcp]: the MCP servers agents take tools from.
@@ -127,6 +130,10 @@ type MCPServerConfig struct {
 	Env     map[string]string `toml:"env"`
 	Headers map[string]string `toml:"headers"`
 	Timeout Duration          `toml:"timeout"`
+
+	// SecretArgs masks the command's arguments (they carry a token) in
+	// config print, logs and errors.
+	SecretArgs bool `toml:"secret_args"`
 }
 
 // MemoryConfig is [memory].
@@ -164,6 +171,9 @@ type ENSConfig struct {
 	// refused unless these allow them (tests, private deployments).
 	GatewayAllowHTTP    bool `toml:"gateway_allow_http"`
 	GatewayAllowPrivate bool `toml:"gateway_allow_private"`
+
+	// ResolveTimeout bounds one whole look-up, all its calls together.
+	ResolveTimeout Duration `toml:"resolve_timeout"`
 }
 
 // ChainConfig is one [[ens.chains]].
@@ -281,7 +291,7 @@ func defaultConfig() Config {
 			MaxRetries:       ptr(3),
 			JSONMode:         ptr(true),
 			MergeConsecutive: ptr(false),
-		}, MaxToolRounds: eng.MaxToolRounds},
+		}, MaxToolRounds: eng.MaxToolRounds, MaxToolCallsPerRound: eng.MaxToolCallsPerRound},
 		Memory: MemoryConfig{
 			KeyPrefix:          memory.DefaultKeyPrefix,
 			MaxSessionMessages: memory.DefaultMaxSessionMessages,
@@ -296,6 +306,8 @@ func defaultConfig() Config {
 			RPCTimeout:  Duration{ens.DefaultRPCTimeout},
 			TextKeys:    slices.Clone(ens.DefaultTextKeys),
 			Chains:      defaultChains(),
+
+			ResolveTimeout: Duration{ens.DefaultResolveTimeout},
 		},
 		Conversation: ConversationConfig{
 			Timeout:          Duration{eng.Timeout},
@@ -485,7 +497,7 @@ func mcpServers(c MCPConfig, getenv func(string) string) ([]tools.Server, error)
 	for i, s := range c.Servers {
 		key := fmt.Sprintf("mcp.servers[%d]", i)
 		srv := tools.Server{Name: s.Name, Command: s.Command, URL: s.URL, Timeout: s.Timeout.Duration,
-			Env: resolve(key+".env", s.Env), Headers: resolve(key+".headers", s.Headers)}
+			Env: resolve(key+".env", s.Env), Headers: resolve(key+".headers", s.Headers), SecretArgs: s.SecretArgs}
 		if len(s.Command) > 0 {
 			env := map[string]string{}
 			for _, k := range stdioBaseEnv {
@@ -553,6 +565,9 @@ func (c *Config) validate() error {
 	if c.LLM.MaxToolRounds <= 0 {
 		p.bad("llm.max_tool_rounds", "must be > 0")
 	}
+	if c.LLM.MaxToolCallsPerRound <= 0 {
+		p.bad("llm.max_tool_calls_per_round", "must be > 0")
+	}
 	c.validateMCP(&p)
 	c.validateChannels(&p, static)
 	c.validateConversation(&p)
@@ -583,6 +598,12 @@ func (c *Config) validateSlack(p *problems) {
 		p.bad("slack.api_url", "must end with \"/\" (got %q)", c.Slack.APIURL)
 	}
 	for i, a := range c.Slack.Admins {
+		if a == agents.Everyone {
+			if len(c.Slack.Admins) > 1 {
+				p.bad(fmt.Sprintf("slack.admins[%d]", i), "%q (everyone) must be the only entry", a)
+			}
+			continue
+		}
 		if !bot.IsUserID(a) {
 			p.bad(fmt.Sprintf("slack.admins[%d]", i), "%q is not a Slack user id (U… or W…)", a)
 		}
@@ -620,6 +641,7 @@ func (c *Config) validateENS(p *problems) {
 	p.positive("ens.cache_ttl", c.ENS.CacheTTL)
 	p.positive("ens.negative_ttl", c.ENS.NegativeTTL)
 	p.positive("ens.rpc_timeout", c.ENS.RPCTimeout)
+	p.positive("ens.resolve_timeout", c.ENS.ResolveTimeout)
 	if c.ENS.StaleMax.Duration < 0 {
 		p.bad("ens.stale_max", "must not be negative")
 	}
@@ -710,6 +732,8 @@ func (c *Config) validateMCP(p *problems) {
 		switch {
 		case !tools.ServerNameRE.MatchString(s.Name):
 			p.bad(key+".name", "%q must be [a-z0-9_-]+", s.Name)
+		case strings.Contains(s.Name, tools.Separator):
+			p.bad(key+".name", "%q must not contain %q (it joins server and tool names)", s.Name, tools.Separator)
 		case seenServer[s.Name]:
 			p.bad(key+".name", "%q is used twice", s.Name)
 		}
@@ -727,6 +751,9 @@ func (c *Config) validateMCP(p *problems) {
 		}
 		if len(s.Command) > 0 && len(s.Headers) > 0 {
 			p.bad(key+".headers", "is for HTTP servers (url); a stdio server takes env")
+		}
+		if s.URL != "" && s.SecretArgs {
+			p.bad(key+".secret_args", "is for stdio servers (command); an HTTP server's secrets go in headers")
 		}
 		switch {
 		case s.Timeout.Duration == 0:
@@ -859,7 +886,7 @@ func (c *Config) hasProfile(name string) bool {
 
 func (c *Config) validateProfile(key string, p LLMProfileConfig, bad func(string, string, ...any)) {
 	if p.BaseURL != nil && *p.BaseURL != "" && !isHTTPURL(*p.BaseURL) {
-		bad(key+".base_url", "%q is not an http(s) URL", *p.BaseURL)
+		bad(key+".base_url", "%q is not an http(s) URL", redact.Text(*p.BaseURL, *p.BaseURL))
 	}
 	if p.Temperature != nil && (*p.Temperature < 0 || *p.Temperature > 2) {
 		bad(key+".temperature", "must be between 0 and 2")

@@ -13,6 +13,7 @@ import (
 	"github.com/pelletier/go-toml/v2"
 
 	"github.com/conclavehq/conclave/agents/fuzzy"
+	"github.com/conclavehq/conclave/agents/redact"
 )
 
 // envPrefix starts the environment variable of every configuration key:
@@ -183,7 +184,7 @@ func runConfigPrint(_ context.Context, args []string, e env) error {
 }
 
 // secretMask replaces a secret's value in printed configuration.
-const secretMask = "****"
+const secretMask = redact.Mask
 
 // masked is a copy of c with every secret value replaced by secretMask:
 // the keys of secrets() that hold a secret, every profile's api_key and
@@ -202,6 +203,10 @@ func (c Config) masked() Config {
 	m.MCP.Servers = make([]MCPServerConfig, len(c.MCP.Servers))
 	for i, srv := range c.MCP.Servers {
 		srv.Env, srv.Headers = maskLiterals(srv.Env), maskLiterals(srv.Headers)
+		srv.URL = redact.URL(srv.URL)
+		if srv.SecretArgs {
+			srv.Command = redact.Args(srv.Command)
+		}
 		m.MCP.Servers[i] = srv
 	}
 	for _, s := range m.secrets() {
@@ -232,10 +237,14 @@ func maskLiterals(kv map[string]string) map[string]string {
 	return out
 }
 
-// maskedProfile is a copy of p with its API key and header values masked.
+// maskedProfile is a copy of p with its API key and header values masked,
+// and what its base URL carries (user-info, query values, path keys).
 func (p LLMProfileConfig) maskedProfile() LLMProfileConfig {
 	if p.APIKey != nil && *p.APIKey != "" {
 		p.APIKey = ptr(secretMask)
+	}
+	if p.BaseURL != nil {
+		p.BaseURL = ptr(redact.URL(*p.BaseURL))
 	}
 	if p.Headers != nil {
 		h := make(map[string]string, len(p.Headers))

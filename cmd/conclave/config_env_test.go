@@ -258,15 +258,22 @@ func TestConfigPrint(t *testing.T) {
 		"memory.redis_url (CONCLAVE_env)": "unused",
 		"mcp.servers[0].env":              "secret-mcp-env-value",
 		"mcp.servers[1].headers":          "Bearer secret-mcp-header",
+		"llm.base_url user-info":          "secret-base-pass",
+		"llm.base_url query":              "secret-base-query",
+		"llm.profiles.cheap.base_url key": "0123456789abcdef0123456789abcdef",
+		"mcp.servers[1].url query":        "secret-mcp-query",
+		"mcp.servers[0].command (secret)": "secret-mcp-arg",
 	}
 	file := fmt.Sprintf(`[slack]
 app_token = %q
 bot_token = %q
 [llm]
 headers = { "x-api-key" = %q }
+base_url = "https://gw-user:secret-base-pass@llm.example/v1?key=secret-base-query"
 [llm.profiles.cheap]
 api_key = %q
 headers = { "x-api-key" = %q }
+base_url = "https://rpc.example/v3/0123456789abcdef0123456789abcdef"
 [memory]
 redis_url = %q
 [ens]
@@ -275,11 +282,12 @@ mainnet_rpc_url = %q
 call_timeout = "90s"
 [[mcp.servers]]
 name = "crm"
-command = ["crm-mcp"]
+command = ["crm-mcp", "--token", "secret-mcp-arg"]
+secret_args = true
 env = { CRM_TOKEN = "$CRM_TOKEN", CRM_KEY = %q }
 [[mcp.servers]]
 name = "search"
-url = "https://search.example/mcp"
+url = "https://search.example/mcp?token=secret-mcp-query"
 headers = { Authorization = %q }
 `, secrets["slack.app_token"], secrets["slack.bot_token"], secrets["llm.headers"], secrets["llm.profiles.cheap.api_key"],
 		secrets["llm.profiles.cheap.headers"], secrets["memory.redis_url"], secrets["ens.mainnet_rpc_url"],
@@ -309,6 +317,8 @@ headers = { Authorization = %q }
 		"stream = false", "stream_interval = '1s'",
 		"registry = '0x23dbc335f966d9869940FB55f61E919118AAD236'",
 		"CRM_KEY = '****'", "CRM_TOKEN = '$CRM_TOKEN'", "Authorization = '****'",
+		"base_url = 'https://****@llm.example/v1?key=****'", "base_url = 'https://rpc.example/v3/****'",
+		"url = 'https://search.example/mcp?token=****'", "command = ['crm-mcp', '****', '****']", "secret_args = true",
 	} {
 		if !strings.Contains(out, "\n"+line+"\n") {
 			t.Errorf("no line %q in:\n%s", line, out)

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/pelletier/go-toml/v2"
+
+	"github.com/conclavehq/conclave/agents"
 )
 
 func noEnv(string) string { return "" }
@@ -104,6 +106,8 @@ func TestExampleMatchesDefaults(t *testing.T) {
 		"llm.max_input":    {*cfg.LLM.MaxInputTokens, *def.LLM.MaxInputTokens},
 		"llm.json_mode":    {*cfg.LLM.JSONMode, *def.LLM.JSONMode},
 		"llm.merge":        {*cfg.LLM.MergeConsecutive, *def.LLM.MergeConsecutive},
+
+		"ens.resolve_timeout": {cfg.ENS.ResolveTimeout, def.ENS.ResolveTimeout},
 	}
 	for name, p := range pairs {
 		if fmt.Sprint(p[0]) != fmt.Sprint(p[1]) {
@@ -255,6 +259,7 @@ func TestConfigValidationNamesKey(t *testing.T) {
 	}{
 		{"api url without slash", "[slack]\napi_url = \"http://x/api\"", "slack.api_url"},
 		{"admin id", "[slack]\nadmins = [\"bob\"]", "slack.admins[0]"},
+		{"everyone and a list", "[slack]\nadmins = [\"U1\", \"*\"]", `slack.admins[1]: "*" (everyone) must be the only entry`},
 		{"app token kind", "[slack]\napp_token = \"xoxb-1\"", "slack.app_token: must be an app-level token"},
 		{"max turns", "[conversation]\nmax_turns = 0", "conversation.max_turns: must be > 0"},
 		{"negative timeout", "[conversation]\ntimeout = \"-1m\"", "conversation.timeout"},
@@ -274,20 +279,25 @@ func TestConfigValidationNamesKey(t *testing.T) {
 		{"two facilitators", "[[agents]]\nens = \"a.b.1.protocol6022.eth\"\nrole = \"facilitator\"\n[[agents]]\nens = \"b.b.1.protocol6022.eth\"\nrole = \"facilitator\"\n[[channels]]\nid = \"C1\"\nagents = [\"a.b.1.protocol6022.eth\", \"b.b.1.protocol6022.eth\"]", "channels[0].agents: at most one facilitator"},
 		{"registry", "[[ens.chains]]\nchain_id = 5\nregistry = \"nope\"", "ens.chains[0].registry"},
 		{"collection label", "[[ens.collections]]\nchain_id = 5\naddress = \"0x23dbc335f966d9869940FB55f61E919118AAD236\"\nlabel = \"Acme Corp\"", "ens.collections[0].label"},
+		{"resolve timeout", "[ens]\nresolve_timeout = \"0s\"", "ens.resolve_timeout: must be a positive duration"},
 		{"base domain", "[ens]\nbase_domains = [\"Protocol6022.ETH\"]", "ens.base_domains[0]"},
 		{"llm url", "[llm]\nbase_url = \"localhost:11434\"", "llm.base_url"},
+		{"llm url with credentials", "[llm]\nbase_url = \"ftp://ada:hunter2@llm.example/v1\"", `llm.base_url: "ftp://****@llm.example/v1" is not an http(s) URL`},
 		{"profile temperature", "[llm.profiles.hot]\ntemperature = 3.0", "llm.profiles.hot.temperature"},
 		{"public url", "[http]\npublic_url = \"wallet.example.com\"", "http.public_url"},
 		{"log level", "[log]\nlevel = \"loud\"", "log.level"},
 		{"tool rounds", "[llm]\nmax_tool_rounds = 0", "llm.max_tool_rounds: must be > 0"},
+		{"tool calls per round", "[llm]\nmax_tool_calls_per_round = 0", "llm.max_tool_calls_per_round: must be > 0"},
 		{"stream interval", "[slack]\nstream_interval = \"0s\"", "slack.stream_interval: must be a positive duration"},
 		{"server name", "[[mcp.servers]]\nname = \"CRM\"\nurl = \"http://x/mcp\"", `mcp.servers[0].name: "CRM" must be [a-z0-9_-]+`},
+		{"server name with the separator", "[[mcp.servers]]\nname = \"crm__eu\"\nurl = \"http://x/mcp\"", `mcp.servers[0].name: "crm__eu" must not contain "__" (it joins server and tool names)`},
 		{"server twice", "[[mcp.servers]]\nname = \"crm\"\nurl = \"http://x/mcp\"\n[[mcp.servers]]\nname = \"crm\"\ncommand = [\"crm\"]", `mcp.servers[1].name: "crm" is used twice`},
 		{"server transport missing", "[[mcp.servers]]\nname = \"crm\"", "mcp.servers[0]: needs exactly one of command (stdio) and url (Streamable HTTP)"},
 		{"server both transports", "[[mcp.servers]]\nname = \"crm\"\nurl = \"http://x/mcp\"\ncommand = [\"crm\"]", "mcp.servers[0]: needs exactly one of command"},
 		{"server empty command", "[[mcp.servers]]\nname = \"crm\"\ncommand = [\" \"]", "mcp.servers[0].command: the program is empty"},
 		{"server url", "[[mcp.servers]]\nname = \"crm\"\nurl = \"crm.local/mcp\"", "mcp.servers[0].url: is not an http(s) URL"},
 		{"server env on http", "[[mcp.servers]]\nname = \"crm\"\nurl = \"http://x/mcp\"\nenv = { A = \"b\" }", "mcp.servers[0].env: is for stdio servers"},
+		{"server secret_args on http", "[[mcp.servers]]\nname = \"crm\"\nurl = \"http://x/mcp\"\nsecret_args = true", "mcp.servers[0].secret_args: is for stdio servers (command)"},
 		{"server headers on stdio", "[[mcp.servers]]\nname = \"crm\"\ncommand = [\"crm\"]\nheaders = { A = \"b\" }", "mcp.servers[0].headers: is for HTTP servers"},
 		{"server timeout", "[[mcp.servers]]\nname = \"crm\"\ncommand = [\"crm\"]\ntimeout = \"-1s\"", "mcp.servers[0].timeout: must be a positive duration"},
 		{"agent tools", "[[mcp.servers]]\nname = \"crm\"\ncommand = [\"crm\"]\n[[agents]]\nens = \"a.b.1.protocol6022.eth\"\nrole = \"expert\"\ntools = [\"crm/lookup\", \"search\"]", `agents[0].tools[1]: "search" names no [[mcp.servers]]`},
@@ -435,5 +445,21 @@ func TestDeployConfigLoads(t *testing.T) {
 	cfg.applyEnv(noEnv)
 	if err := cfg.validate(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// slack.admins = ["*"] is valid: it opens adding and removing agents to
+// everyone.
+func TestAdminsEveryoneIsValid(t *testing.T) {
+	cfg := defaultConfig()
+	if err := decodeConfig("c.toml", []byte("[slack]\nadmins = [\"*\"]"), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	cfg.applyEnv(noEnv)
+	if err := cfg.validate(); err != nil && strings.Contains(err.Error(), "slack.admins") {
+		t.Fatalf("validate() = %v", err)
+	}
+	if got := agents.Admins(cfg.Slack.Admins).Who(); got != "everyone" {
+		t.Errorf("Who() = %q", got)
 	}
 }

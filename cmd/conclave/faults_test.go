@@ -424,7 +424,10 @@ registry = %q
 // nothing announced.
 func TestMalformedSlashCommandsChangeNothing(t *testing.T) {
 	r := newRig(t, fakeslack.Options{})
-	p := start(t, r.config(t, ""), nil)
+	path := r.config(t, "")
+	// Open to everyone, so that the arguments are what is refused.
+	rewrite(t, path, "[slack]\n", "[slack]\nadmins = [\"*\"]\n")
+	p := start(t, path, nil)
 	before := r.command(t, p, testPerson, "/list-agents")
 	tests := []struct{ name, line string }{
 		{"add without a name", "/add-agent"},

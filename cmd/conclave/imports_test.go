@@ -40,7 +40,7 @@ var importRules = []struct {
 		"prompt tests drive the engine through the terminal transport; cmd/conclave wires them"},
 	{testSupport, []string{""},
 		"test support stands alone: any package may import it"},
-	{[]string{"agents/backoff", "agents/clip", "agents/serial"}, []string{""},
+	{[]string{"agents/backoff", "agents/clip", "agents/serial", "agents/redact"}, []string{""},
 		"the one-of-each helpers stand alone: the transports use them as the engine does"},
 }
 

@@ -68,7 +68,7 @@ func loadRun(args []string, e env) (Config, *slog.Logger, error) {
 	if err != nil {
 		return Config{}, nil, err
 	}
-	log := newLogger(cfg.Log, e.stderr)
+	log := newLogger(cfg.Log, maskingWriter(e.stderr, cfg))
 	routeLibraryLogs(log)
 	log.Info("starting conclave", slog.String("version", versionString()))
 	for _, key := range secretsInFile {
@@ -105,7 +105,8 @@ func newInstance(cfg Config, log *slog.Logger, e env) *instance {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return &instance{
 		cfg: cfg, log: log, e: e, reg: reg, metrics: newRunMetrics(reg),
-		summary: startupSummary{store: storeKind(cfg.Memory), agents: len(cfg.Agents), channels: len(cfg.Channels), slackTeam: "not configured"},
+		summary: startupSummary{store: storeKind(cfg.Memory), agents: len(cfg.Agents), channels: len(cfg.Channels), slackTeam: "not configured",
+			agentAdmins: agents.Admins(cfg.Slack.Admins).Who()},
 	}
 }
 
@@ -443,6 +444,8 @@ func engineOptions(cfg Config, botUserID string) agents.Options {
 		TurnTimeout:      3 * longestTotalTimeout(cfg.LLM),
 		PostTimeout:      6 * cfg.Slack.Timeout.Duration,
 		Agents:           map[string]agents.AgentSettings{},
+
+		MaxToolCallsPerRound: cfg.LLM.MaxToolCallsPerRound,
 	}
 	for _, ch := range cfg.Channels {
 		o.Channels = append(o.Channels, agents.ChannelConfig{ID: ch.ID, Agents: ch.Agents, Start: ch.Start})

@@ -73,6 +73,8 @@ type startupSummary struct {
 	templateFiles   int
 	templateProblem int
 	slackTeam       string
+	// agentAdmins says who may add and remove agents (agents.Admins.Who).
+	agentAdmins string
 }
 
 func (s startupSummary) log(log *slog.Logger) {
@@ -88,6 +90,9 @@ func (s startupSummary) log(log *slog.Logger) {
 	}
 	if s.opsAddr != "" {
 		attrs = append(attrs, slog.String("ops_listen", s.opsAddr))
+	}
+	if s.agentAdmins != "" {
+		attrs = append(attrs, slog.String("agent_admins", s.agentAdmins))
 	}
 	log.Info("conclave is running", attrs...)
 }

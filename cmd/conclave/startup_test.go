@@ -53,7 +53,7 @@ func TestCheckoutStartsClean(t *testing.T) {
 		t.Fatalf("%d summary lines, want 1:\n%s", len(summary), logs)
 	}
 	want := map[string]any{"listen": p.addr, "store": "in-process", "agents": 0.0, "templates": "built-in",
-		"template_problems": 0.0, "slack_team": "not configured"}
+		"template_problems": 0.0, "slack_team": "not configured", "agent_admins": "workspace admins and owners"}
 	for k, v := range want {
 		if summary[0][k] != v {
 			t.Errorf("summary %s = %v, want %v", k, summary[0][k], v)

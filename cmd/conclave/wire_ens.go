@@ -20,6 +20,8 @@ func ensOptions(c ENSConfig, log *slog.Logger) ens.Options {
 		RPCTimeout:    c.RPCTimeout.Duration,
 		Gateway:       ens.GatewayOptions{AllowHTTP: c.GatewayAllowHTTP, AllowPrivate: c.GatewayAllowPrivate},
 		Logger:        log,
+
+		ResolveTimeout: c.ResolveTimeout.Duration,
 	}
 	for _, ch := range c.Chains {
 		o.Chains = append(o.Chains, ens.Chain{ChainID: ch.ChainID, RPCURL: ch.RPCURL, Registry: ch.Registry})

@@ -4,8 +4,12 @@ import (
 	"context"
 	"errors"
 	"math/big"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/ethereum/go-ethereum/common"
@@ -262,4 +266,91 @@ func TestGatewayGuardOnEVM(t *testing.T) {
 			}
 		})
 	}
+}
+
+// recordingDial is a gateway dialer that connects for real and records
+// every address it was asked for.
+type recordingDial struct {
+	mu    sync.Mutex
+	addrs []string
+}
+
+func (d *recordingDial) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	d.mu.Lock()
+	d.addrs = append(d.addrs, addr)
+	d.mu.Unlock()
+	var nd net.Dialer
+	return nd.DialContext(ctx, network, addr)
+}
+
+func (d *recordingDial) attempted() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.Clone(d.addrs)
+}
+
+// TestZonedGatewayOnEVM resolves a name whose resolver sends conclave to
+// the gateway on IPv6 loopback written with a zone (http://[::1%25lo]:…):
+// refused with ErrGatewayRefused, no connection attempted and no request
+// reaching the gateway — by default and with private gateways allowed.
+// The same gateway without the zone, private gateways allowed, answers:
+// the rig would have reached it.
+func TestZonedGatewayOnEVM(t *testing.T) {
+	w := newWorld(t)
+	host := "::1"
+	v6 := httptest.NewUnstartedServer(http.HandlerFunc(w.gw.serve))
+	if l, err := net.Listen("tcp", "[::1]:0"); err == nil {
+		v6.Listener.Close()
+		v6.Listener = l
+	} else {
+		host = "127.0.0.1" // no IPv6 loopback: the zone is still refused before any dial
+	}
+	v6.Start()
+	t.Cleanup(v6.Close)
+	_, port, _ := net.SplitHostPort(v6.Listener.Addr().String())
+	path := "/gw/{sender}/{data}.json"
+	zoned := w.e.deploy("TestOffchainResolver", []string{"http://[" + host + "%25lo]:" + port + path})
+	w.e.send(w.ensReg, "setRecord", ens.Namehash("zoned.eth"), bob, zoned.addr)
+	plain := w.e.deploy("TestOffchainResolver", []string{"http://" + net.JoinHostPort(host, port) + path})
+	w.e.send(w.ensReg, "setRecord", ens.Namehash("plain.eth"), bob, plain.addr)
+	w.gw.mu.Lock()
+	for _, name := range []string{"bob.zoned.eth", "bob.plain.eth"} {
+		w.gw.addrs[name] = bob
+		w.gw.texts[name] = map[string]string{"description": "an answer from loopback"}
+	}
+	w.gw.mu.Unlock()
+
+	for name, opts := range map[string]ens.GatewayOptions{
+		"http allowed":                {AllowHTTP: true},
+		"http and private allowed":    {AllowHTTP: true, AllowPrivate: true},
+		"defaults (https only) still": {},
+	} {
+		t.Run(name, func(t *testing.T) {
+			before := len(w.gw.seen())
+			rec := &recordingDial{}
+			opts.Dial = rec.dial
+			d, _ := w.directory(t, ens.Options{Gateway: opts})
+			a, err := d.Resolve(context.Background(), "bob.zoned.eth")
+			if !errors.Is(err, ens.ErrGatewayRefused) || errors.Is(err, ens.ErrNotFound) {
+				t.Fatalf("agent %+v, error %v, want one wrapping ErrGatewayRefused", a, err)
+			}
+			if got := rec.attempted(); len(got) != 0 {
+				t.Errorf("connections were attempted to %v", got)
+			}
+			if seen := w.gw.seen()[before:]; len(seen) != 0 {
+				t.Errorf("the loopback gateway was reached: %v", seen)
+			}
+		})
+	}
+	t.Run("control: the same gateway without the zone, private allowed", func(t *testing.T) {
+		rec := &recordingDial{}
+		d, _ := w.directory(t, ens.Options{Gateway: ens.GatewayOptions{AllowHTTP: true, AllowPrivate: true, Dial: rec.dial}})
+		a, err := d.Resolve(context.Background(), "bob.plain.eth")
+		if err != nil || a.Attributes["description"] != "an answer from loopback" {
+			t.Fatalf("agent %+v, error %v, want the gateway's answer", a, err)
+		}
+		if got := rec.attempted(); len(got) == 0 {
+			t.Error("the recording dialer saw no connection")
+		}
+	})
 }
