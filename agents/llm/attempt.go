@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -60,6 +61,7 @@ func secondsToDuration(s float64) time.Duration {
 // trace is what the HTTP layer saw of one attempt; go-openai's errors do not
 // carry response headers, and do not say whether anything was sent.
 type trace struct {
+	body       []byte // the request's body, as sent
 	sent       bool
 	status     int
 	retryAfter time.Duration
@@ -88,8 +90,14 @@ func (d *doer) Do(req *http.Request) (*http.Response, error) {
 	for k, vs := range d.header {
 		req.Header[k] = vs
 	}
+	tr, _ := req.Context().Value(traceKey{}).(*trace)
+	if tr != nil && req.GetBody != nil {
+		if body, err := req.GetBody(); err == nil {
+			tr.body, _ = io.ReadAll(body)
+		}
+	}
 	resp, err := d.next.Do(req)
-	if tr, ok := req.Context().Value(traceKey{}).(*trace); ok {
+	if tr != nil {
 		tr.sent = true
 		tr.netErr = err
 		if resp != nil {
@@ -103,6 +111,7 @@ func (d *doer) Do(req *http.Request) (*http.Response, error) {
 // outcome is one attempt's result, classified.
 type outcome struct {
 	reply      openai.ChatCompletionResponse
+	body       []byte // the request's, as sent
 	usage      usage
 	sent       bool // the request reached the HTTP client
 	status     int
@@ -134,6 +143,7 @@ func (out outcome) response(model string, attempts int, used usage) Response {
 		PromptTokens:     used.prompt,
 		CompletionTokens: used.completion,
 		Attempts:         attempts,
+		Sent:             out.body,
 	}
 }
 
@@ -150,7 +160,7 @@ func (ep *endpoint) attempt(ctx context.Context, call openai.ChatCompletionReque
 	} else {
 		reply, err = ep.api.CreateChatCompletion(actx, call)
 	}
-	out := outcome{sent: tr.sent, status: tr.status, retryAfter: tr.retryAfter, cause: err}
+	out := outcome{body: tr.body, sent: tr.sent, status: tr.status, retryAfter: tr.retryAfter, cause: err}
 	if err == nil {
 		out.reply = reply
 		out.usage = usage{reply.Usage.PromptTokens, reply.Usage.CompletionTokens}
