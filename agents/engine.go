@@ -112,6 +112,15 @@ type Options struct {
 	Stream         bool
 	StreamInterval time.Duration
 
+	// Traces writes a trace of every turn with the commit that ends it
+	// (trace.enabled); Replica names this process in them. TraceSecrets
+	// are masked wherever they appear in a trace (API keys, tokens,
+	// headers' values).
+	Traces       bool
+	Replica      string
+	TraceSecrets []string
+	maskSecrets  *strings.Replacer // of TraceSecrets (New)
+
 	// Owns, when set, limits the conversations the sweeper hands to
 	// workers to those it accepts: `conclave chat` may share the store of
 	// a running conclave and must leave its conversations alone.
@@ -146,6 +155,7 @@ func DefaultOptions() Options {
 		LockTTL:          30 * time.Second,
 		SweepInterval:    time.Second,
 		StreamInterval:   time.Second,
+		Traces:           true,
 	}
 }
 
@@ -267,6 +277,7 @@ func New(opts Options, deps Deps) *Engine {
 	opts.BaseDomains = bases
 	e.bases = bases
 	e.opts = opts
+	e.opts.maskSecrets = secretMask(opts.TraceSecrets)
 	e.opts.Agents = agentSettings(opts.Agents, e.naming, e.patterns, e.log)
 	for _, c := range opts.Channels {
 		e.static[c.ID] = canonicalChannel(c, e.canonical)

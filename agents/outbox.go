@@ -85,7 +85,12 @@ func (c runner) post(ctx context.Context, a ens.Agent, postID, text string, p pe
 		// the human agents it names.
 		p.Mention = c.mentionUsers(ctx, text, a.EnsDomain)
 	}
-	return c.out.send(ctx, p)
+	began := c.now()
+	err := c.out.send(ctx, p)
+	if t := c.tracing(p.Turn); t != nil {
+		t.Timings.PostMS += c.now().Sub(began).Milliseconds()
+	}
+	return err
 }
 
 // send records p as pending, behind the posts already waiting, and commits
