@@ -28,8 +28,8 @@ type convo struct {
 
 	newMsgs  []memory.Message
 	sessions []memory.SessionAppend
-	appended map[string]bool // namespace|key|ts appended while loaded
-	notices  []notice        // ephemeral notices to send once committed
+	appended map[string]bool    // namespace|key|ts appended while loaded
+	notices  []notice           // ephemeral notices to send once committed
 	traces   []memory.TurnTrace // finished turns' traces, for the next commit
 	// overloaded is the agent a turn was refused for, the queue being
 	// full (conversation.max_queued): its ⚠️ goes after routing.

@@ -84,7 +84,7 @@ type TraceResponse struct {
 type TraceTool struct {
 	Name       string `json:"name"`
 	Arguments  string `json:"arguments"`
-	Result     string `json:"result"` // cut to maxTraceToolResult runes
+	Result     string `json:"result"`  // cut to maxTraceToolResult runes
 	Outcome    string `json:"outcome"` // ok, error, unavailable
 	DurationMS int64  `json:"duration_ms"`
 }
