@@ -72,12 +72,19 @@ type TraceCall struct {
 
 // TraceResponse is what a model call answered.
 type TraceResponse struct {
-	Content          string         `json:"content"`
-	ToolCalls        []llm.ToolCall `json:"tool_calls,omitempty"`
-	FinishReason     string         `json:"finish_reason"`
-	Model            string         `json:"model,omitempty"`
-	PromptTokens     int            `json:"prompt_tokens"`
-	CompletionTokens int            `json:"completion_tokens"`
+	Content          string          `json:"content"`
+	ToolCalls        []TraceToolCall `json:"tool_calls,omitempty"`
+	FinishReason     string          `json:"finish_reason"`
+	Model            string          `json:"model,omitempty"`
+	PromptTokens     int             `json:"prompt_tokens"`
+	CompletionTokens int             `json:"completion_tokens"`
+}
+
+// TraceToolCall is one call a model asked for.
+type TraceToolCall struct {
+	ID        string `json:"id"`
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
 }
 
 // TraceTool is one tool call.
@@ -167,8 +174,11 @@ func (t *turn) traceCall(req llm.Request, resp llm.Response, err error, took tim
 		call.Error = noticeReason(err)
 	} else {
 		call.Response = &TraceResponse{
-			Content: resp.Content, ToolCalls: resp.ToolCalls, FinishReason: resp.FinishReason, Model: resp.Model,
+			Content: resp.Content, FinishReason: resp.FinishReason, Model: resp.Model,
 			PromptTokens: resp.PromptTokens, CompletionTokens: resp.CompletionTokens,
+		}
+		for _, tc := range resp.ToolCalls {
+			call.Response.ToolCalls = append(call.Response.ToolCalls, TraceToolCall{tc.ID, tc.Name, tc.Arguments})
 		}
 	}
 	tr.Calls = append(tr.Calls, call)

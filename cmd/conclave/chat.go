@@ -91,7 +91,7 @@ func chatLogger(cfg Config, e env) *slog.Logger {
 // never nil: close it, even on an error.
 func openChat(ctx context.Context, cfg Config, log *slog.Logger, e env) (*instance, error) {
 	p := &instance{cfg: cfg, log: log, e: e}
-	store, err := openStore(ctx, cfg.Memory, slog.New(slog.DiscardHandler))
+	store, err := openStore(ctx, cfg.Memory, cfg.Trace, slog.New(slog.DiscardHandler))
 	if err != nil {
 		return p, err
 	}

@@ -70,6 +70,14 @@ type Config struct {
 	HTTP         HTTPConfig                     `toml:"http"`
 	Log          LogConfig                      `toml:"log"`
 	MCP          MCPConfig                      `toml:"mcp"`
+	Trace        TraceConfig                    `toml:"trace"`
+}
+
+// TraceConfig is [trace]: the turn traces kept in the store.
+type TraceConfig struct {
+	Enabled                 bool     `toml:"enabled"`
+	Retention               Duration `toml:"retention"`
+	MaxBytesPerConversation int      `toml:"max_bytes_per_conversation"`
 }
 
 // SlackConfig is [slack].
@@ -304,6 +312,10 @@ func defaultConfig() Config {
 		Errors: ErrorsConfig{Notify: eng.Notify},
 		HTTP:   HTTPConfig{Addr: ":8080"},
 		Log:    LogConfig{Level: "info", Format: "json"},
+		Trace: TraceConfig{
+			Enabled: eng.Traces, Retention: Duration{memory.DefaultTraceRetention},
+			MaxBytesPerConversation: memory.DefaultTraceMaxBytes,
+		},
 	}
 }
 
@@ -551,6 +563,10 @@ func (c *Config) validate() error {
 	c.validateConversation(&p)
 	c.validateHTTP(&p)
 	c.validateLog(&p)
+	p.positive("trace.retention", c.Trace.Retention)
+	if c.Trace.MaxBytesPerConversation <= 0 {
+		p.bad("trace.max_bytes_per_conversation", "must be > 0")
+	}
 	if len(p) > 0 {
 		return fmt.Errorf("config: %s", strings.Join(p, "; "))
 	}

@@ -246,6 +246,8 @@ func TestConfigValidationNamesKey(t *testing.T) {
 		{"log level", "[log]\nlevel = \"loud\"", "log.level"},
 		{"tool rounds", "[llm]\nmax_tool_rounds = 0", "llm.max_tool_rounds: must be > 0"},
 		{"stream interval", "[slack]\nstream_interval = \"0s\"", "slack.stream_interval: must be a positive duration"},
+		{"trace retention", "[trace]\nretention = \"0s\"", "trace.retention: must be a positive duration"},
+		{"trace bound", "[trace]\nmax_bytes_per_conversation = 0", "trace.max_bytes_per_conversation: must be > 0"},
 		{"server name", "[[mcp.servers]]\nname = \"CRM\"\nurl = \"http://x/mcp\"", `mcp.servers[0].name: "CRM" must be [a-z0-9_-]+`},
 		{"server twice", "[[mcp.servers]]\nname = \"crm\"\nurl = \"http://x/mcp\"\n[[mcp.servers]]\nname = \"crm\"\ncommand = [\"crm\"]", `mcp.servers[1].name: "crm" is used twice`},
 		{"server transport missing", "[[mcp.servers]]\nname = \"crm\"", "mcp.servers[0]: needs exactly one of command (stdio) and url (Streamable HTTP)"},

@@ -78,6 +78,7 @@ func commands() []command {
 		{"templates check", "check a directory of prompt templates", runTemplatesCheck},
 		{"templates render", "print the request the model would receive", runTemplatesRender},
 		{"memory hydrate", "append JSONL history to a memory session", runHydrate},
+		{"trace", "print a conversation's turns from a Slack link: prompts, requests, tools, timings", runTrace},
 		{"tools list", "list each agent's MCP tools", runToolsList},
 		{"config print", "print the effective configuration, secrets masked", runConfigPrint},
 		{"healthcheck", "check the local bot's /healthz (for container health checks)", runHealthcheck},

@@ -136,7 +136,7 @@ func (p *instance) open(ctx context.Context) error {
 }
 
 func (p *instance) openMemory(ctx context.Context) error {
-	raw, err := openStore(ctx, p.cfg.Memory, p.log)
+	raw, err := openStore(ctx, p.cfg.Memory, p.cfg.Trace, p.log)
 	if err != nil {
 		return err
 	}
@@ -440,6 +440,9 @@ func engineOptions(cfg Config, botUserID string) agents.Options {
 		TurnTimeout:      3 * longestTotalTimeout(cfg.LLM),
 		PostTimeout:      6 * cfg.Slack.Timeout.Duration,
 		Agents:           map[string]agents.AgentSettings{},
+		Traces:           cfg.Trace.Enabled,
+		Replica:          replicaName(),
+		TraceSecrets:     cfg.traceSecrets(os.Getenv),
 	}
 	for _, ch := range cfg.Channels {
 		o.Channels = append(o.Channels, agents.ChannelConfig{ID: ch.ID, Agents: ch.Agents, Start: ch.Start})
@@ -471,12 +474,17 @@ func longestTotalTimeout(c LLMConfig) time.Duration {
 
 // openStore opens Redis when memory.redis_url is set, else the in-process
 // store, which is announced: one replica, nothing kept across restarts.
-func openStore(ctx context.Context, c MemoryConfig, log *slog.Logger) (memory.Store, error) {
+func openStore(ctx context.Context, c MemoryConfig, t TraceConfig, log *slog.Logger) (memory.Store, error) {
 	if c.RedisURL == "" {
 		log.Warn("memory: using the in-process store: run a single replica; conversations and memory are lost on exit (set memory.redis_url to keep them)")
-		return memory.NewInProcess(memory.Options{MaxSessionMessages: c.MaxSessionMessages, ConversationTTL: c.ConversationTTL.Duration}), nil
+		return memory.NewInProcess(memory.Options{
+			MaxSessionMessages: c.MaxSessionMessages, ConversationTTL: c.ConversationTTL.Duration,
+			TraceRetention: t.Retention.Duration, TraceMaxBytes: t.MaxBytesPerConversation,
+		}), nil
 	}
-	s, err := memory.NewRedis(ctx, redisOptions(c))
+	o := redisOptions(c)
+	o.TraceRetention, o.TraceMaxBytes = t.Retention.Duration, t.MaxBytesPerConversation
+	s, err := memory.NewRedis(ctx, o)
 	if err != nil {
 		return nil, err
 	}
