@@ -165,7 +165,7 @@ func (t *turn) traceCall(req llm.Request, resp llm.Response, err error, took tim
 		return
 	}
 	call := TraceCall{Request: resp.Sent, DurationMS: took.Milliseconds()}
-	if len(call.Request) == 0 || !json.Valid(call.Request) {
+	if len(call.Request) == 0 {
 		// Not sent, or by a model that does not say what it sent: the
 		// request as the engine built it.
 		call.Request, _ = json.Marshal(tracedRequest(req))

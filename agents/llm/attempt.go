@@ -92,9 +92,7 @@ func (d *doer) Do(req *http.Request) (*http.Response, error) {
 	}
 	tr, _ := req.Context().Value(traceKey{}).(*trace)
 	if tr != nil && req.GetBody != nil {
-		if body, err := req.GetBody(); err == nil {
-			tr.body, _ = io.ReadAll(body)
-		}
+		tr.body = copyBody(req)
 	}
 	resp, err := d.next.Do(req)
 	if tr != nil {
@@ -106,6 +104,26 @@ func (d *doer) Do(req *http.Request) (*http.Response, error) {
 		}
 	}
 	return resp, err
+}
+
+// copyBody reads a copy of the request's body (GetBody gives a fresh
+// reader over the bytes go-openai encoded), in one allocation when its
+// length is known.
+func copyBody(req *http.Request) []byte {
+	body, err := req.GetBody()
+	if err != nil {
+		return nil
+	}
+	defer body.Close()
+	if n := req.ContentLength; n > 0 {
+		b := make([]byte, n)
+		if _, err := io.ReadFull(body, b); err != nil {
+			return nil
+		}
+		return b
+	}
+	b, _ := io.ReadAll(body)
+	return b
 }
 
 // outcome is one attempt's result, classified.
