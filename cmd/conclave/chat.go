@@ -22,7 +22,7 @@ import (
 // it runs), model endpoint and store of `conclave run`, with the terminal
 // instead of Slack.
 func runChat(ctx context.Context, args []string, e env) error {
-	cfg, channel, person, err := chatConfig(args, e)
+	cfg, channel, person, record, err := chatConfig(args, e)
 	if err != nil {
 		return err
 	}
@@ -33,7 +33,12 @@ func runChat(ctx context.Context, args []string, e env) error {
 	if err != nil {
 		return err
 	}
-	term := chatTerminal(channel, person, !interactive, e, p.directory)
+	if record != "" {
+		if p.model, err = recordTo(record, p.model); err != nil {
+			return err
+		}
+	}
+	term := chatTerminal(channel, person, !interactive, e, p.directory, traceOf(p.store))
 	eng := chatEngine(cfg, p, term)
 	list, err := eng.ChannelAgents(ctx, channel)
 	if err != nil {
@@ -51,21 +56,22 @@ func runChat(ctx context.Context, args []string, e env) error {
 // chatConfig reads the flags and the configuration of `conclave chat`:
 // the channel (default: the first [[channels]]) and who is typing
 // (default: $USER).
-func chatConfig(args []string, e env) (cfg Config, channel, person string, err error) {
+func chatConfig(args []string, e env) (cfg Config, channel, person, record string, err error) {
 	fs := newFlags("chat", e)
 	load := configFlag(fs, e)
 	ch := fs.String("channel", "", "the channel whose agents answer (default: the first [[channels]])")
 	as := fs.String("as", "", "your name in the conversation (default $USER)")
+	rec := fs.String("record", "", "write each model request and response to this directory as NNN-<agent>-<phase>.json")
 	if err := parseFlags(fs, args, e); err != nil {
-		return Config{}, "", "", err
+		return Config{}, "", "", "", err
 	}
 	if cfg, _, err = load(); err != nil {
-		return Config{}, "", "", err
+		return Config{}, "", "", "", err
 	}
 	channel = *ch
 	if channel == "" {
 		if len(cfg.Channels) == 0 {
-			return Config{}, "", "", fmt.Errorf("%w: no channel: pass --channel or declare one in [[channels]]", errUsage)
+			return Config{}, "", "", "", fmt.Errorf("%w: no channel: pass --channel or declare one in [[channels]]", errUsage)
 		}
 		channel = cfg.Channels[0].ID
 	}
@@ -73,7 +79,7 @@ func chatConfig(args []string, e env) (cfg Config, channel, person string, err e
 	if person == "" {
 		person = e.getenv("USER")
 	}
-	return cfg, channel, person, nil
+	return cfg, channel, person, *rec, nil
 }
 
 // chatLogger logs only warnings and errors (the terminal is for the
@@ -126,13 +132,14 @@ func openChat(ctx context.Context, cfg Config, log *slog.Logger, e env) (*instan
 
 // chatTerminal is the terminal transport of `conclave chat`; agents are
 // named by their ENS records, else by their names' first label.
-func chatTerminal(channel, person string, wait bool, e env, directory *ens.Directory) *terminal.Terminal {
+func chatTerminal(channel, person string, wait bool, e env, directory *ens.Directory, trace func(context.Context, io.Writer, string) error) *terminal.Terminal {
 	return terminal.New(terminal.Options{
 		Channel: channel,
 		Person:  person,
 		Out:     e.stdout,
 		Status:  e.stderr,
 		Wait:    wait,
+		Trace:   trace,
 		Names: func(ctx context.Context, name string) string {
 			if a, err := directory.Resolve(ctx, name); err == nil && a.Name != "" {
 				return a.Name

@@ -9,15 +9,18 @@ import (
 	"io"
 	"net/url"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
 
 	"github.com/conclavehq/conclave/agents"
+	"github.com/conclavehq/conclave/agents/llm"
 	"github.com/conclavehq/conclave/memory"
 )
 
@@ -314,4 +317,95 @@ func writeTurnDetail(w io.Writer, t agents.Trace) error {
 		fmt.Fprintf(w, "# response %d (%s)\n%s\n", i+1, fmtMS(c.DurationMS), body)
 	}
 	return nil
+}
+
+// traceOf answers /trace in conclave chat: the last turn of a
+// conversation, as conclave trace prints it.
+func traceOf(log agents.TraceLog) func(ctx context.Context, w io.Writer, convID string) error {
+	return func(ctx context.Context, w io.Writer, convID string) error {
+		traces, err := findTraces(ctx, log, convID)
+		if err != nil {
+			return err
+		}
+		writeTurnBlock(w, traces[len(traces)-1])
+		return nil
+	}
+}
+
+// recorder is a model that writes each request and its response to a
+// directory (conclave chat --record), numbered in the order they were
+// made.
+type recorder struct {
+	agents.Model
+	dir string
+	mu  sync.Mutex
+	n   int
+}
+
+// recordTo wraps m so that it records to dir, which it creates.
+func recordTo(dir string, m agents.Model) (agents.Model, error) {
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return nil, fmt.Errorf("chat: --record: %w", err)
+	}
+	return &recorder{Model: m, dir: dir}, nil
+}
+
+// Complete implements agents.Model.
+func (r *recorder) Complete(ctx context.Context, req llm.Request) (llm.Response, error) {
+	resp, err := r.Model.Complete(ctx, req)
+	r.mu.Lock()
+	r.n++
+	n := r.n
+	r.mu.Unlock()
+	rec := struct {
+		Agent    string          `json:"agent"`
+		Role     string          `json:"role"`
+		Phase    string          `json:"phase"`
+		Request  json.RawMessage `json:"request"`
+		Response any             `json:"response"`
+	}{Agent: req.Agent, Role: req.Role, Phase: req.Prompt, Request: resp.Sent}
+	if len(rec.Request) == 0 {
+		// Not sent: the body as the client would have sent it.
+		if c, ok := r.Model.(interface {
+			RequestBody(llm.Request) (string, []byte, error)
+		}); ok {
+			_, rec.Request, _ = c.RequestBody(req)
+		}
+	}
+	if len(rec.Request) == 0 {
+		rec.Request = json.RawMessage("null")
+	}
+	if err != nil {
+		rec.Response = map[string]string{"error": err.Error()}
+	} else {
+		rec.Response = struct {
+			Content          string         `json:"content"`
+			ToolCalls        []llm.ToolCall `json:"tool_calls,omitempty"`
+			FinishReason     string         `json:"finish_reason"`
+			Model            string         `json:"model"`
+			PromptTokens     int            `json:"prompt_tokens"`
+			CompletionTokens int            `json:"completion_tokens"`
+		}{resp.Content, resp.ToolCalls, resp.FinishReason, resp.Model, resp.PromptTokens, resp.CompletionTokens}
+	}
+	body, merr := json.MarshalIndent(rec, "", "  ")
+	if merr == nil {
+		name := fmt.Sprintf("%03d-%s-%s.json", n, recordName(req.Agent), recordName(req.Prompt))
+		merr = os.WriteFile(filepath.Join(r.dir, name), append(body, '\n'), 0o600)
+	}
+	if merr != nil && err == nil {
+		err = fmt.Errorf("chat: --record: %w", merr)
+	}
+	return resp, err
+}
+
+// recordName is an agent's name (its ENS name's first label) or a phase,
+// safe in a file name.
+func recordName(s string) string {
+	first, _, _ := strings.Cut(s, ".")
+	return strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' || r == '_' {
+			return r
+		}
+		return '_'
+	}, strings.ToLower(cmp.Or(first, "unknown")))
 }

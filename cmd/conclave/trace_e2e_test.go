@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -157,5 +159,66 @@ func TestParseTraceRef(t *testing.T) {
 		if err != nil || r != (traceRef{tc.channel, tc.ts, tc.conv}) {
 			t.Errorf("parseTraceRef(%q) = %+v, %v", tc.ref, r, err)
 		}
+	}
+}
+
+// In conclave chat, --record writes each request as sent with its
+// response, one file per model call, and /trace prints the last turn.
+func TestChatRecordAndTrace(t *testing.T) {
+	r := newRig(t, fakeslack.Options{})
+	model := newCast(map[string][]string{
+		"Elen/default": {
+			"Let me ask " + claudineENS + ": what cover does customer C45653 have?",
+			"C45653 has gold cover.",
+		},
+		"Claudine/context-not-found": {`{"session": "C45653", "message": ""}`},
+		"Claudine/context-found":     {"C45653 holds the gold cover since 2021."},
+	}, "Elen", "Claudine")
+	r.llm.Handle(model.reply)
+	path := r.config(t, claimsDesk)
+	dir := filepath.Join(t.TempDir(), "calls")
+
+	code, stdout, stderr := runChatScript(t, "Is C45653 covered?\n/trace\n", "--config", path, "--as", "Ada", "--record", dir)
+	if code != 0 {
+		t.Fatalf("exit code %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	checkStrings(t, "recorded files", names,
+		"001-elen-default.json", "002-claudine-context-not-found.json", "003-claudine-context-found.json", "004-elen-default.json")
+	sent := r.llm.Requests()
+	for i, name := range names {
+		body, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rec struct {
+			Agent, Phase string
+			Request      json.RawMessage
+			Response     struct{ Content string }
+		}
+		if err := json.Unmarshal(body, &rec); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		var a, b bytes.Buffer
+		_ = json.Compact(&a, rec.Request)
+		_ = json.Compact(&b, sent[i].Body)
+		if a.String() != b.String() || rec.Response.Content == "" {
+			t.Errorf("%s: request\n%s\nwant what the endpoint received\n%s\n(response %q)", name, a.String(), b.String(), rec.Response.Content)
+		}
+	}
+	for _, want := range []string{"turn ", elenENS + " (facilitator)", "default", "timings", "posted"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("/trace printed no %q:\n%s", want, stderr)
+		}
+	}
+	if strings.Contains(stdout, "timings") {
+		t.Errorf("/trace went to the transcript:\n%s", stdout)
 	}
 }
