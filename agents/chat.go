@@ -63,6 +63,9 @@ type Reply struct {
 	// Partial: Text is a streamed reply so far; only its first part is
 	// posted or updated.
 	Partial bool
+	// Feedback, when set, puts 👍/👎 buttons under the last part; a press
+	// hands it back to Engine.RecordFeedback.
+	Feedback string
 }
 
 // PostError is a failed post as the transport classifies it. An error of

@@ -116,8 +116,11 @@ type Options struct {
 	// (trace.enabled); Replica names this process in them. TraceSecrets
 	// are masked wherever they appear in a trace (API keys, tokens,
 	// headers' values).
-	Traces       bool
-	Replica      string
+	Traces  bool
+	Replica string
+	// Feedback says which posts carry 👍/👎 buttons (slack.feedback:
+	// FeedbackAnswers, FeedbackAll, FeedbackOff; "" is off).
+	Feedback     string
 	TraceSecrets []string
 	maskSecrets  *strings.Replacer // of TraceSecrets (New)
 
@@ -170,6 +173,10 @@ type Deps struct {
 	Logger   *slog.Logger       // nil: discard
 	Now      func() time.Time   // nil: time.Now
 	OnTurn   func(r TurnReport) // optional: metrics, called after each turn
+	// Traces, optional, keeps the feedback people give (RecordFeedback);
+	// OnFeedback, optional (metrics), is called for each press recorded.
+	Traces     TraceLog
+	OnFeedback func(agent, role, value string)
 	// OnPostAbandoned, optional (metrics), is called for each post given
 	// up (a permanent error, or its retry window over).
 	OnPostAbandoned func()

@@ -85,6 +85,7 @@ func (c runner) post(ctx context.Context, a ens.Agent, postID, text string, p pe
 		// the human agents it names.
 		p.Mention = c.mentionUsers(ctx, text, a.EnsDomain)
 	}
+	p.Feedback = c.feedbackFor(a, p)
 	began := c.now()
 	err := c.out.send(ctx, p)
 	if t := c.tracing(p.Turn); t != nil {
@@ -231,6 +232,7 @@ func (o *outbox) reply(a ens.Agent, p *pendingPost) Reply {
 		Mention:  p.Mention,
 		Posted:   p.Posted,
 		Update:   p.updateOf(),
+		Feedback: p.Feedback,
 	}
 }
 

@@ -94,6 +94,8 @@ type SlackConfig struct {
 	// Streaming replies.
 	Stream         bool     `toml:"stream"`
 	StreamInterval Duration `toml:"stream_interval"`
+	// Feedback buttons: answers, all or off.
+	Feedback string `toml:"feedback"`
 }
 
 // LLMProfileConfig holds the keys of [llm] that a named profile may set.
@@ -269,6 +271,7 @@ func defaultConfig() Config {
 			Timeout:         Duration{10 * time.Second},
 			PostRetryWindow: Duration{eng.PostRetryWindow},
 			StreamInterval:  Duration{eng.StreamInterval},
+			Feedback:        agents.FeedbackAnswers,
 		},
 		LLM: LLMConfig{LLMProfileConfig: LLMProfileConfig{
 			BaseURL:          ptr(llm.DefaultBaseURL),
@@ -563,6 +566,9 @@ func (c *Config) validate() error {
 	c.validateConversation(&p)
 	c.validateHTTP(&p)
 	c.validateLog(&p)
+	if !slices.Contains([]string{agents.FeedbackAnswers, agents.FeedbackAll, agents.FeedbackOff}, c.Slack.Feedback) {
+		p.bad("slack.feedback", "must be answers, all or off (got %q)", c.Slack.Feedback)
+	}
 	p.positive("trace.retention", c.Trace.Retention)
 	if c.Trace.MaxBytesPerConversation <= 0 {
 		p.bad("trace.max_bytes_per_conversation", "must be > 0")

@@ -319,6 +319,8 @@ func (p *instance) startSlack(s *slackSide) error {
 		OnTurn:   p.metrics.observeTurn,
 
 		OnPostAbandoned: p.metrics.observePostAbandoned,
+		Traces:          p.store,
+		OnFeedback:      p.metrics.observeFeedback,
 	})
 	commands, wallet, err := wireCommands(p.cfg, web, eng, p.store, p.directory, p.log)
 	if err != nil {
@@ -441,6 +443,7 @@ func engineOptions(cfg Config, botUserID string) agents.Options {
 		PostTimeout:      6 * cfg.Slack.Timeout.Duration,
 		Agents:           map[string]agents.AgentSettings{},
 		Traces:           cfg.Trace.Enabled,
+		Feedback:         cfg.Slack.Feedback,
 		Replica:          replicaName(),
 		TraceSecrets:     cfg.traceSecrets(os.Getenv),
 	}

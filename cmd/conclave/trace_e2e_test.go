@@ -222,3 +222,68 @@ func TestChatRecordAndTrace(t *testing.T) {
 		t.Errorf("/trace went to the transcript:\n%s", stdout)
 	}
 }
+
+// The facilitator's answer to a person carries 👍/👎 buttons (the
+// expert's reply and the facilitator's call do not, slack.feedback =
+// "answers"); a press through the real socketmode client is thanked
+// ephemerally, counted, and shows in conclave trace; a second press by
+// the same person replaces the first.
+func TestFeedbackButtons(t *testing.T) {
+	db := redistest.New(t)
+	r := newRig(t, fakeslack.Options{EchoPosts: true})
+	model := newCast(map[string][]string{
+		"Elen/default": {
+			"🧭 " + claudineENS + ", what cover does customer C45653 have?",
+			"🧭 C45653 has gold cover, Ada.",
+		},
+		"Claudine/context-not-found": {`{"session": "C45653", "message": ""}`},
+		"Claudine/context-found":     {"📚 C45653 holds the gold cover since 2021."},
+	}, "Elen", "Claudine")
+	r.llm.Handle(model.reply)
+	path := r.config(t, redisSection(db.URL, db.Prefix)+claimsDesk)
+	p := start(t, path, nil)
+
+	root := r.slack.SendMessage(fakeslack.Message{Channel: testChannel, User: testPerson, Text: "Is C45653 covered?"})
+	r.waitPosts(t, p, 3)
+	traces := waitTraces(t, nil, path, permalink(root.TS), 3)
+	posts := r.slack.Posts()
+	for i, want := range []bool{false, false, true} {
+		_, has := r.slack.PressFeedback(posts[i], testPerson, true)
+		if !has && want || has && !want {
+			t.Fatalf("post %d (%q): feedback buttons %v, want %v", i+1, posts[i].Text, has, want)
+		}
+		if has {
+			break // the press is delivered: wait for its thanks below
+		}
+	}
+	ctx := waitCtx(t)
+	if _, err := r.slack.WaitEphemerals(ctx, 1); err != nil {
+		t.Fatalf("%v\n%s", err, p.logs)
+	}
+	if _, ok := r.slack.PressFeedback(posts[2], testPerson, false); !ok {
+		t.Fatal("the answer's buttons are gone")
+	}
+	eph, err := r.slack.WaitEphemerals(ctx, 2)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, p.logs)
+	}
+	if last := eph[len(eph)-1]; last.User != testPerson || !strings.Contains(last.Text, "Thanks for your feedback") {
+		t.Errorf("thanks = %+v", last)
+	}
+	s := p.scrape(t)
+	for value, want := range map[string]float64{"negative": 1, "positive": 1} {
+		got, _ := s.sum("conclave_feedback_total", `agent="`+elenENS+`"`, `role="facilitator"`, `value="`+value+`"`)
+		if got != want {
+			t.Errorf("conclave_feedback_total{value=%q} = %v, want %v", value, got, want)
+		}
+	}
+	code, out, stderr := cli(t, nil, "trace", "--config", path, permalink(root.TS))
+	if code != 0 {
+		t.Fatalf("conclave trace: exit %d\n%s", code, stderr)
+	}
+	blocks := strings.Split(out, "\n\n")
+	last := blocks[len(blocks)-1]
+	if !strings.Contains(last, "turn "+traces[2].TurnID) || !strings.Contains(last, "feedback  👎 negative by "+testPerson) || strings.Contains(last, "positive") {
+		t.Errorf("the answer's block does not show the one 👎 press:\n%s", last)
+	}
+}
