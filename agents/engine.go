@@ -15,6 +15,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/conclavehq/conclave/ens"
 	"github.com/conclavehq/conclave/memory"
 	"github.com/conclavehq/conclave/templates"
@@ -177,6 +179,11 @@ type Deps struct {
 	// OnFeedback, optional (metrics), is called for each press recorded.
 	Traces     TraceLog
 	OnFeedback func(agent, role, value string)
+	// Tracer, optional, receives each turn's OpenTelemetry spans
+	// (otel.go); CaptureContent puts prompts, replies and tool
+	// arguments and results in them.
+	Tracer         trace.Tracer
+	CaptureContent bool
 	// OnPostAbandoned, optional (metrics), is called for each post given
 	// up (a permanent error, or its retry window over).
 	OnPostAbandoned func()

@@ -89,7 +89,9 @@ func (c runner) post(ctx context.Context, a ens.Agent, postID, text string, p pe
 	began := c.now()
 	err := c.out.send(ctx, p)
 	if t := c.tracing(p.Turn); t != nil {
-		t.Timings.PostMS += c.now().Sub(began).Milliseconds()
+		took := c.now().Sub(began)
+		t.Timings.PostMS += took.Milliseconds()
+		t.posts = append(t.posts, timeSpan{began, took})
 	}
 	return err
 }

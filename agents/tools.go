@@ -53,7 +53,7 @@ func (c runner) complete(ctx context.Context, t *turn, req llm.Request) (llm.Res
 		}
 		began := c.now()
 		resp, err := c.callModel(ctx, t, req)
-		t.traceCall(req, resp, err, c.now().Sub(began))
+		c.traceCall(t, req, resp, err, began)
 		t.report.PromptTokens += resp.PromptTokens
 		t.report.CompletionTokens += resp.CompletionTokens
 		if err != nil || len(req.Tools) == 0 || len(resp.ToolCalls) == 0 {
@@ -86,7 +86,7 @@ func (c runner) runTools(ctx context.Context, t *turn, offered []llm.Tool, calls
 	for i, call := range calls {
 		if !slices.ContainsFunc(offered, func(o llm.Tool) bool { return o.Name == call.Name }) {
 			results[i] = fmt.Sprintf("error: no tool named %q is available", call.Name)
-			traced[i] = t.traceTool(call, results[i], toolUnavailable, 0)
+			traced[i] = t.traceTool(call, results[i], toolUnavailable, c.now(), 0)
 			continue
 		}
 		ran[i] = true
@@ -104,7 +104,7 @@ func (c runner) runTools(ctx context.Context, t *turn, offered []llm.Tool, calls
 				text = "(no output)"
 			}
 			results[i] = capText(text, c.opts.MaxMessageChars)
-			traced[i] = t.traceTool(call, results[i], outcome, c.now().Sub(called))
+			traced[i] = t.traceTool(call, results[i], outcome, called, c.now().Sub(called))
 		})
 	}
 	c.offCPU(wg.Wait)

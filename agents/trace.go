@@ -53,6 +53,14 @@ type Trace struct {
 	Posted []string `json:"posted,omitempty"`
 	// Feedback is filled when traces are read (ReadTraces).
 	Feedback []memory.Feedback `json:"feedback,omitempty"`
+
+	posts []timeSpan // each post's attempt, for its span
+}
+
+// timeSpan is when something began and how long it took.
+type timeSpan struct {
+	began time.Time
+	took  time.Duration
 }
 
 // TracePrompt is one template a turn rendered.
@@ -64,6 +72,8 @@ type TracePrompt struct {
 
 // TraceCall is one model call: the request as sent and what came back.
 type TraceCall struct {
+	Model      string          `json:"model,omitempty"` // the model asked for
+	Started    time.Time       `json:"started"`
 	Request    json.RawMessage `json:"request"`
 	Response   *TraceResponse  `json:"response,omitempty"`
 	Error      string          `json:"error,omitempty"` // a reason class, as a notice gives it
@@ -89,7 +99,8 @@ type TraceToolCall struct {
 
 // TraceTool is one tool call.
 type TraceTool struct {
-	Name       string `json:"name"`
+	Started    time.Time `json:"started"`
+	Name       string    `json:"name"`
 	Arguments  string `json:"arguments"`
 	Result     string `json:"result"`  // cut to maxTraceToolResult runes
 	Outcome    string `json:"outcome"` // ok, error, unavailable
@@ -124,7 +135,7 @@ type promptSources interface {
 
 // newTrace starts the trace of a turn, or returns nil when traces are off.
 func (c runner) newTrace(t *turn) *Trace {
-	if !c.opts.Traces {
+	if !c.opts.Traces && c.deps.Tracer == nil {
 		return nil
 	}
 	tr := &Trace{
@@ -159,12 +170,17 @@ func (t *turn) tracePrompts(prompt string, took time.Duration) {
 }
 
 // traceCall notes one model call.
-func (t *turn) traceCall(req llm.Request, resp llm.Response, err error, took time.Duration) {
+func (c runner) traceCall(t *turn, req llm.Request, resp llm.Response, err error, began time.Time) {
 	tr := t.trace
 	if tr == nil {
 		return
 	}
-	call := TraceCall{Request: resp.Sent, DurationMS: took.Milliseconds()}
+	call := TraceCall{Model: req.Model, Started: began, Request: resp.Sent, DurationMS: c.now().Sub(began).Milliseconds()}
+	if call.Model == "" {
+		if p, err := c.deps.Model.Profile(req.Profile); err == nil {
+			call.Model = p.Model
+		}
+	}
 	if len(call.Request) == 0 {
 		// Not sent, or by a model that does not say what it sent: the
 		// request as the engine built it.
@@ -217,9 +233,9 @@ func tracedRequest(req llm.Request) any {
 }
 
 // traceTool notes one tool call.
-func (t *turn) traceTool(call llm.ToolCall, result, outcome string, took time.Duration) TraceTool {
+func (t *turn) traceTool(call llm.ToolCall, result, outcome string, began time.Time, took time.Duration) TraceTool {
 	return TraceTool{
-		Name: call.Name, Arguments: call.Arguments, Result: clip.Runes(result, maxTraceToolResult, " …"),
+		Started: began, Name: call.Name, Arguments: call.Arguments, Result: clip.Runes(result, maxTraceToolResult, " …"),
 		Outcome: outcome, DurationMS: took.Milliseconds(),
 	}
 }
@@ -240,6 +256,13 @@ func (c runner) finishTrace(t *turn) {
 		if m.TurnID == t.id || strings.HasPrefix(m.TurnID, t.id+"-") {
 			tr.Posted = append(tr.Posted, m.TS)
 		}
+	}
+	if c.deps.Tracer != nil {
+		c.emitSpans(tr)
+	}
+	if !c.opts.Traces {
+		delete(c.live, t.id)
+		return
 	}
 	body, err := json.Marshal(tr)
 	if err != nil {

@@ -51,6 +51,9 @@ type Message struct {
 	// Meta carries engine-defined extras (threading outcome, …).
 	Meta map[string]string `json:"meta,omitempty"`
 	At   time.Time         `json:"at"`
+	// Trace is the W3C traceparent of the span that received it, when
+	// traces are exported (OpenTelemetry).
+	Trace string `json:"trace,omitempty"`
 }
 
 // Conversation is the stored record of one thread. State is owned by the

@@ -71,6 +71,7 @@ type Config struct {
 	Log          LogConfig                      `toml:"log"`
 	MCP          MCPConfig                      `toml:"mcp"`
 	Trace        TraceConfig                    `toml:"trace"`
+	OTel         OTelConfig                     `toml:"otel"`
 }
 
 // TraceConfig is [trace]: the turn traces kept in the store.
@@ -568,6 +569,11 @@ func (c *Config) validate() error {
 	c.validateLog(&p)
 	if !slices.Contains([]string{agents.FeedbackAnswers, agents.FeedbackAll, agents.FeedbackOff}, c.Slack.Feedback) {
 		p.bad("slack.feedback", "must be answers, all or off (got %q)", c.Slack.Feedback)
+	}
+	if c.OTel.Endpoint != "" {
+		if _, err := tracesURL(c.OTel.Endpoint); err != nil {
+			p.bad("otel.endpoint", "must be an http(s) URL, the collector's OTLP/HTTP base (e.g. http://localhost:4318)")
+		}
 	}
 	p.positive("trace.retention", c.Trace.Retention)
 	if c.Trace.MaxBytesPerConversation <= 0 {

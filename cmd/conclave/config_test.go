@@ -247,6 +247,7 @@ func TestConfigValidationNamesKey(t *testing.T) {
 		{"tool rounds", "[llm]\nmax_tool_rounds = 0", "llm.max_tool_rounds: must be > 0"},
 		{"stream interval", "[slack]\nstream_interval = \"0s\"", "slack.stream_interval: must be a positive duration"},
 		{"feedback", "[slack]\nfeedback = \"some\"", `slack.feedback: must be answers, all or off (got "some")`},
+		{"otel endpoint", "[otel]\nendpoint = \"localhost:4318\"", "otel.endpoint: must be an http(s) URL"},
 		{"trace retention", "[trace]\nretention = \"0s\"", "trace.retention: must be a positive duration"},
 		{"trace bound", "[trace]\nmax_bytes_per_conversation = 0", "trace.max_bytes_per_conversation: must be > 0"},
 		{"server name", "[[mcp.servers]]\nname = \"CRM\"\nurl = \"http://x/mcp\"", `mcp.servers[0].name: "CRM" must be [a-z0-9_-]+`},

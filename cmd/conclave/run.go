@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/slack-go/slack"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/conclavehq/conclave/agents"
 	"github.com/conclavehq/conclave/agents/backoff"
@@ -95,6 +96,7 @@ type instance struct {
 	directory *ens.Directory
 	web       *http.Client
 	model     agents.Model
+	tracer    trace.Tracer // nil: no OpenTelemetry export
 	toolbox   agents.Toolbox
 	hub       *tools.Hub
 }
@@ -118,7 +120,7 @@ func (p *instance) close() {
 // open opens the parts the engine runs on: the store, the prompts, the
 // identities, the model client and the tools.
 func (p *instance) open(ctx context.Context) error {
-	for _, step := range []func(context.Context) error{p.openMemory, p.openPrompts, p.openIdentities, p.openModel, p.openTools} {
+	for _, step := range []func(context.Context) error{p.openTracing, p.openMemory, p.openPrompts, p.openIdentities, p.openModel, p.openTools} {
 		if err := step(ctx); err != nil {
 			return err
 		}
@@ -132,6 +134,16 @@ func (p *instance) open(ctx context.Context) error {
 	if p.cfg.Memory.RedisURL != "" {
 		p.checks = append(p.checks, readinessCheck{"redis", "unreachable", p.store.Ping})
 	}
+	return nil
+}
+
+func (p *instance) openTracing(ctx context.Context) error {
+	tracer, stop, err := openTracing(ctx, p.cfg.OTel, p.e.getenv, p.log)
+	if err != nil {
+		return err
+	}
+	p.tracer = tracer
+	p.closers = append(p.closers, stop)
 	return nil
 }
 
@@ -302,6 +314,7 @@ func (p *instance) startSlack(s *slackSide) error {
 		Timeout:         p.cfg.Slack.Timeout.Duration,
 		HandleParallel:  16,
 		Registerer:      p.reg,
+		Tracer:          p.tracer,
 	}, p.log)
 	id, err := identify(s.runCtx, web, p.log)
 	if err != nil {
@@ -321,6 +334,8 @@ func (p *instance) startSlack(s *slackSide) error {
 		OnPostAbandoned: p.metrics.observePostAbandoned,
 		Traces:          p.store,
 		OnFeedback:      p.metrics.observeFeedback,
+		Tracer:          p.tracer,
+		CaptureContent:  p.cfg.OTel.CaptureContent,
 	})
 	commands, wallet, err := wireCommands(p.cfg, web, eng, p.store, p.directory, p.log)
 	if err != nil {
