@@ -101,10 +101,10 @@ type TraceToolCall struct {
 type TraceTool struct {
 	Started    time.Time `json:"started"`
 	Name       string    `json:"name"`
-	Arguments  string `json:"arguments"`
-	Result     string `json:"result"`  // cut to maxTraceToolResult runes
-	Outcome    string `json:"outcome"` // ok, error, unavailable
-	DurationMS int64  `json:"duration_ms"`
+	Arguments  string    `json:"arguments"`
+	Result     string    `json:"result"`  // cut to maxTraceToolResult runes
+	Outcome    string    `json:"outcome"` // ok, error, unavailable
+	DurationMS int64     `json:"duration_ms"`
 }
 
 // TraceTimings is where a turn's time went.
