@@ -147,6 +147,15 @@ func (c runner) newTrace(t *turn) *Trace {
 	return tr
 }
 
+// liveTraces is where a runner keeps its running turns' traces; nil
+// when turns are not traced.
+func (e *Engine) liveTraces() map[string]*Trace {
+	if !e.opts.Traces && e.deps.Tracer == nil {
+		return nil
+	}
+	return map[string]*Trace{}
+}
+
 // tracing is the trace of a running turn (nil when none).
 func (c runner) tracing(turnID string) *Trace { return c.live[turnID] }
 

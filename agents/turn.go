@@ -74,7 +74,7 @@ func (c *convo) runner() runner {
 		toolsFor: c.e.toolsFor, patterns: c.e.patterns, streamTicker: c.e.streamTicker,
 		log: c.log, conv: &c.conv, lock: c.lock, msgs: &c.msgs, st: c.st, m: c.m,
 		roster: &c.roster, out: c.out, binds: c, react: c.react, turnID: c.turnIDFor,
-		addTrace: func(t memory.TurnTrace) { c.traces = append(c.traces, t) }, live: map[string]*Trace{},
+		addTrace: func(t memory.TurnTrace) { c.traces = append(c.traces, t) }, live: c.e.liveTraces(),
 	}
 }
 
