@@ -115,16 +115,16 @@ type Options struct {
 	StreamInterval time.Duration
 
 	// Traces writes a trace of every turn with the commit that ends it
-	// (trace.enabled); Replica names this process in them. TraceSecrets
-	// are masked wherever they appear in a trace (API keys, tokens,
-	// headers' values).
+	// (trace.enabled); Replica names this process in them. Secrets
+	// (API keys, tokens, headers' values) are masked wherever they would
+	// appear in a trace or a debug log of a request's body.
 	Traces  bool
 	Replica string
 	// Feedback says which posts carry 👍/👎 buttons (slack.feedback:
 	// FeedbackAnswers, FeedbackAll, FeedbackOff; "" is off).
-	Feedback     string
-	TraceSecrets []string
-	maskSecrets  *strings.Replacer // of TraceSecrets (New)
+	Feedback    string
+	Secrets     []string
+	maskSecrets *strings.Replacer // of Secrets (New)
 
 	// Owns, when set, limits the conversations the sweeper hands to
 	// workers to those it accepts: `conclave chat` may share the store of
@@ -291,7 +291,7 @@ func New(opts Options, deps Deps) *Engine {
 	opts.BaseDomains = bases
 	e.bases = bases
 	e.opts = opts
-	e.opts.maskSecrets = secretMask(opts.TraceSecrets)
+	e.opts.maskSecrets = secretMask(opts.Secrets)
 	e.opts.Agents = agentSettings(opts.Agents, e.naming, e.patterns, e.log)
 	for _, c := range opts.Channels {
 		e.static[c.ID] = canonicalChannel(c, e.canonical)

@@ -210,6 +210,26 @@ func (c runner) traceCall(t *turn, req llm.Request, resp llm.Response, err error
 	tr.Timings.ModelMS += call.DurationMS
 }
 
+// logBodies logs, at debug level only, the body a request went out with
+// and the reply's text, the configuration's secrets masked (SPEC §12.2):
+// prompt bodies never reach a log at info.
+func (c runner) logBodies(ctx context.Context, req llm.Request, resp llm.Response, err error) {
+	if !c.log.Enabled(ctx, slog.LevelDebug) || err != nil {
+		return
+	}
+	body := string(resp.Sent)
+	if body == "" {
+		b, _ := json.Marshal(tracedRequest(req))
+		body = string(b)
+	}
+	reply := resp.Content
+	if m := c.opts.maskSecrets; m != nil {
+		body, reply = m.Replace(body), m.Replace(reply)
+	}
+	c.log.LogAttrs(ctx, slog.LevelDebug, "llm: request", slog.String(logAgent, req.Agent), slog.String(logRole, req.Role),
+		slog.String(logPhase, req.Prompt), slog.String("model", resp.Model), slog.String("body", body), slog.String("reply", reply))
+}
+
 // tracedRequest is an llm.Request as a trace shows it when the model did
 // not report the body it sent.
 func tracedRequest(req llm.Request) any {

@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/conclavehq/conclave/agents/llm"
+	"github.com/conclavehq/conclave/agents/testlog"
 	"github.com/conclavehq/conclave/templates"
 )
 
@@ -16,7 +18,7 @@ func withTraces(secrets ...string) func(*rig) {
 	return func(r *rig) {
 		r.opts.Traces = true
 		r.opts.Replica = "replica-1"
-		r.opts.TraceSecrets = secrets
+		r.opts.Secrets = secrets
 	}
 }
 
@@ -123,5 +125,28 @@ func TestTracesOff(t *testing.T) {
 	r.settle()
 	if traces, err := ReadTraces(context.Background(), r.store, ConversationID(team, chanA, root.TS)); err != nil || len(traces) != 0 {
 		t.Errorf("traces = %v, %v; want none", traces, err)
+	}
+}
+
+// TestPromptBodiesOnlyAtDebug: each model call logs the request body and
+// the reply at debug level, secrets masked, and nothing of them at info.
+func TestPromptBodiesOnlyAtDebug(t *testing.T) {
+	for _, level := range []slog.Level{slog.LevelDebug, slog.LevelInfo} {
+		var logs testlog.Buffer
+		r := newRig(t, func(r *rig) {
+			r.opts.Secrets = []string{"sk-very-secret"}
+			r.logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: level}))
+		})
+		r.model.on(elen, templates.PromptDefault, "the reply, sk-very-secret")
+		r.send("", "U1", "Alice", "the prompt body")
+		r.settle()
+		logged := logs.String()
+		has := strings.Contains(logged, "llm: request") && strings.Contains(logged, "the prompt body") && strings.Contains(logged, "the reply")
+		if has != (level == slog.LevelDebug) {
+			t.Errorf("at %s, bodies logged = %v:\n%s", level, has, logged)
+		}
+		if strings.Contains(logged, "sk-very-secret") {
+			t.Errorf("a secret was logged:\n%s", logged)
+		}
 	}
 }

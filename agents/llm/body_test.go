@@ -4,13 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"log/slog"
-	"strings"
 	"testing"
 
 	"github.com/conclavehq/conclave/agents/llm"
 	"github.com/conclavehq/conclave/agents/llm/llmfake"
-	"github.com/conclavehq/conclave/agents/testlog"
 )
 
 // TestRequestBodyIsWhatIsSent: the body shown to operators is the one the
@@ -87,32 +84,6 @@ func TestResponseCarriesSentBody(t *testing.T) {
 		}
 		if bytes.Contains(resp.Sent, []byte("sk-test")) {
 			t.Errorf("call %d: the body holds the API key", i)
-		}
-	}
-}
-
-// TestPromptBodiesOnlyAtDebug: the body sent and the reply are logged at
-// debug level, and not at info.
-func TestPromptBodiesOnlyAtDebug(t *testing.T) {
-	for _, level := range []slog.Level{slog.LevelDebug, slog.LevelInfo} {
-		fake := llmfake.New(t)
-		fake.Reply(llmfake.Text("the reply"))
-		var logs testlog.Buffer
-		c, err := llm.New(llm.Profile{BaseURL: fake.URL(), APIKey: "sk-test", Model: "fake-model"}, nil,
-			llm.WithLogger(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: level}))))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := c.Complete(t.Context(), llm.Request{Agent: "a.eth", Prompt: "default", Messages: []llm.Message{{Role: llm.RoleUser, Content: "the prompt body"}}}); err != nil {
-			t.Fatal(err)
-		}
-		logged := logs.String()
-		has := strings.Contains(logged, "the prompt body") && strings.Contains(logged, "the reply") && strings.Contains(logged, "prompt=default")
-		if has != (level == slog.LevelDebug) {
-			t.Errorf("at %s, bodies logged = %v:\n%s", level, has, logged)
-		}
-		if strings.Contains(logged, "sk-test") {
-			t.Errorf("the API key was logged:\n%s", logged)
 		}
 	}
 }

@@ -257,9 +257,7 @@ func (c *Client) run(ctx context.Context, ep *endpoint, call openai.ChatCompleti
 		out := ep.attempt(total, call, min(p.Timeout, remaining), onText)
 		used.add(out.usage)
 		if out.reason == "" {
-			resp := out.response(call.Model, attempt, used)
-			c.logBodies(ctx, p, req, resp)
-			return resp, nil
+			return out.response(call.Model, attempt, used), nil
 		}
 		made := attempt
 		if !out.sent { // refused by the library, or canceled before sending
@@ -296,18 +294,6 @@ func (c *Client) run(ctx context.Context, ep *endpoint, call openai.ChatCompleti
 	}
 }
 
-// logBodies logs, at debug level only, the body a request went out with
-// and the reply's text: prompt bodies never reach a log at info.
-func (c *Client) logBodies(ctx context.Context, p Profile, req Request, resp Response) {
-	if !c.log.Enabled(ctx, slog.LevelDebug) {
-		return
-	}
-	c.log.LogAttrs(ctx, slog.LevelDebug, "llm: request",
-		slog.String(logProfile, p.Name), slog.String(logModel, resp.Model),
-		slog.String(logAgent, req.Agent), slog.String(logRole, req.Role), slog.String(logPrompt, req.Prompt),
-		slog.String(logBody, string(resp.Sent)), slog.String(logReply, resp.Content))
-}
-
 // Log attribute keys.
 const (
 	logProfile = "profile"
@@ -320,8 +306,6 @@ const (
 	logReason  = "reason"
 	logWait    = "wait"
 	logError   = "error"
-	logBody    = "body"
-	logReply   = "reply"
 )
 
 func deadlineOutcome(p Profile) outcome {

@@ -72,6 +72,9 @@ type Config struct {
 	MCP          MCPConfig                      `toml:"mcp"`
 	Trace        TraceConfig                    `toml:"trace"`
 	OTel         OTelConfig                     `toml:"otel"`
+
+	// secretValues are the secrets' values, as loaded (secretValuesOf).
+	secretValues []string
 }
 
 // TraceConfig is [trace]: the turn traces kept in the store.

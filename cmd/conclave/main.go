@@ -285,6 +285,7 @@ func configFlag(fs *flag.FlagSet, e env) func() (Config, []string, error) {
 		if err := cfg.validate(); err != nil {
 			return cfg, nil, err
 		}
+		cfg.secretValues = cfg.secretValuesOf(e.getenv)
 		return cfg, inFile, nil
 	}
 }

@@ -460,7 +460,7 @@ func engineOptions(cfg Config, botUserID string) agents.Options {
 		Traces:           cfg.Trace.Enabled,
 		Feedback:         cfg.Slack.Feedback,
 		Replica:          replicaName(),
-		TraceSecrets:     cfg.traceSecrets(os.Getenv),
+		Secrets:          cfg.secretValues,
 	}
 	for _, ch := range cfg.Channels {
 		o.Channels = append(o.Channels, agents.ChannelConfig{ID: ch.ID, Agents: ch.Agents, Start: ch.Start})

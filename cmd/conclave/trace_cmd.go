@@ -24,11 +24,11 @@ import (
 	"github.com/conclavehq/conclave/memory"
 )
 
-// traceSecrets are the values a turn's trace must never show: the Slack
-// tokens, the model profiles' keys and headers, the MCP servers' env and
-// headers (a "$NAME" reference read from the environment), and URLs with
-// credentials.
-func (c *Config) traceSecrets(getenv func(string) string) []string {
+// secretValuesOf are the values a turn's trace or a debug log must never
+// show: the Slack tokens, the model profiles' keys and headers, the MCP
+// servers' env and headers (a "$NAME" reference read from the
+// environment), and URLs with credentials.
+func (c *Config) secretValuesOf(getenv func(string) string) []string {
 	var out []string
 	add := func(v string) {
 		if strings.HasPrefix(v, "$") {
