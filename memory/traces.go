@@ -2,12 +2,11 @@ package memory
 
 import (
 	"bytes"
-	"compress/flate"
 	"errors"
 	"fmt"
-	"io"
-	"sync"
 	"time"
+
+	"github.com/klauspost/compress/s2"
 )
 
 // Defaults of the trace bounds (config keys trace.retention and
@@ -42,32 +41,23 @@ type Traces struct {
 }
 
 // traceEntry is how a trace is stored: its turn id, a zero byte, then its
-// body compressed with DEFLATE.
+// body compressed as an S2 block (github.com/klauspost/compress/s2), which
+// costs a tenth of DEFLATE's CPU for about a third more bytes: a trace is
+// compressed on every turn and read when someone asks.
 func traceEntry(t TurnTrace) ([]byte, error) {
 	if t.TurnID == "" {
 		return nil, errors.New("trace without a turn id")
 	}
-	var b bytes.Buffer
-	b.Grow(len(t.TurnID) + 1 + len(t.Body)/3)
-	b.WriteString(t.TurnID)
-	b.WriteByte(0)
-	w := flateWriters.Get().(*flate.Writer)
-	defer flateWriters.Put(w)
-	w.Reset(&b)
-	if _, err := w.Write(t.Body); err != nil {
-		return nil, err
+	n := s2.MaxEncodedLen(len(t.Body))
+	if n < 0 {
+		return nil, fmt.Errorf("trace of turn %s: too large", t.TurnID)
 	}
-	if err := w.Close(); err != nil {
-		return nil, err
-	}
-	return b.Bytes(), nil
+	head := len(t.TurnID) + 1
+	e := make([]byte, head+n) // e[head-1] stays the zero byte
+	copy(e, t.TurnID)
+	enc := s2.Encode(e[head:], t.Body) // in e, which is large enough
+	return e[:head+len(enc)], nil
 }
-
-// flateWriters keep compressors, whose state is large, between commits.
-var flateWriters = sync.Pool{New: func() any {
-	w, _ := flate.NewWriter(nil, flate.BestSpeed) // a valid level never fails
-	return w
-}}
 
 // readTraceEntry decodes what traceEntry stored.
 func readTraceEntry(e []byte) (TurnTrace, error) {
@@ -75,9 +65,7 @@ func readTraceEntry(e []byte) (TurnTrace, error) {
 	if !ok {
 		return TurnTrace{}, errors.New("trace entry without a turn id")
 	}
-	r := flate.NewReader(bytes.NewReader(body))
-	defer r.Close()
-	out, err := io.ReadAll(r)
+	out, err := s2.Decode(nil, body)
 	if err != nil {
 		return TurnTrace{}, fmt.Errorf("trace of turn %s: %w", id, err)
 	}

@@ -41,7 +41,7 @@ func turnIDs(tr memory.Traces) []string {
 	return ids
 }
 
-// traceBody is a body of about n bytes that compresses poorly, so that
+// traceBody is a body of n bytes that compresses poorly, so that
 // bounds measured on stored (compressed) bytes are exercised.
 func traceBody(seed, n int) []byte {
 	b := make([]byte, n)
@@ -96,7 +96,7 @@ func testTraceBound(t *testing.T, h *harness) {
 			{TurnID: fmt.Sprintf("t%d", i), Body: traceBody(i, 3000)},
 		}})
 	}
-	// About 2 KB each once compressed: the newest fit, the oldest went.
+	// About 3 KB each once stored: the newest fit, the oldest went.
 	got := turnIDs(h.traces(t, "c1"))
 	if len(got) < 2 || len(got) > 5 || got[len(got)-1] != "t6" || got[0] == "t1" {
 		t.Errorf("turns kept = %v, want the newest few, t1 dropped", got)
