@@ -108,7 +108,11 @@ func (c runner) chatSpan(ctx context.Context, tr *Trace, call TraceCall) {
 	if c.deps.CaptureContent {
 		attrs = append(attrs, attrInput.String(string(call.Request)))
 	}
-	_, s := c.deps.Tracer.Start(ctx, "chat "+call.Model, trace.WithTimestamp(call.Started),
+	name := "chat"
+	if call.Model != "" {
+		name += " " + call.Model // GenAI's span name: operation, then model
+	}
+	_, s := c.deps.Tracer.Start(ctx, name, trace.WithTimestamp(call.Started),
 		trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
 	if call.Error != "" {
 		s.SetStatus(codes.Error, call.Error)
