@@ -2,8 +2,10 @@ package memory
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/klauspost/compress/s2"
@@ -95,6 +97,7 @@ func capTraces(entries [][]byte, total, max int) ([][]byte, int) {
 	return entries, total
 }
 
+// checkFeedback checks what RecordFeedback is given.
 func checkFeedback(convID string, f Feedback) error {
 	switch {
 	case convID == "":
@@ -105,19 +108,7 @@ func checkFeedback(convID string, f Feedback) error {
 	return nil
 }
 
-// sortFeedback orders feedback by turn, then user.
+// compareFeedback orders feedback by turn, then user.
 func compareFeedback(a, b Feedback) int {
-	if a.TurnID != b.TurnID {
-		if a.TurnID < b.TurnID {
-			return -1
-		}
-		return 1
-	}
-	switch {
-	case a.User < b.User:
-		return -1
-	case a.User > b.User:
-		return 1
-	}
-	return 0
+	return cmp.Or(strings.Compare(a.TurnID, b.TurnID), strings.Compare(a.User, b.User))
 }
