@@ -328,14 +328,22 @@ func ReadTraces(ctx context.Context, log TraceLog, convID string) ([]Trace, erro
 	return out, nil
 }
 
-// secretMask replaces each secret (those of three characters or more:
-// shorter ones would mask ordinary words) with "[redacted]"; nil when
-// there is none.
+// secretMask replaces each secret with "[redacted]", as written and as
+// JSON writes it inside a string (a trace is JSON); nil when there is
+// none. Secrets under eight characters, or of digits only, are left
+// alone: they would mask ordinary words, numbers and JSON's own tokens
+// (true, null), and keys and tokens are longer.
 func secretMask(secrets []string) *strings.Replacer {
 	var pairs []string
 	for _, s := range secrets {
-		if len(s) >= 3 {
-			pairs = append(pairs, s, "[redacted]")
+		if len(s) < 8 || strings.Trim(s, "0123456789") == "" {
+			continue
+		}
+		pairs = append(pairs, s, redacted)
+		if quoted, err := json.Marshal(s); err == nil {
+			if esc := string(quoted[1 : len(quoted)-1]); esc != s {
+				pairs = append(pairs, esc, redacted)
+			}
 		}
 	}
 	if len(pairs) == 0 {
@@ -343,3 +351,6 @@ func secretMask(secrets []string) *strings.Replacer {
 	}
 	return strings.NewReplacer(pairs...)
 }
+
+// redacted is what a secret becomes in a trace or a debug log.
+const redacted = "[redacted]"

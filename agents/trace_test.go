@@ -150,3 +150,19 @@ func TestPromptBodiesOnlyAtDebug(t *testing.T) {
 		}
 	}
 }
+
+func TestSecretMask(t *testing.T) {
+	m := secretMask([]string{"sk-very-secret", "short", "12345678", `tok<en>"quoted"`})
+	for in, want := range map[string]string{
+		`{"key":"sk-very-secret","n":12345678,"ok":true,"w":"short"}`: `{"key":"[redacted]","n":12345678,"ok":true,"w":"short"}`,
+		`{"h":"tok\u003cen\u003e\"quoted\""}`:                         `{"h":"[redacted]"}`,
+		`log line: tok<en>"quoted"`:                                   `log line: [redacted]`,
+	} {
+		if got := m.Replace(in); got != want {
+			t.Errorf("mask(%s) = %s, want %s", in, got, want)
+		}
+	}
+	if secretMask([]string{"short", "1234567890"}) != nil {
+		t.Error("a mask of no secret long enough is not nil")
+	}
+}
