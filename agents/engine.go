@@ -124,7 +124,7 @@ type Options struct {
 	// FeedbackAnswers, FeedbackAll, FeedbackOff; "" is off).
 	Feedback    string
 	Secrets     []string
-	maskSecrets *strings.Replacer // of Secrets (New)
+	maskSecrets *masker // of Secrets (New)
 
 	// Owns, when set, limits the conversations the sweeper hands to
 	// workers to those it accepts: `conclave chat` may share the store of

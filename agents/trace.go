@@ -1,6 +1,7 @@
 package agents
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -299,7 +300,7 @@ func (c runner) finishTrace(t *turn) {
 		return
 	}
 	if c.opts.maskSecrets != nil {
-		body = []byte(c.opts.maskSecrets.Replace(string(body)))
+		body = c.opts.maskSecrets.mask(body)
 	}
 	delete(c.live, t.id)
 	c.addTrace(memory.TurnTrace{TurnID: t.id, Body: body})
@@ -333,23 +334,51 @@ func ReadTraces(ctx context.Context, log TraceLog, convID string) ([]Trace, erro
 // none. Secrets under eight characters, or of digits only, are left
 // alone: they would mask ordinary words, numbers and JSON's own tokens
 // (true, null), and keys and tokens are longer.
-func secretMask(secrets []string) *strings.Replacer {
-	var pairs []string
+func secretMask(secrets []string) *masker {
+	var forms []string
 	for _, s := range secrets {
 		if len(s) < 8 || strings.Trim(s, "0123456789") == "" {
 			continue
 		}
-		pairs = append(pairs, s, redacted)
+		forms = append(forms, s)
 		if quoted, err := json.Marshal(s); err == nil {
 			if esc := string(quoted[1 : len(quoted)-1]); esc != s {
-				pairs = append(pairs, esc, redacted)
+				forms = append(forms, esc)
 			}
 		}
 	}
-	if len(pairs) == 0 {
+	if len(forms) == 0 {
 		return nil
 	}
-	return strings.NewReplacer(pairs...)
+	// The longest first, so that a secret holding another ("Bearer <key>")
+	// is masked whole.
+	slices.SortStableFunc(forms, func(a, b string) int { return len(b) - len(a) })
+	return &masker{forms: forms}
+}
+
+// masker masks secrets. It looks each one up with strings.Index, which
+// for a trace that holds none (the usual case) costs a few scans, where
+// a strings.Replacer of the same secrets walks its trie at every byte.
+type masker struct{ forms []string }
+
+// Replace returns s with every secret masked.
+func (m *masker) Replace(s string) string {
+	for _, f := range m.forms {
+		if strings.Contains(s, f) {
+			s = strings.ReplaceAll(s, f, redacted)
+		}
+	}
+	return s
+}
+
+// mask returns b with every secret masked (b itself when it holds none).
+func (m *masker) mask(b []byte) []byte {
+	for _, f := range m.forms {
+		if bytes.Contains(b, []byte(f)) {
+			b = bytes.ReplaceAll(b, []byte(f), []byte(redacted))
+		}
+	}
+	return b
 }
 
 // redacted is what a secret becomes in a trace or a debug log.
