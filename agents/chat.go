@@ -39,6 +39,9 @@ type Event struct {
 	Text     string // normalised: <@U…> → @Display Name, <#C…|n> → #n, <url|label> → label (url), entities unescaped
 	UserName string // author's display name (else real name, else user name)
 	At       time.Time
+	// Trace is the W3C traceparent of the transport's span of the event,
+	// to which the spans of the turns it wakes are linked ("": none).
+	Trace string
 }
 
 // Reply is one post of an agent in a thread.
@@ -66,6 +69,9 @@ type Reply struct {
 	// Notice: Text is a ⚠️ notice (a turn that failed, an overloaded
 	// conversation), not an agent's reply.
 	Notice bool
+	// Feedback, when set, puts 👍/👎 buttons under the last part; a press
+	// hands it back to Engine.RecordFeedback.
+	Feedback string
 }
 
 // PostError is a failed post as the transport classifies it. An error of

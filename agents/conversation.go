@@ -28,8 +28,9 @@ type convo struct {
 
 	newMsgs  []memory.Message
 	sessions []memory.SessionAppend
-	appended map[string]bool // namespace|key|ts appended while loaded
-	notices  []notice        // ephemeral notices to send once committed
+	appended map[string]bool    // namespace|key|ts appended while loaded
+	notices  []notice           // ephemeral notices to send once committed
+	traces   []memory.TurnTrace // finished turns' traces, for the next commit
 	// overloaded is the agent a turn was refused for, the queue being
 	// full (conversation.max_queued): its ⚠️ goes after routing.
 	overloaded string
@@ -192,11 +193,12 @@ func (c *convo) commit(ctx context.Context, mode commitMode) (bool, error) {
 		Deadline:     deadline,
 		Release:      mode == commitRelease,
 		PendingPosts: len(c.st.Outbox),
+		Traces:       c.traces,
 	})
 	if err != nil {
 		return false, fmt.Errorf("agents: commit conversation %s: %w", c.conv.ID, err)
 	}
-	c.newMsgs, c.sessions = nil, nil
+	c.newMsgs, c.sessions, c.traces = nil, nil, nil
 	c.conv.State = conv.State // what a streamed reply's marker is committed over
 	for _, n := range c.notices {
 		var err error

@@ -15,6 +15,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/conclavehq/conclave/ens"
 	"github.com/conclavehq/conclave/memory"
 	"github.com/conclavehq/conclave/templates"
@@ -115,6 +117,18 @@ type Options struct {
 	Stream         bool
 	StreamInterval time.Duration
 
+	// Traces writes a trace of every turn with the commit that ends it
+	// (trace.enabled); Replica names this process in them. Secrets
+	// (API keys, tokens, headers' values) are masked wherever they would
+	// appear in a trace or a debug log of a request's body.
+	Traces  bool
+	Replica string
+	// Feedback says which posts carry 👍/👎 buttons (slack.feedback:
+	// FeedbackAnswers, FeedbackAll, FeedbackOff; "" is off).
+	Feedback    string
+	Secrets     []string
+	maskSecrets *masker // of Secrets (New)
+
 	// Owns, when set, limits the conversations the sweeper hands to
 	// workers to those it accepts: `conclave chat` may share the store of
 	// a running conclave and must leave its conversations alone.
@@ -149,6 +163,7 @@ func DefaultOptions() Options {
 		LockTTL:          30 * time.Second,
 		SweepInterval:    time.Second,
 		StreamInterval:   time.Second,
+		Traces:           true,
 
 		MaxToolCallsPerRound: 8,
 	}
@@ -165,6 +180,15 @@ type Deps struct {
 	Logger   *slog.Logger       // nil: discard
 	Now      func() time.Time   // nil: time.Now
 	OnTurn   func(r TurnReport) // optional: metrics, called after each turn
+	// Traces, optional, keeps the feedback people give (RecordFeedback);
+	// OnFeedback, optional (metrics), is called for each press recorded.
+	Traces     TraceLog
+	OnFeedback func(agent, role, value string)
+	// Tracer, optional, receives each turn's OpenTelemetry spans
+	// (otel.go); CaptureContent puts prompts, replies and tool
+	// arguments and results in them.
+	Tracer         trace.Tracer
+	CaptureContent bool
 	// OnPostAbandoned, optional (metrics), is called for each post given
 	// up (a permanent error, or its retry window over).
 	OnPostAbandoned func()
@@ -272,6 +296,7 @@ func New(opts Options, deps Deps) *Engine {
 	opts.BaseDomains = bases
 	e.bases = bases
 	e.opts = opts
+	e.opts.maskSecrets = secretMask(opts.Secrets)
 	e.opts.Agents = agentSettings(opts.Agents, e.naming, e.patterns, e.log)
 	for _, c := range opts.Channels {
 		e.static[c.ID] = canonicalChannel(c, e.canonical)

@@ -475,6 +475,7 @@ func (r *rig) nextTS() string {
 // engine's port, and the writes and reads a fixture or a check needs.
 type testStore interface {
 	Store
+	TraceLog
 	AcquireLock(ctx context.Context, convID string, ttl time.Duration) (memory.Lock, error)
 	PendingPosts(ctx context.Context) (int, error)
 	AppendSession(ctx context.Context, a memory.SessionAppend) error

@@ -85,7 +85,15 @@ func (c runner) post(ctx context.Context, a ens.Agent, postID, text string, p pe
 		// the human agents it names.
 		p.Mention = c.mentionUsers(ctx, text, a.EnsDomain)
 	}
-	return c.out.send(ctx, p)
+	p.Feedback = c.feedbackFor(a, p)
+	began := c.now()
+	err := c.out.send(ctx, p)
+	if t := c.tracing(p.Turn); t != nil {
+		took := c.now().Sub(began)
+		t.Timings.PostMS += took.Milliseconds()
+		t.posts = append(t.posts, timeSpan{began, took})
+	}
+	return err
 }
 
 // send records p as pending, behind the posts already waiting, and commits
@@ -227,6 +235,7 @@ func (o *outbox) reply(a ens.Agent, p *pendingPost) Reply {
 		Posted:   p.Posted,
 		Update:   p.updateOf(),
 		Notice:   p.Notice,
+		Feedback: p.Feedback,
 	}
 }
 

@@ -192,6 +192,7 @@ func (e *Engine) messageOf(ev Event, paired string) memory.Message {
 		Text:    capText(ev.Text, max),
 		Name:    ev.UserName,
 		At:      ev.At,
+		Trace:   ev.Trace,
 	}
 	if m.At.IsZero() {
 		m.At = TSTime(ev.TS)

@@ -171,6 +171,9 @@ type pendingPost struct {
 	EndReply bool `json:"end_reply,omitempty"`
 	// Notice: a ⚠️ notice, neither stored as a message nor routed.
 	Notice bool `json:"notice,omitempty"`
+	// Feedback is the reference its last part's 👍/👎 buttons carry (""
+	// for none).
+	Feedback string `json:"feedback,omitempty"`
 	// Attempts counts failed tries to post or find it.
 	Attempts int `json:"attempts,omitempty"`
 	// Posted holds the ts of the parts known to be posted, in order.

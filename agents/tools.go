@@ -51,7 +51,10 @@ func (c runner) complete(ctx context.Context, t *turn, req llm.Request) (llm.Res
 		if round >= c.opts.MaxToolRounds {
 			req.Tools = nil
 		}
+		began := c.now()
 		resp, err := c.callModel(ctx, t, req)
+		c.traceCall(t, req, resp, err, began)
+		c.logBodies(ctx, req, resp, err)
 		t.report.PromptTokens += resp.PromptTokens
 		t.report.CompletionTokens += resp.CompletionTokens
 		if err != nil || len(req.Tools) == 0 || len(resp.ToolCalls) == 0 {
@@ -83,6 +86,8 @@ const errTooManyToolCalls = "error: too many tool calls in one round"
 func (c runner) runTools(ctx context.Context, t *turn, offered []llm.Tool, calls []llm.ToolCall) []string {
 	results := make([]string, len(calls))
 	ran := make([]bool, len(calls))
+	traced := make([]TraceTool, len(calls))
+	began := c.now()
 	var wg sync.WaitGroup
 	for i, call := range calls {
 		if i >= c.opts.MaxToolCallsPerRound {
@@ -91,12 +96,16 @@ func (c runner) runTools(ctx context.Context, t *turn, offered []llm.Tool, calls
 		}
 		if !slices.ContainsFunc(offered, func(o llm.Tool) bool { return o.Name == call.Name }) {
 			results[i] = fmt.Sprintf("error: no tool named %q is available", call.Name)
+			traced[i] = t.traceTool(call, results[i], toolUnavailable, c.now(), 0)
 			continue
 		}
 		ran[i] = true
 		wg.Go(func() {
+			called := c.now()
 			text, err := c.deps.Tools.Call(ctx, call.Name, call.Arguments)
+			outcome := toolOK
 			if err != nil {
+				outcome = toolError
 				text = "error: " + firstLine(err.Error()) // the toolbox keeps servers' secrets out of it
 				c.log.Info("tool call failed", slog.String(logAgent, t.agent.EnsDomain), slog.String(logTurn, t.id),
 					slog.String("tool", call.Name), slog.Any(logError, err))
@@ -105,9 +114,14 @@ func (c runner) runTools(ctx context.Context, t *turn, offered []llm.Tool, calls
 				text = "(no output)"
 			}
 			results[i] = capText(text, c.opts.MaxMessageChars)
+			traced[i] = t.traceTool(call, results[i], outcome, called, c.now().Sub(called))
 		})
 	}
 	c.offCPU(wg.Wait)
+	if t.trace != nil {
+		t.trace.Tools = append(t.trace.Tools, traced...)
+		t.trace.Timings.ToolsMS += c.now().Sub(began).Milliseconds()
+	}
 	for i, call := range calls {
 		if ran[i] {
 			c.m.addNote(fmt.Sprintf("(used %s)", call.Name), c.now(), false)

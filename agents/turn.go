@@ -48,6 +48,10 @@ type runner struct {
 	react  func(ctx context.Context)
 	// turnID is the id of a facilitator's turn running a prompt (turnIDFor).
 	turnID func(agent, prompt string) string
+	// addTrace hands a finished turn's trace to the step's next commit;
+	// live are the traces of the turns running, by turn id (tracing).
+	addTrace func(memory.TurnTrace)
+	live     map[string]*Trace
 }
 
 // sessionBinds is what a turn asks of the conversation's memory
@@ -70,6 +74,7 @@ func (c *convo) runner() runner {
 		toolsFor: c.e.toolsFor, patterns: c.e.patterns, streamTicker: c.e.streamTicker,
 		log: c.log, conv: &c.conv, lock: c.lock, msgs: &c.msgs, st: c.st, m: c.m,
 		roster: &c.roster, out: c.out, binds: c, react: c.react, turnID: c.turnIDFor,
+		addTrace: func(t memory.TurnTrace) { c.traces = append(c.traces, t) }, live: c.e.liveTraces(),
 	}
 }
 
@@ -88,10 +93,11 @@ type turn struct {
 	// deadline ends its model calls (real time: contexts run on it).
 	deadline time.Time
 	stream   *streamer // while its reply is streamed
+	trace    *Trace    // nil when traces are off
 }
 
 func (c runner) newTurn(id string, a ens.Agent, phase string) *turn {
-	return &turn{
+	t := &turn{
 		id:       id,
 		agent:    a,
 		prompts:  c.deps.Prompts(),
@@ -106,6 +112,8 @@ func (c runner) newTurn(id string, a ens.Agent, phase string) *turn {
 			Outcome:      "ok",
 		},
 	}
+	t.trace = c.newTrace(t)
+	return t
 }
 
 // done logs the turn's one line and reports it.
@@ -127,6 +135,7 @@ func (c runner) done(t *turn) {
 	} else {
 		c.log.Info("turn", attrs...)
 	}
+	c.finishTrace(t)
 	if c.deps.OnTurn != nil {
 		c.deps.OnTurn(r)
 	}
@@ -134,6 +143,8 @@ func (c runner) done(t *turn) {
 
 // build renders and fits one request of a turn.
 func (c runner) build(t *turn, prompt string, data templates.Data, history, tail []HistoryMessage) (llm.Request, error) {
+	began := c.now()
+	defer func() { t.tracePrompts(prompt, c.now().Sub(began)) }()
 	req, info, err := BuildRequest(t.prompts, c.deps.Model, TurnPrompt{
 		Agent:           t.agent,
 		Prompt:          prompt,
@@ -207,6 +218,9 @@ func (c runner) failed(ctx context.Context, t *turn, err error) error {
 func (c runner) notify(ctx context.Context, t *turn, reason string) {
 	if c.opts.Notify != NotifyThread && !c.streamedFor(t.id) {
 		return
+	}
+	if t.trace != nil {
+		t.trace.Notice = reason
 	}
 	text := fmt.Sprintf("⚠️ %s could not answer: %s (ref %s)", t.agent.Name, reason, t.id)
 	p := pendingPost{PostID: t.id + "-notice", Turn: t.id, Agent: t.agent.EnsDomain, Text: text, Notice: true}

@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/slack-go/slack"
 	"github.com/slack-go/slack/socketmode"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/conclavehq/conclave/agents"
 	"github.com/conclavehq/conclave/agents/backoff"
@@ -89,6 +90,9 @@ type Options struct {
 
 	HTTPClient *http.Client          // optional
 	Registerer prometheus.Registerer // optional: Slack metrics are registered here
+	// Tracer, optional, receives a slack.event span per message recorded
+	// (OpenTelemetry); the turns it wakes link to it.
+	Tracer trace.Tracer
 }
 
 func (o *Options) setDefaults() {

@@ -61,6 +61,14 @@ type CommandDeps struct {
 	Identities Identities
 	Pairing    *agents.Pairing // the pairing rules, over the store and Identities
 	Wallet     *WalletVerifier
+	// Feedback records presses of posts' 👍/👎 buttons (nil: ignored).
+	Feedback FeedbackRecorder
+}
+
+// FeedbackRecorder records a press of a post's feedback buttons
+// (agents.Engine.RecordFeedback): ref is what the post's buttons carry.
+type FeedbackRecorder interface {
+	RecordFeedback(ctx context.Context, ref, user, value string) error
 }
 
 // Commands answers conclave's slash commands: /add-agent, /remove-agent,

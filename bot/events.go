@@ -11,6 +11,8 @@ import (
 	"github.com/slack-go/slack"
 	"github.com/slack-go/slack/slackevents"
 	"github.com/slack-go/slack/socketmode"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/conclavehq/conclave/agents"
 )
@@ -123,6 +125,14 @@ func (b *Bot) handleEnvelope(ctx context.Context, req socketmode.Request) {
 // envelope unacknowledged.
 func (b *Bot) record(ctx context.Context, req socketmode.Request, ev agents.Event, log *slog.Logger) {
 	b.normalize(ctx, &ev)
+	if tr := b.opts.Tracer; tr != nil {
+		var span trace.Span
+		ctx, span = tr.Start(ctx, "slack.event", trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(
+			attribute.String("slack.event_id", ev.ID), attribute.String("slack.channel", ev.Channel),
+			attribute.String("slack.ts", ev.TS), attribute.String("slack.thread_ts", ev.ThreadTS)))
+		defer span.End()
+		ev.Trace = agents.Traceparent(ctx)
+	}
 	hctx, cancel := context.WithTimeout(ctx, handleTimeout)
 	ticket, err := b.handler.Record(hctx, ev)
 	cancel()

@@ -1,6 +1,7 @@
 package bot
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -108,6 +109,9 @@ func (c *Commands) HandleInteraction(ctx context.Context, cb slack.InteractionCa
 		reply, replace = c.acceptOffer(ctx, cb, act.Value)
 	case actionPairingDecline:
 		reply, replace = c.declineOffer(ctx, cb, act.Value)
+	case actionFeedback:
+		c.feedback(ctx, cb, act)
+		return
 	default:
 		return
 	}
@@ -183,4 +187,24 @@ func (c *Commands) auditOffer(ctx context.Context, o agents.PairingOffer, action
 		slog.String("offer", o.ID), slog.Time("at", time.Now()),
 	}
 	c.log.LogAttrs(ctx, slog.LevelInfo, "audit", append(base, attrs...)...)
+}
+
+// feedbackThanks answers a press of a post's 👍/👎 buttons, to the person
+// alone.
+const feedbackThanks = "Thanks for your feedback: it helps improve these answers."
+
+// feedback records a press of a post's 👍/👎 buttons and thanks the person
+// ephemerally.
+func (c *Commands) feedback(ctx context.Context, cb slack.InteractionCallback, act *slack.BlockAction) {
+	if c.deps.Feedback == nil {
+		return
+	}
+	if err := c.deps.Feedback.RecordFeedback(ctx, act.BlockID, cb.User.ID, act.Value); err != nil {
+		c.log.Warn("feedback not recorded", slog.String(logUser, cb.User.ID), slog.Any(logError, err))
+		return
+	}
+	channel := cmp.Or(cb.Channel.ID, cb.Container.ChannelID)
+	if err := c.web.PostEphemeral(ctx, channel, cb.User.ID, feedbackThanks); err != nil {
+		c.log.Warn("feedback thanks not delivered", slog.String(logUser, cb.User.ID), slog.Any(logError, err))
+	}
 }

@@ -89,6 +89,9 @@ func (w *WebAPI) PostReply(ctx context.Context, r agents.Reply) ([]string, error
 		if part != "" {
 			blocks = append(blocks, slack.NewMarkdownBlock("", part))
 		}
+		if i == len(parts)-1 && !r.Partial {
+			blocks = append(blocks, w.feedbackBlock(r.Feedback)...)
+		}
 		content := []slack.MsgOption{slack.MsgOptionText(fallback, false), slack.MsgOptionBlocks(blocks...)}
 		if r.TurnID != "" {
 			content = append(content, slack.MsgOptionMetadata(slack.SlackMetadata{
@@ -111,6 +114,28 @@ func (w *WebAPI) PostReply(ctx context.Context, r agents.Reply) ([]string, error
 		posted = append(posted, ts)
 	}
 	return posted, nil
+}
+
+// actionFeedback is the action id of a post's 👍/👎 buttons; their
+// block id is the turn's feedback reference (agents.FeedbackRef).
+const actionFeedback = "conclave_feedback"
+
+// feedbackBlock is the context_actions block with 👍/👎 buttons that rate
+// the turn ref names; none without a reference, or with one too long
+// for a block id (255 characters).
+func (w *WebAPI) feedbackBlock(ref string) []slack.Block {
+	if ref == "" {
+		return nil
+	}
+	if len(ref) > 255 {
+		w.log.Warn("feedback reference too long for a block id; no buttons", slog.Int("length", len(ref)))
+		return nil
+	}
+	button := func(emoji, label, value string) *slack.FeedbackButton {
+		return slack.NewFeedbackButton(slack.NewTextBlockObject(slack.PlainTextType, emoji, true, false), value).WithAccessibilityLabel(label)
+	}
+	return []slack.Block{slack.NewContextActionsBlock(ref, slack.NewFeedbackButtonsBlockElement(actionFeedback,
+		button("👍", "Good answer", agents.FeedbackPositive), button("👎", "Bad answer", agents.FeedbackNegative)))}
 }
 
 // permanentPostErrors are the chat.postMessage errors that trying again

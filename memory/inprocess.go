@@ -25,6 +25,7 @@ type InProcess struct {
 	nextSweep  time.Time
 	inPeople   // under mu too, so that recording reads what it depends on atomically
 	inSessions // under mu too, so that a commit appends to sessions atomically
+	inTraces   // under mu too, so that a commit adds its traces atomically
 }
 
 type inConv struct {
@@ -63,6 +64,7 @@ func NewInProcess(opts Options) *InProcess {
 		mu: &s.mu, maxMessages: s.opts.MaxSessionMessages, clock: s.opts.Now,
 		sessions: map[string]map[string][]SessionEntry{}, used: map[string]map[string]uint64{},
 	}
+	s.inTraces = newInTraces(&s.mu, s.now, s.opts)
 	return s
 }
 
@@ -93,6 +95,7 @@ func (s *InProcess) now() time.Time {
 			delete(s.nonces, k)
 		}
 	}
+	s.sweepTraces(now)
 	return now
 }
 
@@ -368,6 +371,10 @@ func (s *InProcess) Commit(_ context.Context, l Lock, c Commit) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("memory: commit %s: %w", l.ConversationID, err)
 	}
+	traces, err := traceEntries(c.Traces)
+	if err != nil {
+		return false, fmt.Errorf("memory: commit %s: %w", l.ConversationID, err)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
@@ -384,6 +391,7 @@ func (s *InProcess) Commit(_ context.Context, l Lock, c Commit) (bool, error) {
 	for _, a := range c.Sessions {
 		s.appendSession(a)
 	}
+	s.addTraces(rec.conv, traces, now)
 	if c.Release {
 		delete(s.locks, l.ConversationID)
 	}

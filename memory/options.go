@@ -27,6 +27,14 @@ type Options struct {
 	// ConversationTTL is how long a conversation is kept after its last
 	// write (DefaultConversationTTL when <= 0).
 	ConversationTTL time.Duration
+	// TraceRetention is how long a conversation's turn traces are kept
+	// after the last commit that added one (DefaultTraceRetention when
+	// <= 0); feedback is kept as long after its own write.
+	TraceRetention time.Duration
+	// TraceMaxBytes bounds a conversation's stored (compressed) traces:
+	// the oldest are dropped first, the newest always kept
+	// (DefaultTraceMaxBytes when <= 0).
+	TraceMaxBytes int
 	// Now is the store's clock (time.Now when nil). The in-process store
 	// measures every expiry with it; the Redis store only orders pending
 	// conversations with it (Redis measures expiry itself).
@@ -39,6 +47,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.ConversationTTL <= 0 {
 		o.ConversationTTL = DefaultConversationTTL
+	}
+	if o.TraceRetention <= 0 {
+		o.TraceRetention = DefaultTraceRetention
+	}
+	if o.TraceMaxBytes <= 0 {
+		o.TraceMaxBytes = DefaultTraceMaxBytes
 	}
 	if o.Now == nil {
 		o.Now = time.Now

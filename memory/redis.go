@@ -34,9 +34,12 @@ type RedisOptions struct {
 	// KeyPrefix starts every key (DefaultKeyPrefix when empty). It must
 	// not contain braces, which would change the keys' hash slots.
 	KeyPrefix string
-	// MaxSessionMessages, ConversationTTL and Now are as in Options.
+	// MaxSessionMessages, ConversationTTL, TraceRetention, TraceMaxBytes
+	// and Now are as in Options.
 	MaxSessionMessages int
 	ConversationTTL    time.Duration
+	TraceRetention     time.Duration
+	TraceMaxBytes      int
 	Now                func() time.Time
 }
 
@@ -47,6 +50,7 @@ type Redis struct {
 	*redisConn
 	redisPeople
 	redisSessions
+	redisTraces
 	owned   bool
 	direct  bool // commit appends to sessions in its own script (not on Cluster)
 	decoded *decoded
@@ -69,12 +73,16 @@ func NewRedis(ctx context.Context, o RedisOptions) (*Redis, error) {
 	conn := &redisConn{
 		c:    o.Client,
 		keys: newKeySchema(prefix),
-		opts: Options{MaxSessionMessages: o.MaxSessionMessages, ConversationTTL: o.ConversationTTL, Now: o.Now}.withDefaults(),
+		opts: Options{
+			MaxSessionMessages: o.MaxSessionMessages, ConversationTTL: o.ConversationTTL,
+			TraceRetention: o.TraceRetention, TraceMaxBytes: o.TraceMaxBytes, Now: o.Now,
+		}.withDefaults(),
 	}
 	r := &Redis{
 		redisConn:     conn,
 		redisPeople:   redisPeople{conn},
 		redisSessions: redisSessions{conn},
+		redisTraces:   redisTraces{conn},
 		owned:         o.Client == nil,
 		decoded:       newDecoded(decodedBudget),
 	}
@@ -606,6 +614,9 @@ func (r *Redis) commit(ctx context.Context, k convKeys, l Lock, c Commit, releas
 		args = append(args, 0)
 	}
 	args = append(args, max(c.PendingPosts, 0))
+	if keys, args, err = r.commitTraces(keys, args, conv, c.Traces); err != nil {
+		return "", false, err
+	}
 	n, err := commitScript.Run(ctx, r.c, keys, args...).Int()
 	if err != nil {
 		return "", false, err
@@ -614,6 +625,26 @@ func (r *Redis) commit(ctx context.Context, k convKeys, l Lock, c Commit, releas
 		return "", false, ErrLockLost
 	}
 	return parked, n == 2, nil
+}
+
+// commitTraces adds a commit's traces to the script's keys and
+// arguments: their count, then, when there are some, the retention, the
+// size bound and the entries.
+func (r *Redis) commitTraces(keys []string, args []any, conv Conversation, traces []TurnTrace) ([]string, []any, error) {
+	if len(traces) == 0 {
+		return keys, append(args, 0), nil
+	}
+	entries, err := traceEntries(traces)
+	if err != nil {
+		return nil, nil, err
+	}
+	k := r.keys.traces(conv.ID, conv.Channel, conv.ThreadTS)
+	keys = append(keys, k.list, k.bytes, k.ref)
+	args = append(args, len(entries), ms(r.opts.TraceRetention), r.opts.TraceMaxBytes)
+	for _, e := range entries {
+		args = append(args, e)
+	}
+	return keys, args, nil
 }
 
 // drainOutbox applies a parked commit's session appends, each at most

@@ -187,8 +187,11 @@ return {redis.call('HGETALL', KEYS[3]), redis.call('HVALS', KEYS[4]), redis.call
 // ARGV token, id, team, channel, thread_ts, state, deadline ms (empty for
 // none), conversation ttl ms, release (empty to keep the lock), message
 // count, (ts, message)…, outbox entry (empty for none), session bound, session
-// count, (key, entry count, entries…)…, pending posts. Returns 0 when the
-// lock is not held, else 2 when the conversation is pending, 1 when not.
+// count, (key, entry count, entries…)…, pending posts, trace count and, when
+// there are traces, trace retention ms, trace bound in bytes, entries… (with
+// the keys trace list, trace bytes and thread reference last). Returns 0
+// when the lock is not held, else 2 when the conversation is pending, 1
+// when not.
 var commitScript = redis.NewScript(luaCommon + `
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 local id, ttl, release = ARGV[2], ARGV[8], ARGV[9] ~= ''
@@ -233,6 +236,24 @@ if tonumber(ARGV[i]) > 0 then
   redis.call('HSET', KEYS[6], id, ARGV[i])
 else
   redis.call('HDEL', KEYS[6], id)
+end
+local traces = tonumber(ARGV[i + 1])
+if traces > 0 then
+  local list, size, ref = KEYS[k], KEYS[k + 1], KEYS[k + 2]
+  local tttl, bound = ARGV[i + 2], tonumber(ARGV[i + 3])
+  local total = tonumber(redis.call('GET', size) or '0')
+  if redis.call('EXISTS', list) == 0 then total = 0 end
+  for j = 1, traces do
+    local e = ARGV[i + 3 + j]
+    redis.call('RPUSH', list, e)
+    total = total + #e
+  end
+  while total > bound and redis.call('LLEN', list) > 1 do
+    total = total - #redis.call('LPOP', list)
+  end
+  redis.call('PEXPIRE', list, tttl)
+  redis.call('SET', size, total, 'PX', tttl)
+  redis.call('SET', ref, id, 'PX', tttl)
 end
 if release then redis.call('DEL', KEYS[1]) end
 if pending then return 2 end

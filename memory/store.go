@@ -51,6 +51,9 @@ type Message struct {
 	// Meta carries engine-defined extras (threading outcome, …).
 	Meta map[string]string `json:"meta,omitempty"`
 	At   time.Time         `json:"at"`
+	// Trace is the W3C traceparent of the span that received it, when
+	// traces are exported (OpenTelemetry).
+	Trace string `json:"trace,omitempty"`
 }
 
 // Conversation is the stored record of one thread. State is owned by the
@@ -133,6 +136,11 @@ type Commit struct {
 	// (its outbox); PendingPosts (the method) sums them over every
 	// conversation.
 	PendingPosts int
+	// Traces are added to the conversation's turn traces, after those
+	// kept, within Options.TraceMaxBytes, and kept Options.TraceRetention;
+	// the thread (Conversation's Channel and ThreadTS) then leads to them
+	// (TraceRef).
+	Traces []TurnTrace
 }
 
 // Store is conclave's persistence. All methods are safe for concurrent use.
@@ -221,6 +229,17 @@ type Store interface {
 	// store has no time of use for (written by an earlier version) follow,
 	// sorted.
 	RecentSessions(ctx context.Context, namespace string, n int) ([]string, error)
+
+	// Traces reads a conversation's turn traces and the feedback on them;
+	// a conversation with none reads as empty.
+	Traces(ctx context.Context, convID string) (Traces, error)
+	// TraceRef returns the conversation whose traces a thread leads to
+	// (ErrNotFound when none are kept).
+	TraceRef(ctx context.Context, channel, threadTS string) (string, error)
+	// RecordFeedback records a person's rating of a turn, replacing the
+	// one that person gave the same turn before; it is kept
+	// Options.TraceRetention.
+	RecordFeedback(ctx context.Context, convID string, f Feedback) error
 
 	// Lookup reads the records q names, in one round trip.
 	Lookup(ctx context.Context, q Lookup) (Found, error)

@@ -3,6 +3,8 @@ package templates
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"io/fs"
 	"os"
@@ -392,4 +394,24 @@ func TestUnreadableFilesFailTheirPrompt(t *testing.T) {
 	if got, err := set.Render("marc.acme.137.protocol6022.eth", RoleExpert, PromptSystem, d); err != nil || got != "role level." {
 		t.Errorf("another agent: %q, %v", got, err)
 	}
+}
+
+// TestSource: a trace names the file a prompt came from and its content
+// hash, or the built-in default.
+func TestSource(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "expert/system.tmpl"), "v1.")
+	s := open(t, dir).Current()
+	file, hash := s.Source(testAgent, RoleExpert, PromptSystem)
+	if file != "expert/system.tmpl" || hash != sha256Hex("v1.") {
+		t.Errorf("Source = %q, %q; want expert/system.tmpl and the SHA-256 of its content", file, hash)
+	}
+	if file, hash := s.Source(testAgent, RoleExpert, PromptContextFound); file != BuiltinSource || hash != "" {
+		t.Errorf("Source of a built-in = %q, %q", file, hash)
+	}
+}
+
+func sha256Hex(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
 }

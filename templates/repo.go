@@ -2,6 +2,8 @@ package templates
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -105,6 +107,7 @@ func readRepoFile(fsys fs.FS, rel string, info fs.FileInfo) fileData {
 type promptFile struct {
 	tmpl *template.Template // nil when err is set
 	size int                // of the source
+	hash string             // SHA-256 of the source, hex
 	err  error
 	// rendered is the length of the last render, so the next one gets a
 	// buffer of about the right size at once.
@@ -164,6 +167,8 @@ func buildRepo(files map[string]fileData, display func(string) string, funcs tem
 			r.prompts[rel] = &promptFile{err: unreadable}
 		case p.kind == kindPrompt:
 			pf := parsePrompt(name, string(f.body), base, funcs, brokenPartials)
+			sum := sha256.Sum256(f.body)
+			pf.hash = hex.EncodeToString(sum[:])
 			if pf.err != nil {
 				r.problems = append(r.problems, flatten(pf.err)...)
 			}

@@ -73,6 +73,22 @@ func (s *Set) Problems() []*Error {
 	return append([]*Error(nil), s.repo.problems...)
 }
 
+// Source names the template Render uses for a prompt: its path in the
+// config repository and the SHA-256 of its content (hex), or "built-in"
+// and "" when the built-in default serves it. Partials it includes are
+// not named.
+func (s *Set) Source(agentENS, role, prompt string) (file, hash string) {
+	for _, rel := range candidates(strings.ToLower(agentENS), role, prompt, extTemplate) {
+		if pf, ok := s.repo.prompts[rel]; ok {
+			return rel, pf.hash
+		}
+	}
+	return BuiltinSource, ""
+}
+
+// BuiltinSource is what Source names a built-in default.
+const BuiltinSource = "built-in"
+
 func (s *Set) resolve(agentENS, role, prompt string) (*promptFile, error) {
 	if err := checkRolePrompt(role, prompt); err != nil {
 		return nil, err

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -60,6 +61,7 @@ func secondsToDuration(s float64) time.Duration {
 // trace is what the HTTP layer saw of one attempt; go-openai's errors do not
 // carry response headers, and do not say whether anything was sent.
 type trace struct {
+	body       []byte // the request's body, as sent
 	sent       bool
 	status     int
 	retryAfter time.Duration
@@ -88,8 +90,12 @@ func (d *doer) Do(req *http.Request) (*http.Response, error) {
 	for k, vs := range d.header {
 		req.Header[k] = vs
 	}
+	tr, _ := req.Context().Value(traceKey{}).(*trace)
+	if tr != nil && req.GetBody != nil {
+		tr.body = copyBody(req)
+	}
 	resp, err := d.next.Do(req)
-	if tr, ok := req.Context().Value(traceKey{}).(*trace); ok {
+	if tr != nil {
 		tr.sent = true
 		tr.netErr = err
 		if resp != nil {
@@ -100,9 +106,30 @@ func (d *doer) Do(req *http.Request) (*http.Response, error) {
 	return resp, err
 }
 
+// copyBody reads a copy of the request's body (GetBody gives a fresh
+// reader over the bytes go-openai encoded), in one allocation when its
+// length is known.
+func copyBody(req *http.Request) []byte {
+	body, err := req.GetBody()
+	if err != nil {
+		return nil
+	}
+	defer body.Close()
+	if n := req.ContentLength; n > 0 {
+		b := make([]byte, n)
+		if _, err := io.ReadFull(body, b); err != nil {
+			return nil
+		}
+		return b
+	}
+	b, _ := io.ReadAll(body)
+	return b
+}
+
 // outcome is one attempt's result, classified.
 type outcome struct {
 	reply      openai.ChatCompletionResponse
+	body       []byte // the request's, as sent
 	usage      usage
 	sent       bool // the request reached the HTTP client
 	status     int
@@ -134,6 +161,7 @@ func (out outcome) response(model string, attempts int, used usage) Response {
 		PromptTokens:     used.prompt,
 		CompletionTokens: used.completion,
 		Attempts:         attempts,
+		Sent:             out.body,
 	}
 }
 
@@ -150,7 +178,7 @@ func (ep *endpoint) attempt(ctx context.Context, call openai.ChatCompletionReque
 	} else {
 		reply, err = ep.api.CreateChatCompletion(actx, call)
 	}
-	out := outcome{sent: tr.sent, status: tr.status, retryAfter: tr.retryAfter, cause: err}
+	out := outcome{body: tr.body, sent: tr.sent, status: tr.status, retryAfter: tr.retryAfter, cause: err}
 	if err == nil {
 		out.reply = reply
 		out.usage = usage{reply.Usage.PromptTokens, reply.Usage.CompletionTokens}

@@ -59,3 +59,31 @@ func TestRequestBodyUnknownProfile(t *testing.T) {
 		t.Error("unknown profile accepted")
 	}
 }
+
+// TestResponseCarriesSentBody: a response holds the body the endpoint
+// received, byte for byte, streamed or not, and never the API key.
+func TestResponseCarriesSentBody(t *testing.T) {
+	fake := llmfake.New(t)
+	c, err := llm.New(llm.Profile{BaseURL: fake.URL(), APIKey: "sk-test", Model: "fake-model"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := llm.Request{Messages: []llm.Message{{Role: llm.RoleUser, Content: "hello"}}}
+	for i, call := range []func() (llm.Response, error){
+		func() (llm.Response, error) { return c.Complete(t.Context(), req) },
+		func() (llm.Response, error) { return c.Stream(t.Context(), req, func(string) {}) },
+	} {
+		fake.Reply(llmfake.Text("ok"))
+		resp, err := call()
+		if err != nil {
+			t.Fatal(err)
+		}
+		sent := fake.Requests()[i].Body
+		if !bytes.Equal(resp.Sent, sent) {
+			t.Errorf("call %d: Response.Sent\n%s\nwant what the endpoint received\n%s", i, resp.Sent, sent)
+		}
+		if bytes.Contains(resp.Sent, []byte("sk-test")) {
+			t.Errorf("call %d: the body holds the API key", i)
+		}
+	}
+}

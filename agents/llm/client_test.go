@@ -356,6 +356,10 @@ func TestResponse(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			if len(got.Sent) == 0 {
+				t.Error("the response carries no body sent")
+			}
+			got.Sent = nil // TestResponseCarriesSentBody checks it
 			if !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("response = %+v\nwant %+v", got, tt.want)
 			}

@@ -81,6 +81,10 @@ type Response struct {
 	PromptTokens     int
 	CompletionTokens int
 	Attempts         int // calls made, retries included
+	// Sent is the JSON body of the request as it went out (the last
+	// attempt's), for traces; it never holds the API key, which travels in
+	// a header.
+	Sent []byte
 }
 
 // Truncated reports whether the model stopped at the token limit, so the

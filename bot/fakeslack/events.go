@@ -190,6 +190,36 @@ func (s *Server) SendEnvelope(typ string, payload json.RawMessage, conn int) Del
 	return Delivery{EnvelopeID: id}
 }
 
+// PressFeedback delivers, as an interactive envelope (block_actions),
+// user's press of the 👍 (positive) or 👎 button of the feedback buttons in
+// a message posted by conclave; false when the post has none.
+func (s *Server) PressFeedback(p Post, user string, positive bool) (Delivery, bool) {
+	var blocks []struct {
+		Type     string            `json:"type"`
+		BlockID  string            `json:"block_id"`
+		Elements []feedbackButtons `json:"elements"`
+	}
+	if json.Unmarshal(p.Blocks, &blocks) != nil {
+		return Delivery{}, false
+	}
+	for _, b := range blocks {
+		for _, e := range b.Elements {
+			if b.Type != "context_actions" || e.Type != "feedback_buttons" || e.Positive == nil || e.Negative == nil {
+				continue
+			}
+			button := e.Negative
+			if positive {
+				button = e.Positive
+			}
+			return s.deliverAction(p, user, map[string]any{
+				"type": "feedback_buttons", "action_id": e.ActionID, "block_id": b.BlockID, "value": button.Value,
+				"text": button.Text,
+			}), true
+		}
+	}
+	return Delivery{}, false
+}
+
 // PressButton delivers, as an interactive envelope (block_actions), user's
 // press of the button with actionID in a message posted by conclave. The
 // button is looked up in the post's blocks, so only a button conclave
@@ -216,26 +246,37 @@ func (s *Server) PressButton(p Post, user, actionID string) (Delivery, bool) {
 			if b.Type != "actions" || e.Type != "button" || e.ActionID != actionID {
 				continue
 			}
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			id := s.newEnvelopeIDLocked()
-			name := s.users[user].Name
-			payload, _ := json.Marshal(map[string]any{
-				"type": "block_actions", "api_app_id": s.opts.AppID, "token": "fake-verification-token", // #nosec G101 -- the fake's verification token
-				"user":       map[string]any{"id": user, "username": name, "name": name, "team_id": s.opts.TeamID},
-				"team":       map[string]any{"id": s.opts.TeamID, "domain": "fake"},
-				"container":  map[string]any{"type": "message", "message_ts": p.TS, "channel_id": p.Channel, "is_ephemeral": false},
-				"channel":    map[string]any{"id": p.Channel, "name": "directmessage"},
-				"message":    map[string]any{"type": "message", "ts": p.TS, "text": p.Text, "blocks": p.Blocks},
-				"trigger_id": fmt.Sprintf("trigger-%d", s.nextIDLocked()), "response_url": s.srv.URL + "/respond/" + id,
-				"actions": []any{map[string]any{
-					"type": "button", "action_id": e.ActionID, "block_id": b.BlockID, "value": e.Value,
-					"style": e.Style, "text": e.Text, "action_ts": s.nextTSLocked(),
-				}},
-			})
-			s.enqueueLocked(id, "interactive", "", payload, false, 0)
-			return Delivery{EnvelopeID: id}, true
+			return s.deliverAction(p, user, map[string]any{
+				"type": "button", "action_id": e.ActionID, "block_id": b.BlockID, "value": e.Value,
+				"style": e.Style, "text": e.Text,
+			}), true
 		}
 	}
 	return Delivery{}, false
+}
+
+// deliverAction delivers user's action on post p as a block_actions
+// envelope; the payload's response_url points back at the fake.
+func (s *Server) deliverAction(p Post, user string, action map[string]any) Delivery {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	id := s.newEnvelopeIDLocked()
+	name := s.users[user].Name
+	action["action_ts"] = s.nextTSLocked()
+	container := map[string]any{"type": "message", "message_ts": p.TS, "channel_id": p.Channel, "is_ephemeral": false}
+	if p.ThreadTS != "" {
+		container["thread_ts"] = p.ThreadTS
+	}
+	payload, _ := json.Marshal(map[string]any{
+		"type": "block_actions", "api_app_id": s.opts.AppID, "token": "fake-verification-token", // #nosec G101 -- the fake's verification token
+		"user":       map[string]any{"id": user, "username": name, "name": name, "team_id": s.opts.TeamID},
+		"team":       map[string]any{"id": s.opts.TeamID, "domain": "fake"},
+		"container":  container,
+		"channel":    map[string]any{"id": p.Channel, "name": "directmessage"},
+		"message":    map[string]any{"type": "message", "ts": p.TS, "text": p.Text, "blocks": p.Blocks},
+		"trigger_id": fmt.Sprintf("trigger-%d", s.nextIDLocked()), "response_url": s.srv.URL + "/respond/" + id,
+		"actions": []any{action},
+	})
+	s.enqueueLocked(id, "interactive", "", payload, false, 0)
+	return Delivery{EnvelopeID: id}
 }

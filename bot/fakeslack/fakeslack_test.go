@@ -420,6 +420,14 @@ func TestPostMessageLimits(t *testing.T) {
 		{"no text", nil, "no_text"},
 		{"text too long", []slack.MsgOption{slack.MsgOptionText(strings.Repeat("a", 40001), false)}, "msg_too_long"},
 		{"markdown too long", []slack.MsgOption{slack.MsgOptionBlocks(slack.NewMarkdownBlock("", strings.Repeat("a", 12001)))}, "msg_blocks_too_long"},
+		{"feedback without a negative button", []slack.MsgOption{slack.MsgOptionText("x", false), slack.MsgOptionBlocks(
+			slack.NewContextActionsBlock("b1", slack.NewFeedbackButtonsBlockElement("fb", feedbackButton("👍", "up"), nil)))}, "invalid_blocks"},
+		{"feedback button without a value", []slack.MsgOption{slack.MsgOptionText("x", false), slack.MsgOptionBlocks(
+			slack.NewContextActionsBlock("b1", slack.NewFeedbackButtonsBlockElement("fb", feedbackButton("👍", "up"), feedbackButton("👎", ""))))}, "invalid_blocks"},
+		{"feedback block id too long", []slack.MsgOption{slack.MsgOptionText("x", false), slack.MsgOptionBlocks(
+			slack.NewContextActionsBlock(strings.Repeat("b", 256), slack.NewFeedbackButtonsBlockElement("fb", feedbackButton("👍", "up"), feedbackButton("👎", "down"))))}, "invalid_blocks"},
+		{"context actions without elements", []slack.MsgOption{slack.MsgOptionText("x", false), slack.MsgOptionBlocks(
+			slack.NewContextActionsBlock("b1"))}, "invalid_blocks"},
 	}
 	fake := fakeslack.New(t, fakeslack.Options{})
 	api := slack.New(fakeslack.BotToken, slack.OptionAPIURL(fake.APIURL()))
@@ -666,4 +674,45 @@ func errString(err error) string {
 		return ""
 	}
 	return err.Error()
+}
+
+func feedbackButton(emoji, value string) *slack.FeedbackButton {
+	return slack.NewFeedbackButton(slack.NewTextBlockObject(slack.PlainTextType, emoji, true, false), value)
+}
+
+// TestPressFeedback: a valid feedback block is posted, and its press is
+// delivered as Slack delivers it, through the real socketmode client.
+func TestPressFeedback(t *testing.T) {
+	fake := fakeslack.New(t, fakeslack.Options{})
+	api := slack.New(fakeslack.BotToken, slack.OptionAPIURL(fake.APIURL()), slack.OptionAppLevelToken(fakeslack.AppToken))
+	ctx := testContext(t)
+	_, _, err := api.PostMessageContext(ctx, "C1", slack.MsgOptionText("answer", false), slack.MsgOptionBlocks(
+		slack.NewMarkdownBlock("", "answer"),
+		slack.NewContextActionsBlock("ref-1", slack.NewFeedbackButtonsBlockElement("fb", feedbackButton("👍", "positive"), feedbackButton("👎", "negative")))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := socketmode.New(api)
+	go func() { _ = client.RunContext(ctx) }()
+	if _, ok := fake.PressFeedback(fake.Posts()[0], "U1", false); !ok {
+		t.Fatal("no feedback buttons found in the post")
+	}
+	for {
+		var ev socketmode.Event
+		select {
+		case ev = <-client.Events:
+		case <-ctx.Done():
+			t.Fatal("the press was not delivered")
+		}
+		if ev.Type != socketmode.EventTypeInteractive {
+			continue
+		}
+		cb, _ := ev.Data.(slack.InteractionCallback)
+		client.Ack(*ev.Request)
+		acts := cb.ActionCallback.BlockActions
+		if cb.Type != slack.InteractionTypeBlockActions || len(acts) != 1 || acts[0].ActionID != "fb" || acts[0].BlockID != "ref-1" || acts[0].Value != "negative" || cb.User.ID != "U1" {
+			t.Errorf("press = %+v, actions %+v", cb, acts)
+		}
+		return
+	}
 }

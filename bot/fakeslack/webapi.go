@@ -485,17 +485,23 @@ func formatTS(sec, micro int64) string {
 
 // checkBlocks checks a message's blocks as Slack does: a JSON array, each
 // markdown block's text a string, their text together within
-// markdownLimit runes. It returns Slack's error, or "" when they pass.
+// markdownLimit runes, each context_actions block as
+// validContextActions says. It returns Slack's error, or "" when they pass.
 func checkBlocks(blocks string) string {
 	var parsed []struct {
-		Type string `json:"type"`
-		Text any    `json:"text"`
+		Type     string            `json:"type"`
+		Text     any               `json:"text"`
+		BlockID  string            `json:"block_id"`
+		Elements []json.RawMessage `json:"elements"`
 	}
 	if json.Unmarshal([]byte(blocks), &parsed) != nil {
 		return "invalid_blocks"
 	}
 	md := 0
 	for _, b := range parsed {
+		if b.Type == "context_actions" && !validContextActions(b.BlockID, b.Elements) {
+			return "invalid_blocks"
+		}
 		if b.Type == "markdown" {
 			t, ok := b.Text.(string)
 			if !ok {
@@ -508,4 +514,53 @@ func checkBlocks(blocks string) string {
 		return "msg_blocks_too_long"
 	}
 	return ""
+}
+
+// feedbackButtons is a feedback_buttons element as Slack's block kit
+// reference describes it.
+type feedbackButtons struct {
+	Type     string          `json:"type"`
+	ActionID string          `json:"action_id"`
+	Positive *feedbackButton `json:"positive_button"`
+	Negative *feedbackButton `json:"negative_button"`
+}
+
+type feedbackButton struct {
+	Text *struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	} `json:"text"`
+	Value              string `json:"value"`
+	AccessibilityLabel string `json:"accessibility_label"`
+}
+
+func (b *feedbackButton) valid() bool {
+	return b != nil && b.Text != nil && b.Text.Type == "plain_text" && b.Text.Text != "" &&
+		b.Value != "" && len(b.Value) <= 2000 && len(b.AccessibilityLabel) <= 75
+}
+
+// validContextActions checks a context_actions block: a block id of at
+// most 255 characters, one to five elements, each feedback buttons with
+// an action id and both buttons (plain-text text, a value) or an icon
+// button.
+func validContextActions(blockID string, elements []json.RawMessage) bool {
+	if len(blockID) > 255 || len(elements) == 0 || len(elements) > 5 {
+		return false
+	}
+	for _, raw := range elements {
+		var e feedbackButtons
+		if json.Unmarshal(raw, &e) != nil {
+			return false
+		}
+		switch e.Type {
+		case "feedback_buttons":
+			if e.ActionID == "" || len(e.ActionID) > 255 || !e.Positive.valid() || !e.Negative.valid() {
+				return false
+			}
+		case "icon_button":
+		default:
+			return false
+		}
+	}
+	return true
 }

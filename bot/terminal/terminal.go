@@ -46,11 +46,14 @@ const (
 	CommandNew  = "/new"  // the next line starts a new thread
 	CommandHelp = "/help" // lists these commands
 	CommandQuit = "/quit" // ends the session (as end of input does)
+	// CommandTrace prints the thread's last turn as `conclave trace`
+	// does (Options.Trace).
+	CommandTrace = "/trace"
 )
 
 // Help is what CommandHelp prints.
 const Help = "Each line is a message in the thread. Commands: /end ends the conversation (sends :end:), " +
-	"/new starts a new thread, /help shows this, /quit or end of input quits."
+	"/new starts a new thread, /trace shows the last turn's trace, /help shows this, /quit or end of input quits."
 
 // ErrUnknownCommand is returned, in scripted mode, for a line that starts
 // with '/' and is no command.
@@ -72,6 +75,9 @@ type Options struct {
 	// working line; nil: the ENS name's first label.
 	Names func(ctx context.Context, ens string) string
 	Now   func() time.Time // nil: time.Now
+	// Trace, when set, answers CommandTrace: it writes the last turn of a
+	// conversation to w.
+	Trace func(ctx context.Context, w io.Writer, conversationID string) error
 }
 
 // Terminal is the transport. Create it with New; it implements agents.Chat.
@@ -190,6 +196,9 @@ func (t *Terminal) Run(ctx context.Context, in io.Reader, eng Engine) error {
 			continue
 		case text == CommandEnd:
 			text = ":end:"
+		case text == CommandTrace && t.opts.Trace != nil:
+			t.showTrace(ctx)
+			continue
 		case strings.HasPrefix(text, "/"):
 			name, _, _ := strings.Cut(text, " ")
 			if t.opts.Wait {
@@ -239,6 +248,23 @@ func record(ctx context.Context, eng Engine, ev agents.Event) error {
 	}
 	ticket.Dispatch()
 	return nil
+}
+
+// showTrace prints the current thread's last turn on the status output.
+func (t *Terminal) showTrace(ctx context.Context) {
+	t.mu.Lock()
+	thread := t.thread
+	t.mu.Unlock()
+	if thread == "" {
+		t.status("(no turn yet in this thread)")
+		return
+	}
+	var b strings.Builder
+	if err := t.opts.Trace(ctx, &b, agents.ConversationID(Team, t.opts.Channel, thread)); err != nil {
+		t.status("(no trace: " + err.Error() + ")")
+		return
+	}
+	t.status(strings.TrimRight(b.String(), "\n"))
 }
 
 // message makes the event of one line: a new thread's root, or a reply in

@@ -259,3 +259,46 @@ func TestNoticesAreCounted(t *testing.T) {
 		t.Errorf("Notices() = %d, want 2\n%s", n, out)
 	}
 }
+
+// TestTraceCommand: /trace asks for the current thread's conversation and
+// prints the answer on the status output; before any line, or when the
+// trace cannot be read, it says so; without Options.Trace it is unknown.
+func TestTraceCommand(t *testing.T) {
+	var out, status buffer
+	var asked []string
+	term := New(Options{Channel: "C1", Out: &out, Status: &status, Now: time.Now,
+		Trace: func(_ context.Context, w io.Writer, conv string) error {
+			asked = append(asked, conv)
+			if len(asked) > 1 {
+				return errors.New("no traces kept")
+			}
+			_, err := io.WriteString(w, "turn t1  elen (facilitator)  default  ok\n")
+			return err
+		}})
+	eng := &recorder{}
+	if err := term.Run(context.Background(), strings.NewReader("/trace\nhello\n/trace\n/trace\n"), eng); err != nil {
+		t.Fatal(err)
+	}
+	if len(eng.events) != 1 {
+		t.Fatalf("events = %+v: /trace is no message", eng.events)
+	}
+	want := agents.ConversationID(Team, "C1", eng.events[0].TS)
+	if len(asked) != 2 || asked[0] != want {
+		t.Errorf("asked for %q, want %s twice", asked, want)
+	}
+	for _, w := range []string{"(no turn yet in this thread)", "turn t1  elen (facilitator)  default  ok", "(no trace: no traces kept)"} {
+		if !strings.Contains(status.String(), w) {
+			t.Errorf("status lacks %q:\n%s", w, status.String())
+		}
+	}
+	if out.String() != "" {
+		t.Errorf("/trace wrote to the transcript: %q", out.String())
+	}
+	plain, _, plainStatus := newTest(false)
+	if err := plain.Run(context.Background(), strings.NewReader("/trace\n"), &recorder{}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(plainStatus.String(), "unknown command /trace") {
+		t.Errorf("without Options.Trace: %q", plainStatus.String())
+	}
+}

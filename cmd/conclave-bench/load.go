@@ -47,6 +47,7 @@ type scenario struct {
 	MaxParallel    int           // conversation.max_parallel of each replica
 	ComputeWorkers int           // agents.Options.ComputeWorkers of each replica
 	HandleParallel int           // bot.Options.HandleParallel of each replica
+	Traces         bool          // trace.enabled of each replica
 }
 
 func (s scenario) String() string {
@@ -70,6 +71,7 @@ type result struct {
 	RigCPU       time.Duration // per turn: CPU time of this process (fake Slack, fake model, people)
 	HeapPerConv  float64       // bytes: heap growth of all replicas (after a full GC) / conversations
 	AllocPerTurn float64       // bytes: heap allocated by all replicas, background work included / turns
+	TraceBytes   float64       // bytes of turn traces the store keeps (compressed), per 1,000 turns (Redis only)
 	Problems     []string
 }
 
@@ -140,6 +142,11 @@ func measure(ctx context.Context, sc scenario, o options) (res result, err error
 	res.RigCPU = (processCPU() - rigBefore) / time.Duration(res.Turns)
 	res.RedisCPU = (redisCPU(ctx, o.redisURL, sc.Store) - cpuBefore) / time.Duration(res.Turns)
 	res.replicaFigures(before, after)
+	if sc.Store == "redis" && sc.Traces {
+		// Every turn of the run, warm-up included, left its trace.
+		all := res.Turns + sc.Replicas*warmUp
+		res.TraceBytes = float64(traceBytes(ctx, o.redisURL, r.prefix)) * 1000 / float64(all)
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	res.timings(r.slack, keys, r.calls, sc.Replicas*warmUp)
@@ -149,9 +156,10 @@ func measure(ctx context.Context, sc scenario, o options) (res result, err error
 // rig is a scenario's outside world: the fake Slack, the fake model and
 // the people writing.
 type rig struct {
-	sc    scenario
-	slack *fakeslack.Server
-	model *llmfake.Server
+	sc     scenario
+	slack  *fakeslack.Server
+	model  *llmfake.Server
+	prefix string // the Redis key prefix of the scenario's replicas
 
 	mu    sync.Mutex
 	calls map[string]modelCall // by message id (c<conversation> m<message>)
@@ -196,6 +204,7 @@ func (r *rig) startReplicas(ctx context.Context, tb *benchTB, o options) ([]stri
 		// A fresh key prefix whose keys are deleted when the scenario
 		// ends, after its replicas have stopped.
 		prefix = redistest.WithPrefix(tb, o.redisURL).Prefix
+		r.prefix = prefix
 	}
 	var stats []string
 	var stops []func()
@@ -209,7 +218,7 @@ func (r *rig) startReplicas(ctx context.Context, tb *benchTB, o options) ([]stri
 			SlackAPIURL: r.slack.APIURL(), AppToken: fakeslack.AppToken, BotToken: fakeslack.BotToken,
 			ModelURL: r.model.URL(), Store: r.sc.Store, RedisURL: o.redisURL, KeyPrefix: prefix,
 			MaxParallel: r.sc.MaxParallel, ComputeWorkers: r.sc.ComputeWorkers, HandleParallel: r.sc.HandleParallel,
-			Channel: benchChannel, Facilitator: facilitator,
+			Traces: r.sc.Traces, Channel: benchChannel, Facilitator: facilitator,
 		}
 		if o.cpuProfile != "" {
 			cfg.CPUProfile = fmt.Sprintf("%s/%s-replica%d.pprof", o.cpuProfile, r.sc, i)
@@ -414,6 +423,24 @@ func redisCPU(ctx context.Context, url, store string) time.Duration {
 		}
 	}
 	return time.Duration(total * float64(time.Second))
+}
+
+// traceBytes sums the stored size of the turn traces under prefix (the
+// store keeps each conversation's total beside its traces).
+func traceBytes(ctx context.Context, url, prefix string) int64 {
+	opts, err := redis.ParseURL(url)
+	if err != nil {
+		return 0
+	}
+	c := redis.NewClient(opts)
+	defer c.Close()
+	var total int64
+	iter := c.Scan(ctx, 0, prefix+"*tracebytes:*", 1000).Iterator()
+	for iter.Next(ctx) {
+		n, _ := c.Get(ctx, iter.Val()).Int64()
+		total += n
+	}
+	return total
 }
 
 // startRedis runs a private redis-server on a free port, with appendonly

@@ -58,10 +58,12 @@ func run() error {
 		redisURL      = flag.String("redis", "start", `Redis for the redis store: "start" runs a private redis-server (appendonly yes), else a URL (keys under a fresh prefix, deleted after)`)
 		cpuProfile    = flag.String("cpuprofile", "", "directory to write each replica's CPU and allocation profiles to")
 		timeout       = flag.Duration("timeout", 5*time.Minute, "bound of one scenario")
+		traces        = flag.Bool("traces", true, "each turn writes its trace, as trace.enabled does (conclave run's default)")
 	)
 	flag.Parse()
 	plan, err := scenarios(*stores, *replicas, *conversations, *latencies, scenario{
 		Messages: *messages, Think: *think, MaxParallel: *maxParallel, ComputeWorkers: *compute, HandleParallel: *handle,
+		Traces: *traces,
 	})
 	if err != nil {
 		return err
@@ -79,8 +81,8 @@ func run() error {
 		*redisURL = url
 	}
 	printMachine(ctx, *redisURL, withRedis)
-	fmt.Println("| store | replicas | conversations | model latency | turns | turns/s | ack p50 ms | ack p99 ms | overhead p50 ms | overhead p99 ms | → model p99 ms | → post p99 ms | conclave CPU µs/turn | conclave alloc KB/turn | Redis trips/turn (ack + rest) | Redis cmds/turn | Redis CPU µs/turn | rig CPU µs/turn | heap/conversation KB |")
-	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Println("| store | replicas | conversations | model latency | turns | turns/s | ack p50 ms | ack p99 ms | overhead p50 ms | overhead p99 ms | → model p99 ms | → post p99 ms | conclave CPU µs/turn | conclave alloc KB/turn | Redis trips/turn (ack + rest) | Redis cmds/turn | Redis CPU µs/turn | rig CPU µs/turn | heap/conversation KB | trace KB/1,000 turns |")
+	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	failed := false
 	for _, sc := range plan {
 		res, err := measure(ctx, sc, options{redisURL: *redisURL, cpuProfile: *cpuProfile, timeout: *timeout})
@@ -153,7 +155,10 @@ func scenarios(stores, replicas, conversations, latencies string, base scenario)
 }
 
 func printResult(r result) {
-	trips, cmds, redisCPU := "–", "–", "–"
+	trips, cmds, redisCPU, traceKB := "–", "–", "–", "–"
+	if r.TraceBytes > 0 {
+		traceKB = strconv.FormatFloat(r.TraceBytes/1024, 'f', 0, 64)
+	}
 	if r.Store == "redis" {
 		trips = fmt.Sprintf("%.1f (%.1f + %.1f)", r.RedisTrips, r.RedisAck, r.RedisTrips-r.RedisAck)
 		cmds = strconv.FormatFloat(r.RedisCmds, 'f', 1, 64)
@@ -170,6 +175,7 @@ func printResult(r result) {
 		trips, cmds, redisCPU,
 		strconv.FormatFloat(r.RigCPU.Seconds()*1e6, 'f', 0, 64),
 		strconv.FormatFloat(r.HeapPerConv/1024, 'f', 1, 64),
+		traceKB,
 	}
 	fmt.Println("| " + strings.Join(cells, " | ") + " |")
 }

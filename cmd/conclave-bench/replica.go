@@ -40,8 +40,9 @@ type replicaConfig struct {
 	RedisURL       string
 	KeyPrefix      string
 	MaxParallel    int
-	ComputeWorkers int // agents.Options.ComputeWorkers
-	HandleParallel int // bot.Options.HandleParallel
+	ComputeWorkers int  // agents.Options.ComputeWorkers
+	HandleParallel int  // bot.Options.HandleParallel
+	Traces         bool // agents.Options.Traces (trace.enabled)
 	Channel        string
 	Facilitator    ens.Agent
 	CPUProfile     string // file to write a CPU profile to, until the process stops, and the allocations' profile to, with ".allocs" added
@@ -226,6 +227,7 @@ func wireEngine(ctx context.Context, cfg replicaConfig, store memory.Store, log 
 		MaxParallel:    cfg.MaxParallel,
 		ComputeWorkers: cfg.ComputeWorkers,
 		BotUserID:      id.UserID,
+		Traces:         cfg.Traces,
 	}, agents.Deps{
 		Store:    countRecording(store),
 		Chat:     slack,

@@ -24,7 +24,7 @@ import (
 // instead of Slack.
 func runChat(ctx context.Context, args []string, e env) error {
 	var fake bool
-	cfg, channel, person, err := chatConfig(args, e, &fake)
+	cfg, channel, person, record, err := chatConfig(args, e, &fake)
 	if err != nil {
 		return err
 	}
@@ -35,7 +35,12 @@ func runChat(ctx context.Context, args []string, e env) error {
 	if err != nil {
 		return err
 	}
-	term := chatTerminal(channel, person, !interactive, e, p.directory)
+	if record != "" {
+		if p.model, err = recordTo(record, p.model); err != nil {
+			return err
+		}
+	}
+	term := chatTerminal(channel, person, !interactive, e, p.directory, traceOf(p.store))
 	eng := chatEngine(cfg, p, term)
 	list, err := eng.ChannelAgents(ctx, channel)
 	if err != nil {
@@ -60,22 +65,23 @@ func runChat(ctx context.Context, args []string, e env) error {
 // chatConfig reads the flags and the configuration of `conclave chat`:
 // the channel (default: the first [[channels]]) and who is typing
 // (default: $USER). fake is set by --fake-model.
-func chatConfig(args []string, e env, fake *bool) (cfg Config, channel, person string, err error) {
+func chatConfig(args []string, e env, fake *bool) (cfg Config, channel, person, record string, err error) {
 	fs := newFlags("chat", e)
 	load := configFlag(fs, e)
 	ch := fs.String("channel", "", "the channel whose agents answer (default: the first [[channels]])")
 	as := fs.String("as", "", "your name in the conversation (default $USER)")
 	fs.BoolVar(fake, "fake-model", false, "answer with the built-in deterministic model: no network, no key (MCP servers are not started)")
+	rec := fs.String("record", "", "write each model request and response to this directory as NNN-<agent>-<phase>.json")
 	if err := parseFlags(fs, args, e); err != nil {
-		return Config{}, "", "", err
+		return Config{}, "", "", "", err
 	}
 	if cfg, _, err = load(); err != nil {
-		return Config{}, "", "", err
+		return Config{}, "", "", "", err
 	}
 	channel = *ch
 	if channel == "" {
 		if len(cfg.Channels) == 0 {
-			return Config{}, "", "", fmt.Errorf("%w: no channel: pass --channel or declare one in [[channels]]", errUsage)
+			return Config{}, "", "", "", fmt.Errorf("%w: no channel: pass --channel or declare one in [[channels]]", errUsage)
 		}
 		channel = cfg.Channels[0].ID
 	}
@@ -83,7 +89,7 @@ func chatConfig(args []string, e env, fake *bool) (cfg Config, channel, person s
 	if person == "" {
 		person = e.getenv("USER")
 	}
-	return cfg, channel, person, nil
+	return cfg, channel, person, *rec, nil
 }
 
 // chatLogger logs only warnings and errors (the terminal is for the
@@ -102,7 +108,7 @@ func chatLogger(cfg Config, e env) *slog.Logger {
 // tool). The instance returned is never nil: close it, even on an error.
 func openChat(ctx context.Context, cfg Config, log *slog.Logger, e env, fake bool) (*instance, error) {
 	p := &instance{cfg: cfg, log: log, e: e}
-	store, err := openStore(ctx, cfg.Memory, slog.New(slog.DiscardHandler))
+	store, err := openStore(ctx, cfg.Memory, cfg.Trace, slog.New(slog.DiscardHandler))
 	if err != nil {
 		return p, err
 	}
@@ -153,13 +159,14 @@ func fakeModel(cfg Config, profiles agents.Profiles, directory *ens.Directory) (
 
 // chatTerminal is the terminal transport of `conclave chat`; agents are
 // named by their ENS records, else by their names' first label.
-func chatTerminal(channel, person string, wait bool, e env, directory *ens.Directory) *terminal.Terminal {
+func chatTerminal(channel, person string, wait bool, e env, directory *ens.Directory, trace func(context.Context, io.Writer, string) error) *terminal.Terminal {
 	return terminal.New(terminal.Options{
 		Channel: channel,
 		Person:  person,
 		Out:     e.stdout,
 		Status:  e.stderr,
 		Wait:    wait,
+		Trace:   trace,
 		Names: func(ctx context.Context, name string) string {
 			if a, err := directory.Resolve(ctx, name); err == nil && a.Name != "" {
 				return a.Name

@@ -71,6 +71,18 @@ type Config struct {
 	HTTP         HTTPConfig                     `toml:"http"`
 	Log          LogConfig                      `toml:"log"`
 	MCP          MCPConfig                      `toml:"mcp"`
+	Trace        TraceConfig                    `toml:"trace"`
+	OTel         OTelConfig                     `toml:"otel"`
+
+	// secretValues are the secrets' values, as loaded (secretValuesOf).
+	secretValues []string
+}
+
+// TraceConfig is [trace]: the turn traces kept in the store.
+type TraceConfig struct {
+	Enabled                 bool     `toml:"enabled"`
+	Retention               Duration `toml:"retention"`
+	MaxBytesPerConversation int      `toml:"max_bytes_per_conversation"`
 }
 
 // SlackConfig is [slack].
@@ -87,6 +99,8 @@ type SlackConfig struct {
 	// Streaming replies.
 	Stream         bool     `toml:"stream"`
 	StreamInterval Duration `toml:"stream_interval"`
+	// Feedback buttons: answers, all or off.
+	Feedback string `toml:"feedback"`
 }
 
 // LLMProfileConfig holds the keys of [llm] that a named profile may set.
@@ -277,6 +291,7 @@ func defaultConfig() Config {
 			Timeout:         Duration{10 * time.Second},
 			PostRetryWindow: Duration{eng.PostRetryWindow},
 			StreamInterval:  Duration{eng.StreamInterval},
+			Feedback:        agents.FeedbackAnswers,
 		},
 		LLM: LLMConfig{LLMProfileConfig: LLMProfileConfig{
 			BaseURL:          ptr(llm.DefaultBaseURL),
@@ -322,6 +337,10 @@ func defaultConfig() Config {
 		Errors: ErrorsConfig{Notify: eng.Notify},
 		HTTP:   HTTPConfig{Addr: ":8080"},
 		Log:    LogConfig{Level: "info", Format: "json"},
+		Trace: TraceConfig{
+			Enabled: eng.Traces, Retention: Duration{memory.DefaultTraceRetention},
+			MaxBytesPerConversation: memory.DefaultTraceMaxBytes,
+		},
 	}
 }
 
@@ -573,6 +592,18 @@ func (c *Config) validate() error {
 	c.validateConversation(&p)
 	c.validateHTTP(&p)
 	c.validateLog(&p)
+	if !slices.Contains([]string{agents.FeedbackAnswers, agents.FeedbackAll, agents.FeedbackOff}, c.Slack.Feedback) {
+		p.bad("slack.feedback", "must be answers, all or off (got %q)", c.Slack.Feedback)
+	}
+	if c.OTel.Endpoint != "" {
+		if _, err := tracesURL(c.OTel.Endpoint); err != nil {
+			p.bad("otel.endpoint", "must be an http(s) URL, the collector's OTLP/HTTP base (e.g. http://localhost:4318)")
+		}
+	}
+	p.positive("trace.retention", c.Trace.Retention)
+	if c.Trace.MaxBytesPerConversation <= 0 {
+		p.bad("trace.max_bytes_per_conversation", "must be > 0")
+	}
 	if len(p) > 0 {
 		return fmt.Errorf("config: %s", strings.Join(p, "; "))
 	}

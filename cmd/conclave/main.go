@@ -90,6 +90,7 @@ func commands() []command {
 		{"templates render", "print the request the model would receive", runTemplatesRender},
 		{"templates test", "run the conversations of tests/*.chat against a scripted model", runTemplatesTest},
 		{"memory hydrate", "append JSONL history to a memory session", runHydrate},
+		{"trace", "print a conversation's turns from a Slack link: prompts, requests, tools, timings", runTrace},
 		{"tools list", "list each agent's MCP tools", runToolsList},
 		{"config print", "print the effective configuration, secrets masked", runConfigPrint},
 		{"healthcheck", "check the local bot's /healthz (for container health checks)", runHealthcheck},
@@ -330,6 +331,7 @@ func configFlag(fs *flag.FlagSet, e env) func() (Config, []string, error) {
 		if err := cfg.validate(); err != nil {
 			return cfg, nil, err
 		}
+		cfg.secretValues = cfg.secretValuesOf(e.getenv)
 		return cfg, inFile, nil
 	}
 }

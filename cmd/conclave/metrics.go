@@ -43,6 +43,7 @@ type runMetrics struct {
 
 	toolCalls      *prometheus.CounterVec
 	postsAbandoned prometheus.Counter
+	feedback       *prometheus.CounterVec
 }
 
 func newRunMetrics(reg prometheus.Registerer) *runMetrics {
@@ -100,9 +101,19 @@ func newRunMetrics(reg prometheus.Registerer) *runMetrics {
 		Name: "conclave_tool_calls_total",
 		Help: "MCP tool calls a model asked for, by server, tool and outcome (ok, error, timeout, failed, unavailable, unknown, canceled).",
 	}, []string{"server", "tool", "outcome"})
+	m.feedback = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "conclave_feedback_total",
+		Help: "Presses of the 👍/👎 buttons under agents' posts, by agent, role and value (positive, negative); a second press by the same person counts again.",
+	}, []string{"agent", "role", "value"})
 	reg.MustRegister(m.turns, m.turnSeconds, m.waitSeconds, m.tokens, m.turnFailures, m.templateErrors,
-		m.events, m.lockTries, m.lockSeconds, m.llmCalls, m.llmAttempts, m.llmAttemptTime, m.toolCalls, m.postsAbandoned)
+		m.events, m.lockTries, m.lockSeconds, m.llmCalls, m.llmAttempts, m.llmAttemptTime, m.toolCalls, m.postsAbandoned,
+		m.feedback)
 	return m
+}
+
+// observeFeedback is the engine's OnFeedback hook.
+func (m *runMetrics) observeFeedback(agent, role, value string) {
+	m.feedback.WithLabelValues(agent, role, value).Inc()
 }
 
 // observeToolCall is the tool hub's OnCall hook.

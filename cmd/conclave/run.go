@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/slack-go/slack"
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/conclavehq/conclave/agents"
@@ -96,6 +97,7 @@ type instance struct {
 	directory *ens.Directory
 	web       *http.Client
 	model     agents.Model
+	tracer    trace.Tracer // nil: no OpenTelemetry export
 	toolbox   agents.Toolbox
 	hub       *tools.Hub
 }
@@ -120,7 +122,7 @@ func (p *instance) close() {
 // open opens the parts the engine runs on: the store, the prompts, the
 // identities, the model client and the tools.
 func (p *instance) open(ctx context.Context) error {
-	for _, step := range []func(context.Context) error{p.openMemory, p.openPrompts, p.openIdentities, p.openModel, p.openTools} {
+	for _, step := range []func(context.Context) error{p.openTracing, p.openMemory, p.openPrompts, p.openIdentities, p.openModel, p.openTools} {
 		if err := step(ctx); err != nil {
 			return err
 		}
@@ -137,8 +139,18 @@ func (p *instance) open(ctx context.Context) error {
 	return nil
 }
 
+func (p *instance) openTracing(ctx context.Context) error {
+	tracer, stop, err := openTracing(ctx, p.cfg.OTel, p.e.getenv, p.log)
+	if err != nil {
+		return err
+	}
+	p.tracer = tracer
+	p.closers = append(p.closers, stop)
+	return nil
+}
+
 func (p *instance) openMemory(ctx context.Context) error {
-	raw, err := openStore(ctx, p.cfg.Memory, p.log)
+	raw, err := openStore(ctx, p.cfg.Memory, p.cfg.Trace, p.log)
 	if err != nil {
 		return err
 	}
@@ -306,6 +318,7 @@ func (p *instance) startSlack(s *slackSide) error {
 		Timeout:         p.cfg.Slack.Timeout.Duration,
 		HandleParallel:  16,
 		Registerer:      p.reg,
+		Tracer:          p.tracer,
 	}, p.log)
 	id, err := identify(s.runCtx, web, p.log)
 	if err != nil {
@@ -323,6 +336,10 @@ func (p *instance) startSlack(s *slackSide) error {
 		OnTurn:   p.metrics.observeTurn,
 
 		OnPostAbandoned: p.metrics.observePostAbandoned,
+		Traces:          p.store,
+		OnFeedback:      p.metrics.observeFeedback,
+		Tracer:          p.tracer,
+		CaptureContent:  p.cfg.OTel.CaptureContent,
 	})
 	commands, wallet, err := wireCommands(p.cfg, web, eng, p.store, p.directory, p.log)
 	if err != nil {
@@ -444,6 +461,10 @@ func engineOptions(cfg Config, botUserID string) agents.Options {
 		TurnTimeout:      3 * longestTotalTimeout(cfg.LLM),
 		PostTimeout:      6 * cfg.Slack.Timeout.Duration,
 		Agents:           map[string]agents.AgentSettings{},
+		Traces:           cfg.Trace.Enabled,
+		Feedback:         cfg.Slack.Feedback,
+		Replica:          replicaName(),
+		Secrets:          cfg.secretValues,
 
 		MaxToolCallsPerRound: cfg.LLM.MaxToolCallsPerRound,
 	}
@@ -477,12 +498,17 @@ func longestTotalTimeout(c LLMConfig) time.Duration {
 
 // openStore opens Redis when memory.redis_url is set, else the in-process
 // store, which is announced: one replica, nothing kept across restarts.
-func openStore(ctx context.Context, c MemoryConfig, log *slog.Logger) (memory.Store, error) {
+func openStore(ctx context.Context, c MemoryConfig, t TraceConfig, log *slog.Logger) (memory.Store, error) {
 	if c.RedisURL == "" {
 		log.Warn("memory: using the in-process store: run a single replica; conversations and memory are lost on exit (set memory.redis_url to keep them)")
-		return memory.NewInProcess(memory.Options{MaxSessionMessages: c.MaxSessionMessages, ConversationTTL: c.ConversationTTL.Duration}), nil
+		return memory.NewInProcess(memory.Options{
+			MaxSessionMessages: c.MaxSessionMessages, ConversationTTL: c.ConversationTTL.Duration,
+			TraceRetention: t.Retention.Duration, TraceMaxBytes: t.MaxBytesPerConversation,
+		}), nil
 	}
-	s, err := memory.NewRedis(ctx, redisOptions(c))
+	o := redisOptions(c)
+	o.TraceRetention, o.TraceMaxBytes = t.Retention.Duration, t.MaxBytesPerConversation
+	s, err := memory.NewRedis(ctx, o)
 	if err != nil {
 		return nil, err
 	}

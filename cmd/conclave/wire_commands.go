@@ -23,6 +23,7 @@ func wireCommands(cfg Config, web *bot.WebAPI, eng *agents.Engine, store memory.
 		Identities: directory,
 		Pairing:    agents.NewPairing(store, directory, nil),
 		Wallet:     wallet,
+		Feedback:   eng,
 	})
 	if !wallet.Configured() {
 		log.Info("wallet verification is off: http.public_url is not set")

@@ -90,7 +90,8 @@ func (db DB) open(t testing.TB, c redis.UniversalClient, o memory.Options) *memo
 	t.Helper()
 	s, err := memory.NewRedis(t.Context(), memory.RedisOptions{
 		URL: db.URL, Client: c, KeyPrefix: db.Prefix,
-		MaxSessionMessages: o.MaxSessionMessages, ConversationTTL: o.ConversationTTL, Now: o.Now,
+		MaxSessionMessages: o.MaxSessionMessages, ConversationTTL: o.ConversationTTL,
+		TraceRetention: o.TraceRetention, TraceMaxBytes: o.TraceMaxBytes, Now: o.Now,
 	})
 	if err != nil {
 		t.Fatalf("redistest: %v", err)

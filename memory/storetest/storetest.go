@@ -86,6 +86,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"Retention/conversation ttl", testConversationTTL},
 		{"Ping", testPing},
 	}
+	tests = append(tests, traceTests...)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()

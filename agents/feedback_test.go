@@ -1,0 +1,89 @@
+package agents
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/conclavehq/conclave/memory"
+	"github.com/conclavehq/conclave/templates"
+)
+
+// TestFeedbackButtons: which posts carry 👍/👎 buttons, by slack.feedback.
+// Threading messages and notices never do.
+func TestFeedbackButtons(t *testing.T) {
+	cases := []struct {
+		mode string
+		want []bool // by post: Elen's call, Cora's threading message, Cora's answer, Elen's answer
+	}{
+		{FeedbackAnswers, []bool{false, false, false, true}},
+		{FeedbackAll, []bool{true, false, true, true}},
+		{FeedbackOff, []bool{false, false, false, false}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.mode, func(t *testing.T) {
+			r := newRig(t, func(r *rig) { r.opts.Feedback = tc.mode })
+			r.model.on(elen, templates.PromptDefault, cora+", is C1 covered?", "Yes, Ada: C1 is covered.")
+			r.model.on(cora, templates.PromptContextNotFound, threading("C1", "Looking C1 up."))
+			r.model.on(cora, templates.PromptContextFound, "C1 is covered.")
+			root := r.send("", "U1", "Ada", "Is C1 covered?")
+			r.settle()
+			posts := r.chat.posts
+			if len(posts) != len(tc.want) {
+				t.Fatalf("%d posts, want %d: %q", len(posts), len(tc.want), r.chat.texts())
+			}
+			for i, want := range tc.want {
+				if got := posts[i].Feedback != ""; got != want {
+					t.Errorf("post %d %q: buttons %v, want %v", i+1, posts[i].Text, got, want)
+				}
+			}
+			if ref := posts[3].Feedback; ref != "" {
+				got, err := ParseFeedbackRef(ref)
+				want := FeedbackRef{Conversation: ConversationID(team, chanA, root.TS), Turn: posts[3].TurnID, Agent: elen, Role: "facilitator"}
+				if err != nil || got != want {
+					t.Errorf("ParseFeedbackRef = %+v, %v; want %+v", got, err, want)
+				}
+			}
+		})
+	}
+}
+
+// TestRecordFeedback: a press is recorded on its turn and reported; bad
+// references and values are refused with a reason.
+func TestRecordFeedback(t *testing.T) {
+	var reported []string
+	r := newRig(t)
+	r.e = r.engine(fakePrompts{}, func(d *Deps) {
+		d.Traces = r.store
+		d.OnFeedback = func(agent, role, value string) { reported = append(reported, agent+" "+role+" "+value) }
+	})
+	ref := FeedbackRef{Conversation: "conv-1", Turn: "conv-1-t2", Agent: elen, Role: "facilitator"}.String()
+	ctx := context.Background()
+	if err := r.e.RecordFeedback(ctx, ref, "U1", FeedbackNegative); err != nil {
+		t.Fatal(err)
+	}
+	kept, err := r.store.Traces(ctx, "conv-1")
+	if err != nil || len(kept.Feedback) != 1 || kept.Feedback[0] != (memory.Feedback{TurnID: "conv-1-t2", User: "U1", Value: "negative", At: r.clock.Now()}) {
+		t.Errorf("feedback kept = %+v, %v", kept.Feedback, err)
+	}
+	if len(reported) != 1 || reported[0] != elen+" facilitator negative" {
+		t.Errorf("reported = %q", reported)
+	}
+	for _, tc := range []struct{ name, ref, value, msg string }{
+		{"not a reference", "fb1|x", FeedbackPositive, `"fb1|x" is not a feedback reference`},
+		{"another block", "b1", FeedbackPositive, `"b1" is not a feedback reference`},
+		{"value", ref, "meh", `"meh": feedback is positive or negative`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := r.e.RecordFeedback(ctx, tc.ref, "U1", tc.value)
+			if err == nil || !strings.Contains(err.Error(), tc.msg) {
+				t.Errorf("err = %v, want %q", err, tc.msg)
+			}
+		})
+	}
+	noLog := newRig(t)
+	if err := noLog.e.RecordFeedback(ctx, ref, "U1", FeedbackPositive); !errors.Is(err, ErrNoTraceLog) {
+		t.Errorf("without a trace store: %v", err)
+	}
+}

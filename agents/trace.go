@@ -1,0 +1,385 @@
+package agents
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/conclavehq/conclave/agents/clip"
+	"github.com/conclavehq/conclave/agents/llm"
+	"github.com/conclavehq/conclave/memory"
+	"github.com/conclavehq/conclave/templates"
+)
+
+// TraceLog reads the turn traces the commits wrote and records feedback
+// on them (memory's stores implement it).
+type TraceLog interface {
+	// Traces reads a conversation's traces and their feedback; none reads
+	// as empty.
+	Traces(ctx context.Context, convID string) (memory.Traces, error)
+	// TraceRef finds the conversation of a thread (memory.ErrNotFound
+	// when it has no traces).
+	TraceRef(ctx context.Context, channel, threadTS string) (string, error)
+	// RecordFeedback records a person's rating of a turn, replacing that
+	// person's earlier one.
+	RecordFeedback(ctx context.Context, convID string, f memory.Feedback) error
+}
+
+// Trace is one turn as it happened: what the model was sent and answered,
+// the tools it ran, how long each step took, and what came of it.
+// Durations are in milliseconds.
+type Trace struct {
+	Conversation string        `json:"conversation"`
+	Channel      string        `json:"channel"`
+	ThreadTS     string        `json:"thread_ts"`
+	TurnID       string        `json:"turn"`
+	Agent        string        `json:"agent"`
+	Role         string        `json:"role"`
+	Phase        string        `json:"phase"`
+	Replica      string        `json:"replica,omitempty"`
+	Started      time.Time     `json:"started"`
+	Prompts      []TracePrompt `json:"prompts,omitempty"`
+	Calls        []TraceCall   `json:"calls,omitempty"`
+	Tools        []TraceTool   `json:"tools,omitempty"`
+	Timings      TraceTimings  `json:"timings"`
+	Outcome      string        `json:"outcome"`
+	// Notice is the reason class of the ⚠️ notice the turn posted.
+	Notice string `json:"notice,omitempty"`
+	// Posted are the Slack ts of the messages the turn posted.
+	Posted []string `json:"posted,omitempty"`
+	// Feedback is filled when traces are read (ReadTraces).
+	Feedback []memory.Feedback `json:"feedback,omitempty"`
+
+	posts []timeSpan // each post's attempt, for its span
+}
+
+// timeSpan is when something began and how long it took.
+type timeSpan struct {
+	began time.Time
+	took  time.Duration
+}
+
+// TracePrompt is one template a turn rendered.
+type TracePrompt struct {
+	Prompt string `json:"prompt"` // system, default, conclude, …
+	File   string `json:"file"`   // its path in the config repository, or "built-in"
+	Hash   string `json:"sha256,omitempty"`
+}
+
+// TraceCall is one model call: the request as sent and what came back.
+type TraceCall struct {
+	Model      string          `json:"model,omitempty"` // the model asked for
+	Started    time.Time       `json:"started"`
+	Request    json.RawMessage `json:"request"`
+	Response   *TraceResponse  `json:"response,omitempty"`
+	Error      string          `json:"error,omitempty"` // a reason class, as a notice gives it
+	DurationMS int64           `json:"duration_ms"`
+}
+
+// TraceResponse is what a model call answered.
+type TraceResponse struct {
+	Content          string          `json:"content"`
+	ToolCalls        []TraceToolCall `json:"tool_calls,omitempty"`
+	FinishReason     string          `json:"finish_reason"`
+	Model            string          `json:"model,omitempty"`
+	PromptTokens     int             `json:"prompt_tokens"`
+	CompletionTokens int             `json:"completion_tokens"`
+}
+
+// TraceToolCall is one call a model asked for.
+type TraceToolCall struct {
+	ID        string `json:"id"`
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+}
+
+// TraceTool is one tool call.
+type TraceTool struct {
+	Started    time.Time `json:"started"`
+	Name       string    `json:"name"`
+	Arguments  string    `json:"arguments"`
+	Result     string    `json:"result"`  // cut to maxTraceToolResult runes
+	Outcome    string    `json:"outcome"` // ok, error, unavailable
+	DurationMS int64     `json:"duration_ms"`
+}
+
+// TraceTimings is where a turn's time went.
+type TraceTimings struct {
+	QueuedMS int64 `json:"queued_ms"`
+	RenderMS int64 `json:"render_ms"`
+	ModelMS  int64 `json:"model_ms"`
+	ToolsMS  int64 `json:"tools_ms"`
+	PostMS   int64 `json:"post_ms"`
+	TotalMS  int64 `json:"total_ms"`
+}
+
+// maxTraceToolResult is how much of a tool's result a trace keeps.
+const maxTraceToolResult = 4000
+
+// Tool outcomes in a trace.
+const (
+	toolOK          = "ok"
+	toolError       = "error"
+	toolUnavailable = "unavailable"
+)
+
+// promptSources is what a prompt set tells of its files
+// (templates.Set): a trace names the file each prompt came from.
+type promptSources interface {
+	Source(agentENS, role, prompt string) (file, hash string)
+}
+
+// newTrace starts the trace of a turn, or returns nil when traces are off.
+func (c runner) newTrace(t *turn) *Trace {
+	if !c.opts.Traces && c.deps.Tracer == nil {
+		return nil
+	}
+	tr := &Trace{
+		Conversation: c.conv.ID, Channel: c.conv.Channel, ThreadTS: c.conv.ThreadTS,
+		TurnID: t.id, Agent: t.agent.EnsDomain, Role: string(t.agent.Role), Replica: c.opts.Replica,
+		Started: t.started,
+	}
+	c.live[t.id] = tr
+	return tr
+}
+
+// liveTraces is where a runner keeps its running turns' traces; nil
+// when turns are not traced.
+func (e *Engine) liveTraces() map[string]*Trace {
+	if !e.opts.Traces && e.deps.Tracer == nil {
+		return nil
+	}
+	return map[string]*Trace{}
+}
+
+// tracing is the trace of a running turn (nil when none).
+func (c runner) tracing(turnID string) *Trace { return c.live[turnID] }
+
+// tracePrompts notes the templates a request was rendered from.
+func (t *turn) tracePrompts(prompt string, took time.Duration) {
+	tr := t.trace
+	if tr == nil {
+		return
+	}
+	tr.Timings.RenderMS += took.Milliseconds()
+	for _, p := range []string{templates.PromptSystem, prompt} {
+		if slices.ContainsFunc(tr.Prompts, func(tp TracePrompt) bool { return tp.Prompt == p }) {
+			continue
+		}
+		tp := TracePrompt{Prompt: p, File: templates.BuiltinSource}
+		if src, ok := t.prompts.(promptSources); ok {
+			tp.File, tp.Hash = src.Source(t.agent.EnsDomain, string(t.agent.Role), p)
+		}
+		tr.Prompts = append(tr.Prompts, tp)
+	}
+}
+
+// traceCall notes one model call.
+func (c runner) traceCall(t *turn, req llm.Request, resp llm.Response, err error, began time.Time) {
+	tr := t.trace
+	if tr == nil {
+		return
+	}
+	call := TraceCall{Model: req.Model, Started: began, Request: resp.Sent, DurationMS: c.now().Sub(began).Milliseconds()}
+	if call.Model == "" {
+		if p, err := c.deps.Model.Profile(req.Profile); err == nil {
+			call.Model = p.Model
+		}
+	}
+	if len(call.Request) == 0 {
+		// Not sent, or by a model that does not say what it sent: the
+		// request as the engine built it.
+		call.Request, _ = json.Marshal(tracedRequest(req))
+	}
+	if err != nil {
+		call.Error = noticeReason(err)
+	} else {
+		call.Response = &TraceResponse{
+			Content: resp.Content, FinishReason: resp.FinishReason, Model: resp.Model,
+			PromptTokens: resp.PromptTokens, CompletionTokens: resp.CompletionTokens,
+		}
+		for _, tc := range resp.ToolCalls {
+			call.Response.ToolCalls = append(call.Response.ToolCalls, TraceToolCall{tc.ID, tc.Name, tc.Arguments})
+		}
+	}
+	tr.Calls = append(tr.Calls, call)
+	tr.Timings.ModelMS += call.DurationMS
+}
+
+// logBodies logs, at debug level only, the body a request went out with
+// and the reply's text, the configuration's secrets masked (SPEC §12.2):
+// prompt bodies never reach a log at info.
+func (c runner) logBodies(ctx context.Context, req llm.Request, resp llm.Response, err error) {
+	if !c.log.Enabled(ctx, slog.LevelDebug) || err != nil {
+		return
+	}
+	body := string(resp.Sent)
+	if body == "" {
+		b, _ := json.Marshal(tracedRequest(req))
+		body = string(b)
+	}
+	reply := resp.Content
+	if m := c.opts.maskSecrets; m != nil {
+		body, reply = m.Replace(body), m.Replace(reply)
+	}
+	c.log.LogAttrs(ctx, slog.LevelDebug, "llm: request", slog.String(logAgent, req.Agent), slog.String(logRole, req.Role),
+		slog.String(logPhase, req.Prompt), slog.String("model", resp.Model), slog.String("body", body), slog.String("reply", reply))
+}
+
+// tracedRequest is an llm.Request as a trace shows it when the model did
+// not report the body it sent.
+func tracedRequest(req llm.Request) any {
+	type message struct {
+		Role    string `json:"role"`
+		Content string `json:"content"`
+	}
+	type tool struct {
+		Name        string          `json:"name"`
+		Description string          `json:"description,omitempty"`
+		Parameters  json.RawMessage `json:"parameters,omitempty"`
+	}
+	out := struct {
+		Profile     string          `json:"profile,omitempty"`
+		Model       string          `json:"model,omitempty"`
+		Temperature *float64        `json:"temperature,omitempty"`
+		MaxTokens   int             `json:"max_tokens,omitempty"`
+		JSON        bool            `json:"json,omitempty"`
+		Messages    []message       `json:"messages"`
+		Tools       []tool          `json:"tools,omitempty"`
+		ToolRounds  []llm.ToolRound `json:"tool_rounds,omitempty"`
+	}{Profile: req.Profile, Model: req.Model, Temperature: req.Temperature, MaxTokens: req.MaxTokens, JSON: req.JSON, ToolRounds: req.ToolRounds}
+	for _, m := range req.Messages {
+		out.Messages = append(out.Messages, message{m.Role, m.Content})
+	}
+	for _, tl := range req.Tools {
+		out.Tools = append(out.Tools, tool{tl.Name, tl.Description, tl.Parameters})
+	}
+	return out
+}
+
+// traceTool notes one tool call.
+func (t *turn) traceTool(call llm.ToolCall, result, outcome string, began time.Time, took time.Duration) TraceTool {
+	return TraceTool{
+		Started: began, Name: call.Name, Arguments: call.Arguments, Result: clip.Runes(result, maxTraceToolResult, " …"),
+		Outcome: outcome, DurationMS: took.Milliseconds(),
+	}
+}
+
+// finishTrace completes a turn's trace from its report and the messages
+// it posted, encodes it with the secrets masked, and hands it to the next
+// commit.
+func (c runner) finishTrace(t *turn) {
+	tr := t.trace
+	if tr == nil {
+		return
+	}
+	r := t.report
+	tr.Phase, tr.Outcome = r.Phase, r.Outcome
+	tr.Timings.QueuedMS = r.Wait.Milliseconds()
+	tr.Timings.TotalMS = r.Duration.Milliseconds()
+	for _, m := range *c.msgs {
+		if m.TurnID == t.id || strings.HasPrefix(m.TurnID, t.id+"-") {
+			tr.Posted = append(tr.Posted, m.TS)
+		}
+	}
+	if c.deps.Tracer != nil {
+		c.emitSpans(tr)
+	}
+	if !c.opts.Traces {
+		delete(c.live, t.id)
+		return
+	}
+	body, err := json.Marshal(tr)
+	if err != nil {
+		c.log.Warn("encode a turn's trace", slog.String(logTurn, t.id), slog.Any(logError, err))
+		return
+	}
+	if c.opts.maskSecrets != nil {
+		body = c.opts.maskSecrets.mask(body)
+	}
+	delete(c.live, t.id)
+	c.addTrace(memory.TurnTrace{TurnID: t.id, Body: body})
+}
+
+// ReadTraces reads a conversation's traces, oldest first, each with its
+// feedback. A trace that cannot be decoded is an error naming its turn.
+func ReadTraces(ctx context.Context, log TraceLog, convID string) ([]Trace, error) {
+	kept, err := log.Traces(ctx, convID)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Trace, 0, len(kept.Turns))
+	for _, k := range kept.Turns {
+		var tr Trace
+		if err := json.Unmarshal(k.Body, &tr); err != nil {
+			return nil, fmt.Errorf("agents: trace of turn %s: %w", k.TurnID, err)
+		}
+		for _, f := range kept.Feedback {
+			if f.TurnID == tr.TurnID {
+				tr.Feedback = append(tr.Feedback, f)
+			}
+		}
+		out = append(out, tr)
+	}
+	return out, nil
+}
+
+// secretMask replaces each secret with "[redacted]", as written and as
+// JSON writes it inside a string (a trace is JSON); nil when there is
+// none. Secrets under eight characters, or of digits only, are left
+// alone: they would mask ordinary words, numbers and JSON's own tokens
+// (true, null), and keys and tokens are longer.
+func secretMask(secrets []string) *masker {
+	var forms []string
+	for _, s := range secrets {
+		if len(s) < 8 || strings.Trim(s, "0123456789") == "" {
+			continue
+		}
+		forms = append(forms, s)
+		if quoted, err := json.Marshal(s); err == nil {
+			if esc := string(quoted[1 : len(quoted)-1]); esc != s {
+				forms = append(forms, esc)
+			}
+		}
+	}
+	if len(forms) == 0 {
+		return nil
+	}
+	// The longest first, so that a secret holding another ("Bearer <key>")
+	// is masked whole.
+	slices.SortStableFunc(forms, func(a, b string) int { return len(b) - len(a) })
+	return &masker{forms: forms}
+}
+
+// masker masks secrets. It looks each one up with strings.Index, which
+// for a trace that holds none (the usual case) costs a few scans, where
+// a strings.Replacer of the same secrets walks its trie at every byte.
+type masker struct{ forms []string }
+
+// Replace returns s with every secret masked.
+func (m *masker) Replace(s string) string {
+	for _, f := range m.forms {
+		if strings.Contains(s, f) {
+			s = strings.ReplaceAll(s, f, redacted)
+		}
+	}
+	return s
+}
+
+// mask returns b with every secret masked (b itself when it holds none).
+func (m *masker) mask(b []byte) []byte {
+	for _, f := range m.forms {
+		if bytes.Contains(b, []byte(f)) {
+			b = bytes.ReplaceAll(b, []byte(f), []byte(redacted))
+		}
+	}
+	return b
+}
+
+// redacted is what a secret becomes in a trace or a debug log.
+const redacted = "[redacted]"
