@@ -177,23 +177,37 @@ func TestLongStoreOutageLeavesTheEnvelope(t *testing.T) {
 	}
 }
 
-// TestOtherRecordErrorsAreNotRetried: an error that does not say the store
-// is away is given up at once.
-func TestOtherRecordErrorsAreNotRetried(t *testing.T) {
-	r := newRig(t, fakeslack.Options{}, nil)
-	clock := r.onFakeClock()
-	var calls atomic.Int32
-	r.rec.before = func(ctx context.Context, ev agents.Event, call int) error {
-		calls.Add(1)
-		return errors.New("agents: record message: message ts is empty")
-	}
-	r.run(t)
-	r.fake.SendMessage(fakeslack.Message{Channel: "C1", User: "U1", Text: "odd"})
-	r.waitLog(t, "event not recorded; left unacknowledged")
-	if n := calls.Load(); n != 1 {
-		t.Errorf("Record called %d times, want 1", n)
-	}
-	if s := clock.Sleeps(); len(s) != 0 {
-		t.Errorf("waited %v before giving up", s)
+// TestRecordTriesEndAtOnce: an error that does not say the store is away,
+// and a drain (the envelope is Slack's to deliver elsewhere), end the tries
+// after the first.
+func TestRecordTriesEndAtOnce(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		fail func(r *rig) error
+	}{
+		{"other error", func(*rig) error { return errors.New("agents: record message: message ts is empty") }},
+		{"drain", func(r *rig) error { r.bot.Drain(); return errStoreAway }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := newRig(t, fakeslack.Options{}, nil)
+			clock := r.onFakeClock()
+			var calls atomic.Int32
+			r.rec.before = func(ctx context.Context, ev agents.Event, call int) error {
+				calls.Add(1)
+				return c.fail(r)
+			}
+			r.run(t)
+			r.fake.SendMessage(fakeslack.Message{Channel: "C1", User: "U1", Text: "odd"})
+			r.waitLog(t, "event not recorded; left unacknowledged")
+			if n := calls.Load(); n != 1 {
+				t.Errorf("Record called %d times, want 1", n)
+			}
+			if s := clock.Sleeps(); len(s) != 0 {
+				t.Errorf("waited %v before giving up", s)
+			}
+			if acks := r.fake.Acks(); len(acks) != 0 {
+				t.Errorf("acknowledged: %+v", acks)
+			}
+		})
 	}
 }
