@@ -3,10 +3,13 @@ package agents
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -101,14 +104,54 @@ func TestRecordIsDurableBeforeItReturns(t *testing.T) {
 	}
 }
 
-// failingStore fails one method.
+// TestRecordSaysWhenTheStoreDidNotAnswer: a Record error of a store that
+// did not answer matches ErrStoreUnavailable and reads as the store's
+// error; any other store error does not match.
+func TestRecordSaysWhenTheStoreDidNotAnswer(t *testing.T) {
+	r := newRig(t)
+	root := r.send("", "U1", "Alice", "hello")
+	refused := &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
+	for _, c := range []struct {
+		name  string
+		err   error
+		match bool
+	}{
+		{"refused", refused, true},
+		{"wrapped timeout", fmt.Errorf("memory: record message: %w", context.DeadlineExceeded), true},
+		{"other", errors.New("memory: message ts is empty"), false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := r.engine(fakePrompts{}, onStore(&failingStore{Store: r.store, fail: "RecordMessage", err: c.err}))
+			ev := Event{ID: "Ev-" + c.name, Team: team, Channel: chanA, TS: r.nextTS(), ThreadTS: root.TS, UserID: "U1", Text: "more"}
+			err := handle(context.Background(), e, ev)
+			if err == nil {
+				t.Fatal("Record returned nil though the message could not be recorded")
+			}
+			if got := errors.Is(err, ErrStoreUnavailable); got != c.match {
+				t.Errorf("errors.Is(%v, ErrStoreUnavailable) = %v, want %v", err, got, c.match)
+			}
+			if !errors.Is(err, c.err) || !strings.Contains(err.Error(), c.err.Error()) {
+				t.Errorf("Record error %q does not carry the store's %q", err, c.err)
+			}
+			if strings.Contains(err.Error(), ErrStoreUnavailable.Error()) {
+				t.Errorf("Record error %q names the mark", err)
+			}
+		})
+	}
+}
+
+// failingStore fails one method, with err (default "store unreachable").
 type failingStore struct {
 	Store
 	fail string
+	err  error
 }
 
 func (s *failingStore) RecordMessage(ctx context.Context, c memory.Conversation, m memory.Message, ev string) (bool, error) {
 	if s.fail == "RecordMessage" {
+		if s.err != nil {
+			return false, s.err
+		}
 		return false, errors.New("store unreachable")
 	}
 	return s.Store.RecordMessage(ctx, c, m, ev)

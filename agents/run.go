@@ -40,7 +40,30 @@ const threadHistoryLimit = 50
 // conversation) is read and the message recorded when that read cannot
 // change the outcome; otherwise, and for edits and deletions, one round
 // trip reads and one records.
+//
+// An error that says the store did not answer (refused, cut, timed out,
+// loading) matches ErrStoreUnavailable: the same Record may succeed in a
+// moment.
 func (e *Engine) Record(ctx context.Context, ev Event) (Ticket, error) {
+	t, err := e.record(ctx, ev)
+	if memory.Unavailable(err) {
+		err = unavailableError{err}
+	}
+	return t, err
+}
+
+// ErrStoreUnavailable matches the errors of Record that say the store did
+// not answer, when trying again shortly can help.
+var ErrStoreUnavailable = errors.New("agents: store unavailable")
+
+// unavailableError is a store error marked as ErrStoreUnavailable; it reads
+// as the store error.
+type unavailableError struct{ err error }
+
+func (u unavailableError) Error() string   { return u.err.Error() }
+func (u unavailableError) Unwrap() []error { return []error{ErrStoreUnavailable, u.err} }
+
+func (e *Engine) record(ctx context.Context, ev Event) (Ticket, error) {
 	if ev.Channel == "" || ev.TS == "" {
 		return Ticket{}, nil
 	}

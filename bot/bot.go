@@ -53,9 +53,16 @@ const (
 	// readyGrace is how long Ready keeps reporting ready while the socket
 	// reconnects (Slack asks clients to reconnect regularly).
 	readyGrace = 30 * time.Second
-	// handleTimeout bounds one Handler.Record call so that, with the name
-	// look-ups, an envelope is acknowledged within Slack's 3 s or not at
-	// all.
+	// recordWindow is how long after an envelope's arrival the record of
+	// its event is tried again while the store does not answer (a restart,
+	// a failover): past it the envelope is left unacknowledged for Slack
+	// to deliver again, its acknowledgement still inside Slack's 3 s.
+	recordWindow = 2 * time.Second
+	// handleTimeout is the least time the first Handler.Record call of an
+	// event gets when the window is spent before it starts (slow name
+	// look-ups, a wait behind the thread's earlier events), so that, with
+	// the look-ups, an envelope is acknowledged within Slack's 3 s or not
+	// at all.
 	handleTimeout = 1500 * time.Millisecond
 	// lookupTimeout bounds the user and channel name look-ups made for one
 	// text (an event to normalise, a reply to make inert). Names not found
@@ -133,6 +140,8 @@ type Bot struct {
 	socket   *socketmode.Client
 	metrics  *metrics
 	now      func() time.Time
+	sleep    func(context.Context, time.Duration) error // the wait between record attempts
+	jitter   func() float64
 
 	mu           sync.Mutex
 	connected    bool
@@ -160,6 +169,8 @@ func New(web *WebAPI, handler Handler, commands CommandHandler) *Bot {
 			socketmode.OptionLog(slog.NewLogLogger(web.log.Handler(), slog.LevelDebug))),
 		metrics:      web.metrics,
 		now:          time.Now,
+		sleep:        backoff.Sleep,
+		jitter:       rand.Float64,
 		commandSlots: make(chan struct{}, 4),
 		handling:     serial.New[string](web.opts.HandleParallel),
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/slack-go/slack"
 	"github.com/slack-go/slack/slackevents"
@@ -15,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/conclavehq/conclave/agents"
+	"github.com/conclavehq/conclave/agents/backoff"
 )
 
 // dispatch handles one event of the socketmode client, in arrival order.
@@ -77,6 +79,7 @@ func (b *Bot) dispatch(ctx context.Context, ev socketmode.Event) {
 // takes store round trips). A Record error leaves the envelope unacknowledged so
 // that Slack delivers it again.
 func (b *Bot) handleEnvelope(ctx context.Context, req socketmode.Request) {
+	arrived := b.now()
 	log := b.log.With(slog.String(logEnvelope, req.EnvelopeID))
 	if b.draining.Load() {
 		log.Debug("draining: event left unacknowledged for Slack to deliver again")
@@ -117,13 +120,14 @@ func (b *Bot) handleEnvelope(ctx context.Context, req socketmode.Request) {
 	// One thread's events are recorded in arrival order, threads at once;
 	// when every slot is taken the socket's reader waits, and an event
 	// dropped at shutdown stays unacknowledged (Slack delivers it again).
-	b.handling.Go(ctx, ev.Channel+"/"+thread, func() { b.record(ctx, req, ev, log) })
+	b.handling.Go(ctx, ev.Channel+"/"+thread, func() { b.record(ctx, req, ev, arrived.Add(recordWindow), log) })
 }
 
-// record normalises an event, has the handler record it, acknowledges its
+// record normalises an event, has the handler record it (trying again
+// until the given time while the store does not answer), acknowledges its
 // envelope and only then dispatches the ticket; a Record error leaves the
 // envelope unacknowledged.
-func (b *Bot) record(ctx context.Context, req socketmode.Request, ev agents.Event, log *slog.Logger) {
+func (b *Bot) record(ctx context.Context, req socketmode.Request, ev agents.Event, until time.Time, log *slog.Logger) {
 	b.normalize(ctx, &ev)
 	if tr := b.opts.Tracer; tr != nil {
 		var span trace.Span
@@ -133,17 +137,53 @@ func (b *Bot) record(ctx context.Context, req socketmode.Request, ev agents.Even
 		defer span.End()
 		ev.Trace = agents.Traceparent(ctx)
 	}
-	hctx, cancel := context.WithTimeout(ctx, handleTimeout)
-	ticket, err := b.handler.Record(hctx, ev)
-	cancel()
+	ticket, attempts, err := b.recordUntil(ctx, ev, until)
 	if err != nil {
 		b.metrics.handleErrors.Inc()
 		log.Warn("event not recorded; left unacknowledged so that Slack delivers it again",
-			slog.String(logEventID, ev.ID), slog.String(logChannel, ev.Channel), slog.Any(logError, err))
+			slog.String(logEventID, ev.ID), slog.String(logChannel, ev.Channel),
+			slog.Int("attempts", attempts), slog.Any(logError, err))
 		return
+	}
+	if attempts > 1 {
+		log.Info("event recorded once the store answered again",
+			slog.String(logEventID, ev.ID), slog.Int("attempts", attempts))
 	}
 	b.ack(ctx, req, nil)
 	ticket.Dispatch()
+}
+
+// recordRetries spaces the record attempts of one event while the store
+// does not answer; within recordWindow that makes a handful.
+var recordRetries = backoff.Policy{Base: 100 * time.Millisecond, Cap: 400 * time.Millisecond}
+
+// recordUntil has the handler record ev, and while the error says the store
+// did not answer (agents.ErrStoreUnavailable) tries again, spaced by
+// recordRetries, until until. Each attempt may last until then; the first
+// one at least handleTimeout. Any other error, the end of ctx or the
+// start of a drain ends the tries. It reports the attempts made.
+func (b *Bot) recordUntil(ctx context.Context, ev agents.Event, until time.Time) (agents.Ticket, int, error) {
+	for n := 1; ; n++ {
+		limit := until.Sub(b.now())
+		if n == 1 {
+			limit = max(limit, handleTimeout)
+		}
+		hctx, cancel := context.WithTimeout(ctx, limit)
+		ticket, err := b.handler.Record(hctx, ev)
+		cancel()
+		if err == nil || !errors.Is(err, agents.ErrStoreUnavailable) || ctx.Err() != nil || b.draining.Load() {
+			return ticket, n, err
+		}
+		wait := recordRetries.Wait(n, b.jitter(), 0)
+		if !b.now().Add(wait).Before(until) {
+			return ticket, n, err
+		}
+		b.log.Debug("store did not answer; recording the event again", slog.String(logEventID, ev.ID),
+			slog.Int("attempt", n), slog.Duration("in", wait), slog.Any(logError, err))
+		if serr := b.sleep(ctx, wait); serr != nil {
+			return ticket, n, err
+		}
+	}
 }
 
 // handleBadMessage deals with a frame the socketmode client could not parse

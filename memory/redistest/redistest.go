@@ -9,7 +9,9 @@
 // time, so never flush it.
 //
 // Start runs a dedicated redis-server that a test may stop and restart
-// (with appendonly, so data survives a restart). Cluster starts a
+// (with appendonly, so data survives a restart). NewProxy puts a loopback
+// proxy in front of a server, which a test takes down and brings back to
+// stop Redis for its own clients only. Cluster starts a
 // three-node Redis Cluster, only when CONCLAVE_REDIS_CLUSTER is set, and
 // Sentinel a primary behind a Sentinel, only when CONCLAVE_REDIS_SENTINEL
 // is set.

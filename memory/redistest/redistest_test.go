@@ -1,6 +1,7 @@
 package redistest_test
 
 import (
+	"net"
 	"testing"
 
 	"github.com/conclavehq/conclave/memory/redistest"
@@ -46,5 +47,27 @@ func TestServerRestartKeepsData(t *testing.T) {
 	srv.Restart()
 	if v, err := c.Get(t.Context(), db.Prefix+"k").Result(); err != nil || v != "v" {
 		t.Errorf("after a restart: %q, %v; want v", v, err)
+	}
+}
+
+// TestProxyDownAndUp: through a proxy that is down, Redis is refused and a
+// connection open before is cut; once it is up the same URL works again.
+func TestProxyDownAndUp(t *testing.T) {
+	proxy, db := redistest.NewProxy(t, redistest.New(t))
+	c := db.Client(t)
+	ctx := t.Context()
+	if err := c.Set(ctx, db.Prefix+"k", "v", 0).Err(); err != nil {
+		t.Fatalf("through the proxy: %v", err)
+	}
+	proxy.Down()
+	if _, err := net.Dial("tcp", proxy.Addr()); err == nil {
+		t.Error("the proxy accepted a connection while down")
+	}
+	if err := c.Get(ctx, db.Prefix+"k").Err(); err == nil {
+		t.Error("a command went through while the proxy was down")
+	}
+	proxy.Up()
+	if v, err := c.Get(ctx, db.Prefix+"k").Result(); err != nil || v != "v" {
+		t.Errorf("once up again: %q, %v; want v", v, err)
 	}
 }

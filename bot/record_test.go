@@ -1,0 +1,213 @@
+package bot
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/conclavehq/conclave/agents"
+	"github.com/conclavehq/conclave/agents/testclock"
+	"github.com/conclavehq/conclave/bot/fakeslack"
+)
+
+// errStoreAway is what the engine's Record returns while Redis does not
+// answer.
+var errStoreAway = fmt.Errorf("agents: record message: dial tcp 127.0.0.1:6379: connect: connection refused: %w", agents.ErrStoreUnavailable)
+
+// onFakeClock puts the rig's Bot on clock: arrivals are read from it and
+// the waits between record attempts move it on without waiting.
+func (r *rig) onFakeClock() *testclock.Clock {
+	clock := testclock.New(time.Time{})
+	r.bot.now, r.bot.sleep = clock.Now, clock.Sleep
+	return clock
+}
+
+// waitLog waits until the rig's log has text.
+func (r *rig) waitLog(t *testing.T, text string) {
+	t.Helper()
+	ctx := testContext(t)
+	for !strings.Contains(r.logs.String(), text) {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("no %q in the log:\n%s", text, r.logs)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+// checkAttempts checks that every record attempt was allowed no further
+// than the end of the window, and the waits between them kept inside it
+// and followed the retry policy.
+func checkAttempts(t *testing.T, clock *testclock.Clock, deadlines []time.Duration) {
+	t.Helper()
+	sleeps := clock.Sleeps()
+	if len(deadlines) != len(sleeps)+1 {
+		t.Fatalf("%d attempts and %d waits between them", len(deadlines), len(sleeps))
+	}
+	var slept time.Duration
+	for i, d := range sleeps {
+		lo := recordRetries.Wait(i+1, 0, 0)
+		hi := recordRetries.Wait(i+1, 1, 0)
+		if d < lo || d > hi {
+			t.Errorf("wait %d = %v, want within [%v, %v]", i+1, d, lo, hi)
+		}
+		slept += d
+	}
+	if slept >= recordWindow {
+		t.Errorf("waited %v in all between attempts, want under %v", slept, recordWindow)
+	}
+	slept = 0
+	for i, d := range deadlines {
+		if i > 0 {
+			slept += sleeps[i-1]
+		}
+		// The window is counted on the fake clock; an attempt's deadline
+		// on the real one can only be nearer than what the window left.
+		if d > recordWindow-slept {
+			t.Errorf("attempt %d may last %v, past the window (%v left)", i+1, d, recordWindow-slept)
+		}
+	}
+}
+
+// attempts keeps how long each record attempt was allowed to run.
+type attempts struct {
+	mu        sync.Mutex
+	deadlines []time.Duration
+}
+
+func (a *attempts) add(ctx context.Context) {
+	left := time.Hour
+	if d, ok := ctx.Deadline(); ok {
+		left = time.Until(d)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.deadlines = append(a.deadlines, left)
+}
+
+func (a *attempts) all() []time.Duration {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]time.Duration(nil), a.deadlines...)
+}
+
+// TestShortStoreOutageIsRiddenOut: while the store does not answer, the
+// event's record is tried again within the window, and the envelope is
+// acknowledged on its first delivery once a try succeeds.
+func TestShortStoreOutageIsRiddenOut(t *testing.T) {
+	r := newRig(t, fakeslack.Options{}, nil)
+	clock := r.onFakeClock()
+	var tries attempts
+	r.rec.before = func(ctx context.Context, ev agents.Event, call int) error {
+		tries.add(ctx)
+		if call <= 3 {
+			return errStoreAway
+		}
+		return nil
+	}
+	r.run(t)
+	d := r.fake.SendMessage(fakeslack.Message{Channel: "C1", User: "U1", Text: "during the restart"})
+	ack, err := r.fake.WaitAck(testContext(t), d.EventID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ack.RetryAttempt != 0 {
+		t.Errorf("acknowledged delivery attempt %d, want the first (0)", ack.RetryAttempt)
+	}
+	if evs := r.rec.wait(t, 1); len(evs) != 1 || evs[0].Text != "during the restart" {
+		t.Errorf("recorded %+v, want the message once", evs)
+	}
+	if n := len(r.fake.Deliveries()); n != 1 {
+		t.Errorf("%d deliveries, want 1", n)
+	}
+	checkAttempts(t, clock, tries.all())
+	if n := len(tries.all()); n != 4 {
+		t.Errorf("%d attempts, want 4 (3 failed)", n)
+	}
+	if !strings.Contains(r.logs.String(), "event recorded once the store answered again") {
+		t.Errorf("the recovery was not logged:\n%s", r.logs)
+	}
+}
+
+// TestLongStoreOutageLeavesTheEnvelope: when the store still does not
+// answer at the end of the window, the envelope is left unacknowledged;
+// its redelivery is recorded and acknowledged once.
+func TestLongStoreOutageLeavesTheEnvelope(t *testing.T) {
+	r := newRig(t, fakeslack.Options{}, nil)
+	clock := r.onFakeClock()
+	var down atomic.Bool
+	down.Store(true)
+	var tries attempts
+	r.rec.before = func(ctx context.Context, ev agents.Event, call int) error {
+		if !down.Load() {
+			return nil
+		}
+		tries.add(ctx)
+		return errStoreAway
+	}
+	r.run(t)
+	d := r.fake.SendMessage(fakeslack.Message{Channel: "C1", User: "U1", Text: "after the restart"})
+	r.waitLog(t, "event not recorded; left unacknowledged")
+	if acks := r.fake.Acks(); len(acks) != 0 {
+		t.Fatalf("acknowledged while the store was away: %+v", acks)
+	}
+	checkAttempts(t, clock, tries.all())
+	if n := len(tries.all()); n < 3 {
+		t.Errorf("%d attempts within the window, want several", n)
+	}
+
+	down.Store(false)
+	if _, ok := r.fake.Redeliver(d.EventID, "timeout"); !ok {
+		t.Fatal("no redelivery")
+	}
+	ack, err := r.fake.WaitAck(testContext(t), d.EventID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ack.RetryAttempt != 1 {
+		t.Errorf("acknowledged delivery attempt %d, want the redelivery (1)", ack.RetryAttempt)
+	}
+	if evs := r.rec.wait(t, 1); len(evs) != 1 {
+		t.Errorf("recorded %d times, want once", len(evs))
+	}
+}
+
+// TestRecordTriesEndAtOnce: an error that does not say the store is away,
+// and a drain (the envelope is Slack's to deliver elsewhere), end the tries
+// after the first.
+func TestRecordTriesEndAtOnce(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		fail func(r *rig) error
+	}{
+		{"other error", func(*rig) error { return errors.New("agents: record message: message ts is empty") }},
+		{"drain", func(r *rig) error { r.bot.Drain(); return errStoreAway }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := newRig(t, fakeslack.Options{}, nil)
+			clock := r.onFakeClock()
+			var calls atomic.Int32
+			r.rec.before = func(ctx context.Context, ev agents.Event, call int) error {
+				calls.Add(1)
+				return c.fail(r)
+			}
+			r.run(t)
+			r.fake.SendMessage(fakeslack.Message{Channel: "C1", User: "U1", Text: "odd"})
+			r.waitLog(t, "event not recorded; left unacknowledged")
+			if n := calls.Load(); n != 1 {
+				t.Errorf("Record called %d times, want 1", n)
+			}
+			if s := clock.Sleeps(); len(s) != 0 {
+				t.Errorf("waited %v before giving up", s)
+			}
+			if acks := r.fake.Acks(); len(acks) != 0 {
+				t.Errorf("acknowledged: %+v", acks)
+			}
+		})
+	}
+}
