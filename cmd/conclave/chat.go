@@ -115,7 +115,7 @@ func openChat(ctx context.Context, cfg Config, log *slog.Logger, e env, fake boo
 	p.store = store
 	p.closers = append(p.closers, func() { _ = store.Close() })
 	if p.lib, _, err = openConfiguredTemplates(cfg.Templates, templates.Options{Logger: log.With(slog.String(logComponent, "templates"))},
-		func(level slog.Level, msg string) { log.Log(ctx, level, msg) }); err != nil {
+		func(level slog.Level, msg string) { log.Log(ctx, level, msg) }); err != nil { // #nosec G706 -- conclave's own message about its templates directory
 		return p, err
 	}
 	if p.directory, err = ens.New(ensOptions(cfg.ENS, log), staticAgents(cfg.Agents)); err != nil {

@@ -162,7 +162,7 @@ func (p *instance) openMemory(ctx context.Context) error {
 
 func (p *instance) openPrompts(ctx context.Context) error {
 	lib, dir, err := openConfiguredTemplates(p.cfg.Templates, templates.Options{Logger: p.log.With(slog.String(logComponent, "templates"))},
-		func(level slog.Level, msg string) { p.log.Log(ctx, level, msg) })
+		func(level slog.Level, msg string) { p.log.Log(ctx, level, msg) }) // #nosec G706 -- conclave's own message about its templates directory
 	if err != nil {
 		return err
 	}
