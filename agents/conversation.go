@@ -62,7 +62,7 @@ type notice struct{ user, agent, text string }
 func (c *convo) step(ctx context.Context) (bool, error) {
 	if len(c.st.Outbox) > 0 {
 		// Posts wait to be made: nothing else happens before they are.
-		if err := c.out.flush(ctx); err != nil {
+		if err := c.flush(ctx); err != nil {
 			return false, err
 		}
 		return len(c.st.Outbox) == 0, nil

@@ -394,6 +394,9 @@ const (
 
 func (e *Engine) now() time.Time { return e.deps.Now() }
 
+// jitter draws the jitter of a post retry's backoff.
+func (e *Engine) jitter() float64 { return e.deps.Jitter() }
+
 // registeredNames lists a channel's agents: the configuration's, then
 // those added at run time, canonical and without duplicates.
 func (e *Engine) registeredNames(ctx context.Context, channel string) ([]string, error) {

@@ -43,7 +43,7 @@ type runner struct {
 	st     *convState           // read, but for the stream markers (Streamed)
 	m      *machine             // the state machine over st
 	roster *roster              // the channel's agents
-	out    *outbox              // the turn's posts and notices
+	posts  poster               // the step, which carries the turn's posts and notices out
 	binds  sessionBinds         // the conversation's memory sessions
 	react  func(ctx context.Context)
 	// turnID is the id of a facilitator's turn running a prompt (turnIDFor).
@@ -67,13 +67,19 @@ type sessionBinds interface {
 	otherConversations(ctx context.Context, namespace, key string) ([]memory.SessionEntry, error)
 }
 
+// poster is what a turn asks of the step for its posts: commit one as
+// pending, make it, and route what was made (convo.deliver).
+type poster interface {
+	deliver(ctx context.Context, p pendingPost) error
+}
+
 // runner is the turn runner of the loaded conversation.
 func (c *convo) runner() runner {
 	return runner{
 		deps: &c.e.deps, opts: &c.e.opts, now: c.e.now, offCPU: c.e.offCPU, pairedUser: c.e.PairedUser,
 		toolsFor: c.e.toolsFor, patterns: c.e.patterns, streamTicker: c.e.streamTicker,
 		log: c.log, conv: &c.conv, lock: c.lock, msgs: &c.msgs, st: c.st, m: c.m,
-		roster: &c.roster, out: c.out, binds: c, react: c.react, turnID: c.turnIDFor,
+		roster: &c.roster, posts: c, binds: c, react: c.react, turnID: c.turnIDFor,
 		addTrace: func(t memory.TurnTrace) { c.traces = append(c.traces, t) }, live: c.e.liveTraces(),
 	}
 }
@@ -224,7 +230,7 @@ func (c runner) notify(ctx context.Context, t *turn, reason string) {
 	}
 	text := fmt.Sprintf("⚠️ %s could not answer: %s (ref %s)", t.agent.Name, reason, t.id)
 	p := pendingPost{PostID: t.id + "-notice", Turn: t.id, Agent: t.agent.EnsDomain, Text: text, Notice: true}
-	if err := c.out.send(ctx, p); err != nil {
+	if err := c.posts.deliver(ctx, p); err != nil {
 		c.log.Warn("post a failure notice", slog.String(logTurn, t.id), slog.Any(logError, err))
 	}
 }
