@@ -127,7 +127,7 @@ func (e *Engine) load(ctx context.Context, lock memory.Lock, snap memory.Snapsho
 		c.registered[n] = true
 		var a ens.Agent
 		var err error
-		e.offCPU(func() { a, err = e.resolve(ctx, n) })
+		e.cpu.off(func() { a, err = e.resolve(ctx, n) })
 		if err != nil {
 			c.log.Warn("agent of the channel cannot be resolved; it is not served", slog.String(logAgent, n), slog.Any(logError, err))
 			unresolved = append(unresolved, n)
@@ -202,7 +202,7 @@ func (c *convo) commit(ctx context.Context, mode commitMode) (bool, error) {
 	c.conv.State = conv.State // what a streamed reply's marker is committed over
 	for _, n := range c.notices {
 		var err error
-		c.e.offCPU(func() { err = c.e.deps.Chat.PostEphemeral(ctx, c.conv.Channel, n.user, n.text) })
+		c.e.cpu.off(func() { err = c.e.deps.Chat.PostEphemeral(ctx, c.conv.Channel, n.user, n.text) })
 		if err != nil {
 			c.log.Warn("post a notice of an agent that cannot be called", slog.String(logAgent, n.agent), slog.Any(logError, err))
 		}
@@ -335,7 +335,7 @@ func (c *convo) open(ctx context.Context, fresh []memory.Message) bool {
 func (c *convo) loadHistory(ctx context.Context) {
 	var events []Event
 	var err error
-	c.e.offCPU(func() {
+	c.e.cpu.off(func() {
 		events, err = c.e.deps.Chat.ThreadHistory(ctx, c.conv.Channel, c.conv.ThreadTS, threadHistoryLimit)
 	})
 	if err != nil {

@@ -12,7 +12,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -245,19 +244,15 @@ type Engine struct {
 
 	reactions *reactor
 
-	mu   sync.Mutex
-	busy map[string]bool // conversations a local worker is on
-	// again: conversations handed over while a local worker was on them;
-	// the worker takes them up once more when it is done.
-	again map[string]bool
+	workers *workers // the conversations local workers are on
 	// cpu bounds the workers computing at once, two per core: a worker
 	// holds a token while it works on a conversation and gives it back
 	// while it waits on the model, a Slack post, tools or an identity
-	// (offCPU). Without it a hundred turns in flight are a hundred
+	// (cpuTokens.off). Without it a hundred turns in flight are a hundred
 	// runnable goroutines, and each step of recording and acknowledging
 	// an event (socket read, store round trip, ack write) waits behind
 	// them all. Nil when Options.ComputeWorkers is negative: no bound.
-	cpu chan struct{}
+	cpu cpuTokens
 }
 
 // New returns an engine; it starts nothing.
@@ -279,14 +274,13 @@ func New(opts Options, deps Deps) *Engine {
 		naming:   naming{static: make(map[string]ChannelConfig)},
 		nudge:    make(chan struct{}, 1),
 		ready:    make(chan task, 256),
-		busy:     make(map[string]bool),
-		again:    make(map[string]bool),
+		workers:  newWorkers(),
 	}
 	switch {
 	case opts.ComputeWorkers == 0:
-		e.cpu = make(chan struct{}, 2*runtime.GOMAXPROCS(0))
+		e.cpu = make(cpuTokens, 2*runtime.GOMAXPROCS(0))
 	case opts.ComputeWorkers > 0:
-		e.cpu = make(chan struct{}, opts.ComputeWorkers)
+		e.cpu = make(cpuTokens, opts.ComputeWorkers)
 	}
 	e.reactions = newReactor(deps.Chat, e.log, opts.MaxParallel)
 	bases := make([]string, len(opts.BaseDomains)) // the caller's slice stays as it is

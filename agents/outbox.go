@@ -56,7 +56,7 @@ type flushed struct {
 func (c *convo) newOutbox() *outbox {
 	return &outbox{
 		st:      c.st,
-		chat:    offCPUChat{Chat: c.e.deps.Chat, off: c.e.offCPU},
+		chat:    offCPUChat{Chat: c.e.deps.Chat, cpu: c.e.cpu},
 		locks:   c.e.deps.Store,
 		lock:    c.lock,
 		channel: c.conv.Channel,
@@ -292,15 +292,15 @@ func (c *convo) posted(ctx context.Context, p *pendingPost) {
 // look-up of one gives its CPU token back meanwhile (see Engine.cpu).
 type offCPUChat struct {
 	Chat
-	off func(func())
+	cpu cpuTokens
 }
 
 func (c offCPUChat) PostReply(ctx context.Context, r Reply) (posted []string, err error) {
-	c.off(func() { posted, err = c.Chat.PostReply(ctx, r) })
+	c.cpu.off(func() { posted, err = c.Chat.PostReply(ctx, r) })
 	return posted, err
 }
 
 func (c offCPUChat) FindPost(ctx context.Context, channel, threadTS, postID string) (posted []string, err error) {
-	c.off(func() { posted, err = c.Chat.FindPost(ctx, channel, threadTS, postID) })
+	c.cpu.off(func() { posted, err = c.Chat.FindPost(ctx, channel, threadTS, postID) })
 	return posted, err
 }

@@ -224,7 +224,7 @@ func (e *Engine) Run(ctx context.Context) error {
 			defer wg.Done()
 			for t := range work {
 				e.process(ctx, turnCtx, t)
-				if e.setFree(t.id) {
+				if e.workers.free(t.id) {
 					e.dispatchSoon(t)
 				}
 			}
@@ -290,31 +290,44 @@ func (e *Engine) sweep(ctx context.Context, work chan<- task) {
 // dispatch hands a conversation no local worker is on to a worker; false
 // when ctx ended first.
 func (e *Engine) dispatch(ctx context.Context, work chan<- task, t task) bool {
-	if !e.setBusy(t.id) {
+	if !e.workers.take(t.id) {
 		return true
 	}
 	select {
 	case work <- t:
 		return true
 	case <-ctx.Done():
-		e.setFree(t.id)
+		e.workers.free(t.id)
 		return false
 	}
 }
 
-// setBusy marks a conversation taken; false when it already was, in
-// which case the worker on it takes it up once more when done (setFree)
-// unless its last look at the store came later (lookedAgain): the
-// message that brought the conversation here may have been recorded after
-// that look, and would otherwise wait for a sweep.
-func (e *Engine) setBusy(id string) bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.busy[id] {
-		e.again[id] = true
+// workers is which conversations a local worker is on (busy), and
+// which were handed over again meanwhile (again): the worker on one takes
+// it up once more when it is done.
+type workers struct {
+	mu    sync.Mutex
+	busy  map[string]bool
+	again map[string]bool
+}
+
+func newWorkers() *workers {
+	return &workers{busy: make(map[string]bool), again: make(map[string]bool)}
+}
+
+// take marks a conversation taken; false when it already was, in which
+// case the worker on it takes it up once more when done (free) unless its
+// last look at the store came later (lookedAgain): the message that
+// brought the conversation here may have been recorded after that look,
+// and would otherwise wait for a sweep.
+func (w *workers) take(id string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.busy[id] {
+		w.again[id] = true
 		return false
 	}
-	e.busy[id] = true
+	w.busy[id] = true
 	return true
 }
 
@@ -322,21 +335,28 @@ func (e *Engine) setBusy(id string) bool {
 // releases the conversation and reports whether it is pending: that call
 // sees every message recorded before it, so hand-overs until then need no
 // second look.
-func (e *Engine) lookedAgain(id string) {
-	e.mu.Lock()
-	delete(e.again, id)
-	e.mu.Unlock()
+func (w *workers) lookedAgain(id string) {
+	w.mu.Lock()
+	delete(w.again, id)
+	w.mu.Unlock()
 }
 
-// setFree marks a conversation free and reports whether it was handed
-// over again meanwhile.
-func (e *Engine) setFree(id string) bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	again := e.again[id]
-	delete(e.busy, id)
-	delete(e.again, id)
+// free marks a conversation free and reports whether it was handed over
+// again meanwhile.
+func (w *workers) free(id string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	again := w.again[id]
+	delete(w.busy, id)
+	delete(w.again, id)
 	return again
+}
+
+// running reports whether a local worker is on a conversation.
+func (w *workers) running(id string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.busy[id]
 }
 
 // process works on one conversation while it has work: it takes the lock
@@ -346,10 +366,8 @@ func (e *Engine) setFree(id string) bool {
 // meanwhile. runCtx ending stops new turns; turnCtx ending cancels the one
 // in flight.
 func (e *Engine) process(runCtx, turnCtx context.Context, t task) {
-	if e.cpu != nil { // see Engine.cpu
-		e.cpu <- struct{}{}
-		defer func() { <-e.cpu }()
-	}
+	e.cpu.take()
+	defer e.cpu.give()
 	log := e.log.With(slog.String(logConversation, t.id))
 	for runCtx.Err() == nil {
 		lock, snap, found, err := e.deps.Store.AcquireAndLoad(turnCtx, t.id, e.opts.LockTTL, memory.Lookup{Channel: t.channel})
@@ -407,7 +425,7 @@ func (e *Engine) holdLock(runCtx, turnCtx context.Context, lock memory.Lock, sna
 		}
 		if !more || runCtx.Err() != nil {
 			stopRenewal()
-			e.lookedAgain(lock.ConversationID)
+			e.workers.lookedAgain(lock.ConversationID)
 			if pending, err = c.commit(ctx, commitRelease); err != nil {
 				break
 			}
@@ -485,7 +503,7 @@ func (e *Engine) release(turnCtx context.Context, lock memory.Lock, markPending 
 			log.Error("leave the conversation due", slog.Any(logError, err))
 		}
 	}
-	e.lookedAgain(lock.ConversationID)
+	e.workers.lookedAgain(lock.ConversationID)
 	pending, err := e.deps.Store.ReleaseLock(ctx, lock)
 	if err != nil {
 		log.Error("release conversation lock", slog.Any(logError, err))
@@ -494,15 +512,33 @@ func (e *Engine) release(turnCtx context.Context, lock memory.Lock, markPending 
 	return pending
 }
 
-// offCPU runs f, a call to the outside a worker waits on, with the
-// worker's CPU token given back meanwhile (see Engine.cpu). Only the
-// goroutine running process, which holds a token, calls it.
-func (e *Engine) offCPU(f func()) {
-	if e.cpu == nil {
+// cpuTokens bounds the workers computing at once (see Engine.cpu): a
+// worker holds a token while it works on a conversation and gives it back
+// while it waits on the outside (off). Nil: no bound.
+type cpuTokens chan struct{}
+
+// take waits for a token; give gives it back.
+func (c cpuTokens) take() {
+	if c != nil {
+		c <- struct{}{}
+	}
+}
+
+func (c cpuTokens) give() {
+	if c != nil {
+		<-c
+	}
+}
+
+// off runs f, a call to the outside a worker waits on, with the worker's
+// token given back meanwhile. Only the goroutine running process, which
+// holds a token, calls it.
+func (c cpuTokens) off(f func()) {
+	if c == nil {
 		f()
 		return
 	}
-	<-e.cpu
-	defer func() { e.cpu <- struct{}{} }()
+	c.give()
+	defer c.take()
 	f()
 }

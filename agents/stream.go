@@ -116,7 +116,7 @@ func (c runner) newStreamer(t *turn, sm StreamModel, mention bool) *streamer {
 
 // complete's model call: streamed when the turn streams.
 func (c runner) callModel(ctx context.Context, t *turn, req llm.Request) (resp llm.Response, err error) {
-	c.offCPU(func() {
+	c.cpu.off(func() {
 		if s := t.stream; s != nil {
 			resp, err = s.model.Stream(ctx, req, s.onText)
 			return

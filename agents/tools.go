@@ -117,7 +117,7 @@ func (c runner) runTools(ctx context.Context, t *turn, offered []llm.Tool, calls
 			traced[i] = t.traceTool(call, results[i], outcome, called, c.now().Sub(called))
 		})
 	}
-	c.offCPU(wg.Wait)
+	c.cpu.off(wg.Wait)
 	if t.trace != nil {
 		t.trace.Tools = append(t.trace.Tools, traced...)
 		t.trace.Timings.ToolsMS += c.now().Sub(began).Milliseconds()

@@ -28,9 +28,9 @@ type runner struct {
 	deps *Deps    // the ports: model, prompts, tools, store, chat, OnTurn
 	opts *Options // the engine's options
 	now  func() time.Time
-	// offCPU runs a call to the outside with the worker's CPU token given
-	// back meanwhile (Engine.offCPU).
-	offCPU       func(func())
+	// cpu: a call to the outside runs with the worker's CPU token given
+	// back meanwhile (cpuTokens.off).
+	cpu          cpuTokens
 	pairedUser   func(ctx context.Context, agent string) (string, error)
 	toolsFor     func(agent string, fromSettings *[]string) []llm.Tool
 	patterns     map[string]*regexp.Regexp // the experts' session patterns
@@ -76,7 +76,7 @@ type poster interface {
 // runner is the turn runner of the loaded conversation.
 func (c *convo) runner() runner {
 	return runner{
-		deps: &c.e.deps, opts: &c.e.opts, now: c.e.now, offCPU: c.e.offCPU, pairedUser: c.e.PairedUser,
+		deps: &c.e.deps, opts: &c.e.opts, now: c.e.now, cpu: c.e.cpu, pairedUser: c.e.PairedUser,
 		toolsFor: c.e.toolsFor, patterns: c.e.patterns, streamTicker: c.e.streamTicker,
 		log: c.log, conv: &c.conv, lock: c.lock, msgs: &c.msgs, st: c.st, m: c.m,
 		roster: &c.roster, posts: c, binds: c, react: c.react, turnID: c.turnIDFor,
