@@ -68,12 +68,13 @@ func (c *convo) newOutbox() *outbox {
 	}
 }
 
-// post posts an agent's reply exactly once, through the outbox (see send).
-// :end: is stripped; an empty reply posts nothing.
-func (c runner) post(ctx context.Context, a ens.Agent, postID, text string, p pendingPost) error {
+// prepare makes an agent's reply a post: :end: stripped, the paired
+// users of the human agents it calls, its feedback buttons. An empty
+// reply makes no post.
+func (c runner) prepare(ctx context.Context, a ens.Agent, postID, text string, p pendingPost) (pendingPost, bool) {
 	text, _ = stripEnd(text)
 	if strings.TrimSpace(text) == "" {
-		return nil
+		return p, false
 	}
 	p.PostID, p.Agent, p.Text = postID, a.EnsDomain, text
 	if !p.Conclusion && c.st.Conclude == nil && c.st.Status == statusOpen {
@@ -82,14 +83,7 @@ func (c runner) post(ctx context.Context, a ens.Agent, postID, text string, p pe
 		p.Mention = c.mentionUsers(ctx, text, a.EnsDomain)
 	}
 	p.Feedback = c.feedbackFor(a, p)
-	began := c.now()
-	err := c.posts.deliver(ctx, p)
-	if t := c.tracing(p.Turn); t != nil {
-		took := c.now().Sub(began)
-		t.Timings.PostMS += took.Milliseconds()
-		t.posts = append(t.posts, timeSpan{began, took})
-	}
-	return err
+	return p, true
 }
 
 // add records p as pending, behind the posts already waiting. The step

@@ -88,12 +88,18 @@ func (c runner) askStreamed(ctx context.Context, t *turn, req llm.Request, menti
 	s.wg.Wait()
 	t.stream = nil
 	if s.marked {
-		if c.st.Streamed == nil {
-			c.st.Streamed = make(map[string]streamMark)
+		if t.streamed == nil {
+			t.streamed = make(map[string]streamMark)
 		}
-		c.st.Streamed[s.postID] = s.mark()
+		t.streamed[s.postID] = s.mark()
 	}
 	return text, err
+}
+
+// committer commits a conversation under its lock: a streamed reply's
+// marker (Conversations.Commit).
+type committer interface {
+	Commit(ctx context.Context, l memory.Lock, c memory.Commit) (pending bool, err error)
 }
 
 func (c runner) newStreamer(t *turn, sm StreamModel, mention bool) *streamer {
@@ -249,7 +255,7 @@ func (s *streamer) commit(ctx context.Context) error {
 	st.Streamed[s.postID] = s.mark()
 	conv := s.conv
 	conv.State = st.encode()
-	_, err = c.deps.Store.Commit(ctx, s.lock, memory.Commit{
+	_, err = c.marks.Commit(ctx, s.lock, memory.Commit{
 		Conversation: conv,
 		Deadline:     c.now().Add(c.opts.LockTTL),
 		PendingPosts: len(st.Outbox) + 1,
@@ -262,19 +268,6 @@ func (s *streamer) commit(ctx context.Context) error {
 
 func (s *streamer) mark() streamMark {
 	return streamMark{TS: s.ts, Agent: s.agent, Prompt: s.prompt}
-}
-
-// turnIDFor is the id of a facilitator's turn running prompt: the id of
-// its run that streamed before its holder died, if any — so the run again
-// finds its message even when messages routed meanwhile took ids — else
-// a new one. (A called agent's turn keeps the id it was queued with.)
-func (c *convo) turnIDFor(agent, prompt string) string {
-	for id, m := range c.st.Streamed {
-		if m.Agent == agent && m.Prompt == prompt {
-			return id
-		}
-	}
-	return c.m.turnID()
 }
 
 // streamTicker ticks once per stream interval (Deps.StreamTicker in

@@ -271,12 +271,12 @@ func (t *turn) traceTool(call llm.ToolCall, result, outcome string, began time.T
 }
 
 // finishTrace completes a turn's trace from its report and the messages
-// it posted, encodes it with the secrets masked, and hands it to the next
-// commit.
-func (c runner) finishTrace(t *turn) {
+// it posted and encodes it with the secrets masked, for the step's next
+// commit; false when it is not kept.
+func (c runner) finishTrace(t *turn) (memory.TurnTrace, bool) {
 	tr := t.trace
 	if tr == nil {
-		return
+		return memory.TurnTrace{}, false
 	}
 	r := t.report
 	tr.Phase, tr.Outcome = r.Phase, r.Outcome
@@ -292,18 +292,18 @@ func (c runner) finishTrace(t *turn) {
 	}
 	if !c.opts.Traces {
 		delete(c.live, t.id)
-		return
+		return memory.TurnTrace{}, false
 	}
 	body, err := json.Marshal(tr)
 	if err != nil {
 		c.log.Warn("encode a turn's trace", slog.String(logTurn, t.id), slog.Any(logError, err))
-		return
+		return memory.TurnTrace{}, false
 	}
 	if c.opts.maskSecrets != nil {
 		body = c.opts.maskSecrets.mask(body)
 	}
 	delete(c.live, t.id)
-	c.addTrace(memory.TurnTrace{TurnID: t.id, Body: body})
+	return memory.TurnTrace{TurnID: t.id, Body: body}, true
 }
 
 // ReadTraces reads a conversation's traces, oldest first, each with its
