@@ -562,7 +562,7 @@ func (s turnStep) post(ctx context.Context, a ens.Agent, postID, text string, p 
 	}
 	began := s.c.e.now()
 	err := s.c.deliver(ctx, p)
-	if tr := s.run.tracing(p.Turn); tr != nil {
+	if tr := s.run.tracer.tracing(p.Turn); tr != nil {
 		took := s.c.e.now().Sub(began)
 		tr.Timings.PostMS += took.Milliseconds()
 		tr.posts = append(tr.posts, timeSpan{began, took})

@@ -53,8 +53,8 @@ func (c runner) complete(ctx context.Context, t *turn, req llm.Request) (llm.Res
 		}
 		began := c.now()
 		resp, err := c.callModel(ctx, t, req)
-		c.traceCall(t, req, resp, err, began)
-		c.logBodies(ctx, req, resp, err)
+		c.tracer.traceCall(t, req, resp, err, began)
+		c.tracer.logBodies(ctx, req, resp, err)
 		t.report.PromptTokens += resp.PromptTokens
 		t.report.CompletionTokens += resp.CompletionTokens
 		if err != nil || len(req.Tools) == 0 || len(resp.ToolCalls) == 0 {

@@ -45,8 +45,7 @@ type runner struct {
 	roster   *roster              // the channel's agents
 	sessions Sessions             // the memory sessions a turn reads
 	marks    committer            // where a streamed reply's marker is committed
-	// live are the traces of the turns running, by turn id (tracing).
-	live map[string]*Trace
+	tracer   turnTracer           // the traces of the turns running
 }
 
 // runner is the turn runner of the loaded conversation.
@@ -55,7 +54,8 @@ func (c *convo) runner() runner {
 		deps: &c.e.deps, opts: &c.e.opts, now: c.e.now, cpu: c.e.cpu, pairedUser: c.e.PairedUser,
 		toolsFor: c.e.toolsFor, patterns: c.e.patterns, streamTicker: c.e.streamTicker,
 		log: c.log, conv: &c.conv, lock: c.lock, msgs: &c.msgs, st: c.st,
-		roster: &c.roster, sessions: c.e.deps.Store, marks: c.e.deps.Store, live: c.e.liveTraces(),
+		roster: &c.roster, sessions: c.e.deps.Store, marks: c.e.deps.Store,
+		tracer: turnTracer{opts: &c.e.opts, deps: &c.e.deps, conv: &c.conv, msgs: &c.msgs, now: c.e.now, log: c.log, live: c.e.liveTraces()},
 	}
 }
 
@@ -105,7 +105,7 @@ func (c runner) newTurn(id string, a ens.Agent, phase string) *turn {
 			Outcome:      "ok",
 		},
 	}
-	t.trace = c.newTrace(t)
+	t.trace = c.tracer.newTrace(t)
 	return t
 }
 
@@ -129,7 +129,7 @@ func (c runner) done(t *turn) (memory.TurnTrace, bool) {
 	} else {
 		c.log.Info("turn", attrs...)
 	}
-	tr, ok := c.finishTrace(t)
+	tr, ok := c.tracer.finishTrace(t)
 	if c.deps.OnTurn != nil {
 		c.deps.OnTurn(r)
 	}
