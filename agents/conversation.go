@@ -122,7 +122,7 @@ func (e *Engine) load(ctx context.Context, lock memory.Lock, snap memory.Snapsho
 	c.roster = roster{agents: make(map[string]ens.Agent), registered: make(map[string]bool), resolve: e.resolve, log: c.log}
 	sort.SliceStable(c.msgs, func(i, j int) bool { return lessTS(c.msgs[i].TS, c.msgs[j].TS) })
 	if added == nil {
-		if added, err = e.deps.Store.ChannelAgents(ctx, c.conv.Channel); err != nil {
+		if added, err = e.registry.ChannelAgents(ctx, c.conv.Channel); err != nil {
 			return nil, fmt.Errorf("agents: list agents of %s: %w", c.conv.Channel, err)
 		}
 	}
@@ -195,7 +195,7 @@ func (c *convo) commit(ctx context.Context, mode commitMode) (bool, error) {
 	if held := now.Add(c.e.opts.LockTTL); mode == commitHold && !deadline.IsZero() && deadline.Before(held) {
 		deadline = held
 	}
-	pending, err := c.e.deps.Store.Commit(ctx, c.lock, memory.Commit{
+	pending, err := c.e.convs.Commit(ctx, c.lock, memory.Commit{
 		Conversation: conv,
 		Messages:     c.newMsgs,
 		Sessions:     c.sessions,
@@ -687,7 +687,7 @@ func (s turnStep) expert(ctx context.Context, t *turn) (text string, meta map[st
 		s.apply(t)
 		return text, nil, "", err
 	}
-	known, err := c.e.deps.Store.RecentSessions(ctx, ns, maxKnownSessions)
+	known, err := c.e.sessions.RecentSessions(ctx, ns, maxKnownSessions)
 	if err != nil {
 		return "", nil, "", fmt.Errorf("list sessions of %s: %w", a.EnsDomain, err)
 	}

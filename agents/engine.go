@@ -244,6 +244,16 @@ type Engine struct {
 
 	reactions *reactor
 
+	// The store (Deps.Store), as each part uses it: recording, the
+	// workers' load and commits, their locks, the sessions a turn reads,
+	// the channels' run-time agents, pairings.
+	inbound  Inbound
+	convs    Conversations
+	locks    Locks
+	sessions Sessions
+	registry Registry
+	pairings Pairings
+
 	workers *workers // the conversations local workers are on
 	// cpu bounds the workers computing at once, two per core: a worker
 	// holds a token while it works on a conversation and gives it back
@@ -275,6 +285,12 @@ func New(opts Options, deps Deps) *Engine {
 		nudge:    make(chan struct{}, 1),
 		ready:    make(chan task, 256),
 		workers:  newWorkers(),
+		inbound:  deps.Store,
+		convs:    deps.Store,
+		locks:    deps.Store,
+		sessions: deps.Store,
+		registry: deps.Store,
+		pairings: deps.Store,
 	}
 	switch {
 	case opts.ComputeWorkers == 0:
@@ -394,7 +410,7 @@ func (e *Engine) jitter() float64 { return e.deps.Jitter() }
 // registeredNames lists a channel's agents: the configuration's, then
 // those added at run time, canonical and without duplicates.
 func (e *Engine) registeredNames(ctx context.Context, channel string) ([]string, error) {
-	added, err := e.deps.Store.ChannelAgents(ctx, channel)
+	added, err := e.registry.ChannelAgents(ctx, channel)
 	if err != nil {
 		return nil, fmt.Errorf("agents: list agents of %s: %w", channel, err)
 	}
@@ -455,7 +471,7 @@ func (e *Engine) AddAgent(ctx context.Context, channel, name string) (ens.Agent,
 			}
 		}
 	}
-	added, err := e.deps.Store.AddChannelAgent(ctx, channel, name)
+	added, err := e.registry.AddChannelAgent(ctx, channel, name)
 	if err != nil {
 		return a, fmt.Errorf("agents: add %s: %w", name, err)
 	}
@@ -472,7 +488,7 @@ func (e *Engine) RemoveAgent(ctx context.Context, channel, name string) error {
 	if e.isStatic(channel, name) {
 		return fmt.Errorf("agents: remove %s: %w", name, ErrStaticAgent)
 	}
-	removed, err := e.deps.Store.RemoveChannelAgent(ctx, channel, name)
+	removed, err := e.registry.RemoveChannelAgent(ctx, channel, name)
 	if err != nil {
 		return fmt.Errorf("agents: remove %s: %w", name, err)
 	}
@@ -485,7 +501,7 @@ func (e *Engine) RemoveAgent(ctx context.Context, channel, name string) error {
 // PairedAgent returns the human agent paired with a Slack user ("" when
 // none).
 func (e *Engine) PairedAgent(ctx context.Context, userID string) (string, error) {
-	a, err := e.deps.Store.HumanAgent(ctx, userID)
+	a, err := e.pairings.HumanAgent(ctx, userID)
 	if errors.Is(err, memory.ErrNotFound) {
 		return "", nil
 	}
@@ -495,7 +511,7 @@ func (e *Engine) PairedAgent(ctx context.Context, userID string) (string, error)
 // PairedUser returns the Slack user paired with a human agent ("" when
 // none).
 func (e *Engine) PairedUser(ctx context.Context, agent string) (string, error) {
-	u, err := e.deps.Store.HumanUser(ctx, e.canonical(agent))
+	u, err := e.pairings.HumanUser(ctx, e.canonical(agent))
 	if errors.Is(err, memory.ErrNotFound) {
 		return "", nil
 	}

@@ -26,7 +26,7 @@ var postBackoff = backoff.Policy{Base: time.Second, Cap: time.Minute}
 type outbox struct {
 	st      *convState // st.Outbox: the posts, in the order they go out
 	fresh   map[string]bool
-	chat    Chat
+	chat    replyPoster
 	locks   LockChecker
 	lock    memory.Lock
 	channel string
@@ -56,8 +56,8 @@ type flushed struct {
 func (c *convo) newOutbox() *outbox {
 	return &outbox{
 		st:      c.st,
-		chat:    offCPUChat{Chat: c.e.deps.Chat, cpu: c.e.cpu},
-		locks:   c.e.deps.Store,
+		chat:    offCPUChat{replyPoster: c.e.deps.Chat, cpu: c.e.cpu},
+		locks:   c.e.locks,
 		lock:    c.lock,
 		channel: c.conv.Channel,
 		thread:  c.conv.ThreadTS,
@@ -285,16 +285,16 @@ func (c *convo) posted(ctx context.Context, p *pendingPost) {
 // offCPUChat is the outbox's Chat: a worker waiting on a post or on a
 // look-up of one gives its CPU token back meanwhile (see Engine.cpu).
 type offCPUChat struct {
-	Chat
+	replyPoster
 	cpu cpuTokens
 }
 
 func (c offCPUChat) PostReply(ctx context.Context, r Reply) (posted []string, err error) {
-	c.cpu.off(func() { posted, err = c.Chat.PostReply(ctx, r) })
+	c.cpu.off(func() { posted, err = c.replyPoster.PostReply(ctx, r) })
 	return posted, err
 }
 
 func (c offCPUChat) FindPost(ctx context.Context, channel, threadTS, postID string) (posted []string, err error) {
-	c.cpu.off(func() { posted, err = c.Chat.FindPost(ctx, channel, threadTS, postID) })
+	c.cpu.off(func() { posted, err = c.replyPoster.FindPost(ctx, channel, threadTS, postID) })
 	return posted, err
 }

@@ -63,7 +63,7 @@ func (e *Engine) Record(ctx context.Context, ev Event) (Ticket, error) {
 	}
 	conv := memory.Conversation{ID: id, Team: ev.Team, Channel: ev.Channel, ThreadTS: thread}
 	var found memory.Found
-	rec, oneTrip := e.deps.Store.(memory.Recorder)
+	rec, oneTrip := e.inbound.(memory.Recorder)
 	if oneTrip && ev.Kind == EventMessage {
 		done, err := rec.RecordLooked(ctx, e.intake(ev, conv, q))
 		if err != nil {
@@ -75,7 +75,7 @@ func (e *Engine) Record(ctx context.Context, ev Event) (Ticket, error) {
 		found = done.Found // decide with what was read, as below
 	} else {
 		var err error
-		if found, err = e.deps.Store.Lookup(ctx, q); err != nil {
+		if found, err = e.inbound.Lookup(ctx, q); err != nil {
 			return Ticket{}, fmt.Errorf("agents: look up message %s: %w", ev.TS, err)
 		}
 	}
@@ -91,7 +91,7 @@ func (e *Engine) Record(ctx context.Context, ev Event) (Ticket, error) {
 	if thread != ev.TS && !found.Exists && len(findMentions(m.Text, e.forms(names))) == 0 && len(attemptedNames(m.Text, e.opts.BaseDomains)) == 0 {
 		return Ticket{}, nil // a thread conclave does not know, naming nobody
 	}
-	if _, err := e.deps.Store.RecordMessage(ctx, conv, m, ev.ID); err != nil {
+	if _, err := e.inbound.RecordMessage(ctx, conv, m, ev.ID); err != nil {
 		return Ticket{}, fmt.Errorf("agents: record message %s: %w", ev.TS, err)
 	}
 	return e.ticket(conv), nil
@@ -128,13 +128,13 @@ func (e *Engine) ticket(conv memory.Conversation) Ticket {
 // recordChange records an edit (new text, no turn) or a deletion.
 func (e *Engine) recordChange(ctx context.Context, id string, ev Event) error {
 	if ev.Kind == EventDeleted {
-		if err := e.deps.Store.DeleteMessage(ctx, id, ev.TS); err != nil {
+		if err := e.inbound.DeleteMessage(ctx, id, ev.TS); err != nil {
 			return fmt.Errorf("agents: record deletion of %s: %w", ev.TS, err)
 		}
 		return nil
 	}
 	max := e.opts.MaxMessageChars
-	err := e.deps.Store.UpdateMessage(ctx, id, ev.TS, capText(ev.Raw, max), capText(ev.Text, max))
+	err := e.inbound.UpdateMessage(ctx, id, ev.TS, capText(ev.Raw, max), capText(ev.Text, max))
 	if err != nil && !errors.Is(err, memory.ErrNotFound) {
 		return fmt.Errorf("agents: record edit of %s: %w", ev.TS, err)
 	}
@@ -270,7 +270,7 @@ sweep:
 
 // sweep hands every due conversation no local worker is on to a worker.
 func (e *Engine) sweep(ctx context.Context, work chan<- task) {
-	ids, err := e.deps.Store.Due(ctx, e.now(), 4*e.opts.MaxParallel)
+	ids, err := e.convs.Due(ctx, e.now(), 4*e.opts.MaxParallel)
 	if err != nil {
 		if ctx.Err() == nil {
 			e.log.Error("list due conversations", slog.Any(logError, err))
@@ -370,7 +370,7 @@ func (e *Engine) process(runCtx, turnCtx context.Context, t task) {
 	defer e.cpu.give()
 	log := e.log.With(slog.String(logConversation, t.id))
 	for runCtx.Err() == nil {
-		lock, snap, found, err := e.deps.Store.AcquireAndLoad(turnCtx, t.id, e.opts.LockTTL, memory.Lookup{Channel: t.channel})
+		lock, snap, found, err := e.convs.AcquireAndLoad(turnCtx, t.id, e.opts.LockTTL, memory.Lookup{Channel: t.channel})
 		if errors.Is(err, memory.ErrLocked) {
 			return
 		}
@@ -434,7 +434,7 @@ func (e *Engine) holdLock(runCtx, turnCtx context.Context, lock memory.Lock, sna
 		if pending, err = c.commit(ctx, commitHold); err != nil || !pending {
 			continue
 		}
-		if snap, err = e.deps.Store.Load(ctx, lock); err == nil {
+		if snap, err = e.convs.Load(ctx, lock); err == nil {
 			c, err = e.load(ctx, lock, snap, nil)
 		}
 	}
@@ -466,7 +466,7 @@ func (e *Engine) renew(ctx context.Context, lock memory.Lock, log *slog.Logger, 
 		case <-time.After(wait):
 		}
 		sent := time.Now()
-		err := e.deps.Store.RenewLock(ctx, lock, ttl)
+		err := e.locks.RenewLock(ctx, lock, ttl)
 		switch {
 		case err == nil:
 			expires, wait, failures = sent.Add(ttl), ttl/3, 0
@@ -499,12 +499,12 @@ func (e *Engine) release(turnCtx context.Context, lock memory.Lock, markPending 
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(turnCtx), 5*time.Second)
 	defer cancel()
 	if markPending {
-		if err := e.deps.Store.MarkPending(ctx, lock.ConversationID); err != nil {
+		if err := e.convs.MarkPending(ctx, lock.ConversationID); err != nil {
 			log.Error("leave the conversation due", slog.Any(logError, err))
 		}
 	}
 	e.workers.lookedAgain(lock.ConversationID)
-	pending, err := e.deps.Store.ReleaseLock(ctx, lock)
+	pending, err := e.locks.ReleaseLock(ctx, lock)
 	if err != nil {
 		log.Error("release conversation lock", slog.Any(logError, err))
 		return false

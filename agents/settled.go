@@ -33,7 +33,7 @@ func (e *Engine) settled(ctx context.Context, team, channel, threadTS string, bu
 	if e.workers.running(id) || e.reactions.queued() > 0 {
 		return false, nil
 	}
-	snap, err := e.deps.Store.Snapshot(ctx, id)
+	snap, err := e.convs.Snapshot(ctx, id)
 	if err != nil {
 		return false, fmt.Errorf("agents: read conversation %s: %w", id, err)
 	}

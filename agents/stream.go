@@ -204,7 +204,7 @@ func (s *streamer) show(ctx context.Context, text string, ending bool) {
 	case s.ts == "" && !s.looked:
 		// An earlier run may have posted it without recording its ts.
 		s.looked = true
-		found, err := c.deps.Chat.FindPost(ctx, s.conv.Channel, s.conv.ThreadTS, s.postID)
+		found, err := c.replies.FindPost(ctx, s.conv.Channel, s.conv.ThreadTS, s.postID)
 		if err != nil {
 			s.gaveUp = true
 			c.log.Info("streamed reply not shown", slog.String(logPost, s.postID), slog.Any(logError, err))
@@ -221,7 +221,7 @@ func (s *streamer) show(ctx context.Context, text string, ending bool) {
 		r.Mention = c.mentionUsers(ctx, text, s.agent)
 	}
 	pctx, cancel := context.WithTimeout(ctx, c.opts.PostTimeout)
-	posted, err := c.deps.Chat.PostReply(pctx, r)
+	posted, err := c.replies.PostReply(pctx, r)
 	cancel()
 	if err != nil || len(posted) == 0 {
 		if s.ts == "" {

@@ -26,7 +26,7 @@ import (
 // step (conversation.go) feeds what a turn produced into the machine and
 // carries it out.
 type runner struct {
-	deps *Deps    // the ports: model, prompts, tools, chat, OnTurn
+	deps *Deps    // the ports: model, prompts, tools, OnTurn
 	opts *Options // the engine's options
 	now  func() time.Time
 	// cpu: a call to the outside runs with the worker's CPU token given
@@ -45,6 +45,7 @@ type runner struct {
 	roster   *roster              // the channel's agents
 	sessions Sessions             // the memory sessions a turn reads
 	marks    committer            // where a streamed reply's marker is committed
+	replies  replyPoster          // where a streamed reply is shown
 	tracer   turnTracer           // the traces of the turns running
 }
 
@@ -54,7 +55,7 @@ func (c *convo) runner() runner {
 		deps: &c.e.deps, opts: &c.e.opts, now: c.e.now, cpu: c.e.cpu, pairedUser: c.e.PairedUser,
 		toolsFor: c.e.toolsFor, patterns: c.e.patterns, streamTicker: c.e.streamTicker,
 		log: c.log, conv: &c.conv, lock: c.lock, msgs: &c.msgs, st: c.st,
-		roster: &c.roster, sessions: c.e.deps.Store, marks: c.e.deps.Store,
+		roster: &c.roster, sessions: c.e.sessions, marks: c.e.convs, replies: c.e.deps.Chat,
 		tracer: turnTracer{opts: &c.e.opts, deps: &c.e.deps, conv: &c.conv, msgs: &c.msgs, now: c.e.now, log: c.log, live: c.e.liveTraces()},
 	}
 }
