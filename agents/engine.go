@@ -511,7 +511,13 @@ func (e *Engine) PairedAgent(ctx context.Context, userID string) (string, error)
 // PairedUser returns the Slack user paired with a human agent ("" when
 // none).
 func (e *Engine) PairedUser(ctx context.Context, agent string) (string, error) {
-	u, err := e.pairings.HumanUser(ctx, e.canonical(agent))
+	return pairedUser(ctx, e.pairings, e.canonical(agent))
+}
+
+// pairedUser is the Slack user paired with a human agent of canonical
+// name ("" when none).
+func pairedUser(ctx context.Context, p Pairings, agent string) (string, error) {
+	u, err := p.HumanUser(ctx, agent)
 	if errors.Is(err, memory.ErrNotFound) {
 		return "", nil
 	}

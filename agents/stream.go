@@ -154,7 +154,7 @@ func (s *streamer) latest() (raw, shown string) {
 // interval's ticks when the text changed: a tick allows one update, the
 // next change uses it.
 func (s *streamer) loop(ctx context.Context) {
-	tick, stopTick := s.c.streamTicker()
+	tick, stopTick := streamTicker(s.c.deps, s.c.opts)
 	defer stopTick()
 	started, due := false, false
 	for {
@@ -272,10 +272,10 @@ func (s *streamer) mark() streamMark {
 
 // streamTicker ticks once per stream interval (Deps.StreamTicker in
 // tests).
-func (e *Engine) streamTicker() (<-chan time.Time, func()) {
-	d := e.opts.StreamInterval
-	if e.deps.StreamTicker != nil {
-		return e.deps.StreamTicker(d)
+func streamTicker(deps *Deps, opts *Options) (<-chan time.Time, func()) {
+	d := opts.StreamInterval
+	if deps.StreamTicker != nil {
+		return deps.StreamTicker(d)
 	}
 	t := time.NewTicker(d)
 	return t.C, t.Stop

@@ -27,18 +27,18 @@ type Toolbox interface {
 
 // toolsFor lists the tools a turn's request offers: the selection of the
 // prompt's settings when they have one, else the agent's configuration.
-func (e *Engine) toolsFor(agent string, fromSettings *[]string) []llm.Tool {
-	if e.deps.Tools == nil {
+func toolsFor(tools Toolbox, opts *Options, agent string, fromSettings *[]string) []llm.Tool {
+	if tools == nil {
 		return nil
 	}
-	selection := e.opts.Agents[agent].Tools
+	selection := opts.Agents[agent].Tools
 	if fromSettings != nil {
 		selection = *fromSettings
 	}
 	if len(selection) == 0 {
 		return nil
 	}
-	return e.deps.Tools.Tools(selection)
+	return tools.Tools(selection)
 }
 
 // complete asks the model, running the tools it calls: each round's calls

@@ -31,11 +31,9 @@ type runner struct {
 	now  func() time.Time
 	// cpu: a call to the outside runs with the worker's CPU token given
 	// back meanwhile (cpuTokens.off).
-	cpu          cpuTokens
-	pairedUser   func(ctx context.Context, agent string) (string, error)
-	toolsFor     func(agent string, fromSettings *[]string) []llm.Tool
-	patterns     map[string]*regexp.Regexp // the experts' session patterns
-	streamTicker func() (<-chan time.Time, func())
+	cpu      cpuTokens
+	pairings Pairings                  // whom a reply's mentions reach
+	patterns map[string]*regexp.Regexp // the experts' session patterns
 
 	log      *slog.Logger         // the conversation's
 	conv     *memory.Conversation // State as last committed: a stream's marker is committed over it
@@ -52,9 +50,9 @@ type runner struct {
 // runner is the turn runner of the loaded conversation.
 func (c *convo) runner() runner {
 	return runner{
-		deps: &c.e.deps, opts: &c.e.opts, now: c.e.now, cpu: c.e.cpu, pairedUser: c.e.PairedUser,
-		toolsFor: c.e.toolsFor, patterns: c.e.patterns, streamTicker: c.e.streamTicker,
-		log: c.log, conv: &c.conv, lock: c.lock, msgs: &c.msgs, st: c.st,
+		deps: &c.e.deps, opts: &c.e.opts, now: c.e.now, cpu: c.e.cpu, pairings: c.e.pairings,
+		patterns: c.e.patterns,
+		log:      c.log, conv: &c.conv, lock: c.lock, msgs: &c.msgs, st: c.st,
 		roster: &c.roster, sessions: c.e.sessions, marks: c.e.convs, replies: c.e.deps.Chat,
 		tracer: turnTracer{opts: &c.e.opts, deps: &c.e.deps, conv: &c.conv, msgs: &c.msgs, now: c.e.now, log: c.log, live: c.e.liveTraces()},
 	}
@@ -160,7 +158,7 @@ func (c runner) build(t *turn, prompt string, data templates.Data, history, tail
 	}
 	t.report.Phase = prompt
 	if err == nil {
-		req.Tools = c.toolsFor(t.agent.EnsDomain, info.Tools)
+		req.Tools = toolsFor(c.deps.Tools, c.opts, t.agent.EnsDomain, info.Tools)
 	}
 	return req, err
 }
@@ -227,7 +225,7 @@ func (c runner) mentionUsers(ctx context.Context, text, self string) []string {
 		if n == self || c.roster.agents[n].Role != ens.RoleHuman {
 			continue
 		}
-		u, err := c.pairedUser(ctx, n)
+		u, err := pairedUser(ctx, c.pairings, n)
 		if err != nil {
 			c.log.Warn("paired user of a human agent", slog.String(logAgent, n), slog.Any(logError, err))
 		}
