@@ -76,3 +76,44 @@ func TestOutboxHoldsNoFunction(t *testing.T) {
 		}
 	}
 }
+
+// No type of agents has more than 30 methods: one that grows past it has
+// more than one job (SPEC §13.5).
+func TestNoTypeOverThirtyMethods(t *testing.T) {
+	fset := token.NewFileSet()
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := map[string]int{}
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range f.Decls {
+			fd, ok := d.(*ast.FuncDecl)
+			if !ok || fd.Recv == nil {
+				continue
+			}
+			typ := fd.Recv.List[0].Type
+			if star, ok := typ.(*ast.StarExpr); ok {
+				typ = star.X
+			}
+			if id, ok := typ.(*ast.Ident); ok {
+				count[id.Name]++
+			}
+		}
+	}
+	if count["machine"] == 0 {
+		t.Fatal("no method counted")
+	}
+	for typ, n := range count {
+		if n > 30 {
+			t.Errorf("%s has %d methods, more than 30", typ, n)
+		}
+	}
+}
