@@ -110,3 +110,20 @@ type Chat interface {
 	// ChannelDescription returns a channel's purpose, normalised.
 	ChannelDescription(ctx context.Context, channel string) (string, error)
 }
+
+// The parts of Chat each user holds: the outbox and a streamed reply
+// post and look posts up; the reactor sets emoji; the view reads a
+// channel's description.
+type (
+	replyPoster interface {
+		PostReply(ctx context.Context, r Reply) (posted []string, err error)
+		FindPost(ctx context.Context, channel, threadTS, postID string) (posted []string, err error)
+	}
+	reactionSetter interface {
+		AddReaction(ctx context.Context, channel, ts, name string) error
+		RemoveReaction(ctx context.Context, channel, ts, name string) error
+	}
+	channelDescriber interface {
+		ChannelDescription(ctx context.Context, channel string) (string, error)
+	}
+)

@@ -2,6 +2,7 @@ package agents
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sort"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/conclavehq/conclave/ens"
 	"github.com/conclavehq/conclave/memory"
+	"github.com/conclavehq/conclave/templates"
 )
 
 // convo is one conversation loaded under its lock for one step: the thread,
@@ -62,7 +64,7 @@ type notice struct{ user, agent, text string }
 func (c *convo) step(ctx context.Context) (bool, error) {
 	if len(c.st.Outbox) > 0 {
 		// Posts wait to be made: nothing else happens before they are.
-		if err := c.out.flush(ctx); err != nil {
+		if err := c.flush(ctx); err != nil {
 			return false, err
 		}
 		return len(c.st.Outbox) == 0, nil
@@ -74,7 +76,14 @@ func (c *convo) step(ctx context.Context) (bool, error) {
 			return false, nil // the notice waits to be posted
 		}
 	}
-	act := c.action(c.m.next(c.e.now()))
+	next := c.m.next(c.e.now())
+	if next == actSettle {
+		// No facilitator to wake: the messages that would have woken one
+		// lose their reaction.
+		c.m.settleFacilitator()
+		return false, nil // the caller's commit sends the notices
+	}
+	act := c.action(next)
 	if act == nil {
 		return false, nil // the caller's commit sends the notices
 	}
@@ -113,7 +122,7 @@ func (e *Engine) load(ctx context.Context, lock memory.Lock, snap memory.Snapsho
 	c.roster = roster{agents: make(map[string]ens.Agent), registered: make(map[string]bool), resolve: e.resolve, log: c.log}
 	sort.SliceStable(c.msgs, func(i, j int) bool { return lessTS(c.msgs[i].TS, c.msgs[j].TS) })
 	if added == nil {
-		if added, err = e.deps.Store.ChannelAgents(ctx, c.conv.Channel); err != nil {
+		if added, err = e.registry.ChannelAgents(ctx, c.conv.Channel); err != nil {
 			return nil, fmt.Errorf("agents: list agents of %s: %w", c.conv.Channel, err)
 		}
 	}
@@ -127,7 +136,7 @@ func (e *Engine) load(ctx context.Context, lock memory.Lock, snap memory.Snapsho
 		c.registered[n] = true
 		var a ens.Agent
 		var err error
-		e.offCPU(func() { a, err = e.resolve(ctx, n) })
+		e.cpu.off(func() { a, err = e.resolve(ctx, n) })
 		if err != nil {
 			c.log.Warn("agent of the channel cannot be resolved; it is not served", slog.String(logAgent, n), slog.Any(logError, err))
 			unresolved = append(unresolved, n)
@@ -186,7 +195,7 @@ func (c *convo) commit(ctx context.Context, mode commitMode) (bool, error) {
 	if held := now.Add(c.e.opts.LockTTL); mode == commitHold && !deadline.IsZero() && deadline.Before(held) {
 		deadline = held
 	}
-	pending, err := c.e.deps.Store.Commit(ctx, c.lock, memory.Commit{
+	pending, err := c.e.convs.Commit(ctx, c.lock, memory.Commit{
 		Conversation: conv,
 		Messages:     c.newMsgs,
 		Sessions:     c.sessions,
@@ -202,7 +211,7 @@ func (c *convo) commit(ctx context.Context, mode commitMode) (bool, error) {
 	c.conv.State = conv.State // what a streamed reply's marker is committed over
 	for _, n := range c.notices {
 		var err error
-		c.e.offCPU(func() { err = c.e.deps.Chat.PostEphemeral(ctx, c.conv.Channel, n.user, n.text) })
+		c.e.cpu.off(func() { err = c.e.deps.Chat.PostEphemeral(ctx, c.conv.Channel, n.user, n.text) })
 		if err != nil {
 			c.log.Warn("post a notice of an agent that cannot be called", slog.String(logAgent, n.agent), slog.Any(logError, err))
 		}
@@ -335,7 +344,7 @@ func (c *convo) open(ctx context.Context, fresh []memory.Message) bool {
 func (c *convo) loadHistory(ctx context.Context) {
 	var events []Event
 	var err error
-	c.e.offCPU(func() {
+	c.e.cpu.off(func() {
 		events, err = c.e.deps.Chat.ThreadHistory(ctx, c.conv.Channel, c.conv.ThreadTS, threadHistoryLimit)
 	})
 	if err != nil {
@@ -452,9 +461,9 @@ func (c *convo) noticeOverload(ctx context.Context) {
 		name = c.facilitator
 	}
 	a, _ := c.agent(ctx, name)
-	run := c.runner()
-	t := run.newTurn(c.m.turnID(), a, "")
-	run.notify(ctx, t, fmt.Sprintf("this conversation is overloaded (%d turns waiting); write again once they are answered", len(c.st.Queue)))
+	s := c.turns()
+	t := s.run.newTurn(c.m.turnID(), a, "")
+	s.notify(ctx, t, fmt.Sprintf("this conversation is overloaded (%d turns waiting); write again once they are answered", len(c.st.Queue)))
 }
 
 // conclude asks the machine for the conclusion.
@@ -466,12 +475,11 @@ func (c *convo) conclude(ctx context.Context, r *concludeRequest) {
 }
 
 // action is what carries out the machine's choice; nil when there is
-// nothing to run.
+// nothing to run. It only chooses: what changes, changes when it runs.
 func (c *convo) action(act action) func(context.Context) error {
-	run := c.runner()
 	switch act {
 	case actConclude:
-		return run.concludeTurn
+		return c.turns().conclude
 	case actGuard:
 		return func(ctx context.Context) error {
 			c.log.Warn("max_turns reached; concluding", slog.Int("turns", c.st.Turns))
@@ -486,12 +494,9 @@ func (c *convo) action(act action) func(context.Context) error {
 			return nil
 		}
 	case actCall:
-		return run.callTurn
+		return c.turns().call
 	case actFacilitator:
-		return run.facilitatorTurn
-	case actSettle:
-		c.m.settleFacilitator()
-		return nil
+		return c.turns().facilitator
 	case actTimeout:
 		return func(ctx context.Context) error {
 			c.conclude(ctx, &concludeRequest{Reason: concludeByTimeout})
@@ -499,4 +504,286 @@ func (c *convo) action(act action) func(context.Context) error {
 		}
 	}
 	return nil
+}
+
+// turnIDFor is the id of a facilitator's turn running prompt: the id of
+// its run that streamed before its holder died, if any — so the run again
+// finds its message even when messages routed meanwhile took ids — else
+// a new one. (A called agent's turn keeps the id it was queued with.)
+func (c *convo) turnIDFor(agent, prompt string) string {
+	for id, m := range c.st.Streamed {
+		if m.Agent == agent && m.Prompt == prompt {
+			return id
+		}
+	}
+	return c.m.turnID()
+}
+
+// turnStep carries one turn out for the step: it asks the machine
+// whether and how the turn runs, runs the turn's function (runner), and
+// feeds what the turn produced into the machine and the conversation,
+// its posts last (convo.deliver).
+type turnStep struct {
+	c   *convo
+	run runner
+}
+
+func (c *convo) turns() turnStep { return turnStep{c: c, run: c.runner()} }
+
+// finish logs and reports a turn, and hands its trace to the next commit.
+func (s turnStep) finish(t *turn) {
+	if tr, ok := s.run.done(t); ok {
+		s.c.traces = append(s.c.traces, tr)
+	}
+}
+
+// apply feeds what a turn produced so far into the machine: the history
+// notes of the tools it used, and the markers of its streamed replies.
+func (s turnStep) apply(t *turn) {
+	for _, n := range t.notes {
+		s.c.m.addNote(n.text, n.at, false)
+	}
+	t.notes = nil
+	for id, m := range t.streamed {
+		if s.c.st.Streamed == nil {
+			s.c.st.Streamed = make(map[string]streamMark)
+		}
+		s.c.st.Streamed[id] = m
+	}
+	t.streamed = nil
+}
+
+// post makes a turn's reply (prepared by the turn) through the outbox;
+// the time it took goes in the turn's trace.
+func (s turnStep) post(ctx context.Context, a ens.Agent, postID, text string, p pendingPost) error {
+	p, ok := s.run.prepare(ctx, a, postID, text, p)
+	if !ok {
+		return nil
+	}
+	began := s.c.e.now()
+	err := s.c.deliver(ctx, p)
+	if tr := s.run.tracer.tracing(p.Turn); tr != nil {
+		took := s.c.e.now().Sub(began)
+		tr.Timings.PostMS += took.Milliseconds()
+		tr.posts = append(tr.posts, timeSpan{began, took})
+	}
+	return err
+}
+
+// notify posts a turn's ⚠️ notice through the outbox. One that cannot be
+// posted now stays pending there; a lost lock leaves it to the next
+// holder, which must not see it twice.
+func (s turnStep) notify(ctx context.Context, t *turn, reason string) {
+	p, ok := s.run.notice(t, reason)
+	if !ok {
+		return
+	}
+	if err := s.c.deliver(ctx, p); err != nil {
+		s.c.log.Warn("post a failure notice", slog.String(logTurn, t.id), slog.Any(logError, err))
+	}
+}
+
+// failed records a failed turn and posts its notice; it returns why the
+// turn stopped when it is to be run again (runner.failed).
+func (s turnStep) failed(ctx context.Context, t *turn, err error) error {
+	if stop := s.run.failed(ctx, t, err); stop != nil {
+		return stop
+	}
+	s.notify(ctx, t, noticeReason(err))
+	return nil
+}
+
+// couldNotAnswer records that a named agent cannot answer, and why, in a
+// history line never posted, which wakes the facilitator at once: it can
+// ask someone else or tell the person.
+func (s turnStep) couldNotAnswer(agent, reason string) {
+	s.c.m.addNote(fmt.Sprintf("(%s could not answer: %s)", agent, reason), s.c.e.now(), true)
+}
+
+// call runs the first queued turn: an expert or clone answering the
+// message that named it, unless its call timed out while waiting or it is
+// at its turn cap.
+func (s turnStep) call(ctx context.Context) error {
+	c := s.c
+	q := c.st.Queue[0]
+	now := c.e.now()
+	a, registered := c.agents[q.Agent]
+	if !registered {
+		a = ens.Agent{Name: firstLabel(q.Agent), EnsDomain: q.Agent, Role: ens.RoleExpert}
+	}
+	t := s.run.newTurn(q.ID, a, "")
+	t.report.Wait = now.Sub(q.Queued)
+	defer s.finish(t)
+	endCall := func() {
+		c.m.endCall(q, c.e.now())
+		c.react(ctx)
+	}
+	switch c.m.admit(q, registered, now) {
+	case notServed:
+		endCall()
+		s.couldNotAnswer(q.Agent, "it is no longer served in this channel")
+		t.report.Outcome = "failed"
+		t.report.Err = errors.New("agent no longer served in this channel")
+		return nil
+	case callExpired:
+		endCall()
+		c.m.addNote(fmt.Sprintf("(%s did not answer: timeout)", q.Agent), c.e.now(), true)
+		t.report.Outcome = "timeout"
+		return nil
+	case atCap:
+		endCall()
+		reason := fmt.Sprintf("it reached its limit of %d turns in this conversation", c.e.opts.MaxTurnsPerAgent)
+		s.couldNotAnswer(q.Agent, reason)
+		t.report.Outcome = "skipped"
+		if c.m.capNotice(q.Agent) {
+			s.notify(ctx, t, reason)
+		}
+		return nil
+	}
+	c.m.startTurn(q.Agent)
+
+	var text, unanswered string
+	var meta map[string]string
+	var err error
+	if a.Role == ens.RoleClone {
+		// A clone answers on its human's group session.
+		ns, key, _ := c.sessionOf(a)
+		text, err = s.run.sessionTurn(ctx, t, ns, key, templates.PromptDefault)
+		s.apply(t)
+	} else {
+		text, meta, unanswered, err = s.expert(ctx, t)
+	}
+	if err != nil && ctx.Err() != nil {
+		return s.failed(ctx, t, err) // to be run again: the call goes on
+	}
+	endCall()
+	if err != nil {
+		if err := s.failed(ctx, t, err); err != nil {
+			return err
+		}
+		s.couldNotAnswer(q.Agent, noticeReason(err))
+		return nil
+	}
+	if unanswered != "" {
+		s.couldNotAnswer(q.Agent, unanswered)
+	}
+	if strings.TrimSpace(text) == "" {
+		t.report.Outcome = "empty"
+	}
+	return s.post(ctx, a, t.id, text, pendingPost{Turn: t.id, Meta: meta})
+}
+
+// expert runs an expert: context-found when it is bound; otherwise
+// threading (context-not-found), then, once bound, context-found in the
+// same turn, after posting the threading message. unanswered says why an
+// expert left unbound cannot answer (no key found, or its policy refused
+// a new session); it is empty when the expert answered or asked for the
+// key in its message.
+func (s turnStep) expert(ctx context.Context, t *turn) (text string, meta map[string]string, unanswered string, err error) {
+	c, a := s.c, t.agent
+	ns := c.expertNamespace(a.EnsDomain)
+	if key := c.st.Bindings[a.EnsDomain]; key != "" {
+		text, err := s.run.sessionTurn(ctx, t, ns, key, templates.PromptContextFound)
+		s.apply(t)
+		return text, nil, "", err
+	}
+	known, err := c.e.sessions.RecentSessions(ctx, ns, maxKnownSessions)
+	if err != nil {
+		return "", nil, "", fmt.Errorf("list sessions of %s: %w", a.EnsDomain, err)
+	}
+	th, err := s.run.threading(ctx, t, known)
+	s.apply(t)
+	if err != nil {
+		return "", nil, "", err
+	}
+	if th.key == "" {
+		return th.text, th.meta, th.unanswered, nil
+	}
+	c.bind(ctx, a, th.key)
+	meta = th.meta
+	if th.text != "" {
+		// A threading message that cannot be posted now stays first in
+		// the outbox; the answer goes after it.
+		if err := s.post(ctx, a, t.id+"-threading", th.text, pendingPost{Turn: t.id, Meta: meta}); err != nil {
+			return "", nil, "", err
+		}
+		meta = nil // recorded on the threading message
+	}
+	text, err = s.run.sessionTurn(ctx, t, ns, th.key, templates.PromptContextFound)
+	s.apply(t)
+	return text, meta, "", err
+}
+
+// facilitator runs the facilitator's turn over the whole thread. A reply
+// holding :end: asks for the conclusion; what is left of it is posted
+// first.
+func (s turnStep) facilitator(ctx context.Context) error {
+	c := s.c
+	f := c.agents[c.roster.facilitator]
+	t := s.run.newTurn(c.turnIDFor(f.EnsDomain, templates.PromptDefault), f, templates.PromptDefault)
+	defer s.finish(t)
+	// Messages that arrive during the turn are routed after it and wake
+	// the facilitator again.
+	wake := c.m.startFacilitator()
+	text, prompt, err := s.run.facilitator(ctx, t)
+	s.apply(t)
+	if err != nil && ctx.Err() != nil {
+		return s.failed(ctx, t, err) // to be run again: the messages keep their reaction
+	}
+	c.m.facilitatorDone(wake, c.e.now())
+	c.react(ctx)
+	if err != nil {
+		return s.failed(ctx, t, err)
+	}
+	rest, hadEnd := stripEnd(text)
+	if hadEnd {
+		r := &concludeRequest{Reason: concludeByEnd, EndReply: text, PrevPrompt: prompt}
+		// In a reopened thread, a reply without words acknowledges
+		// ("thanks"): the machine decides whether it closes silently.
+		closed := c.m.facilitatorEnd(!hasWords(rest), r)
+		c.react(ctx)
+		if closed {
+			c.log.Info("conversation closed again without a conclusion")
+			t.report.Outcome = "empty"
+			return nil
+		}
+		if !hasWords(rest) {
+			rest = "" // a lone signature ("🧭 :end:") is not worth a post
+		}
+	}
+	if strings.TrimSpace(rest) == "" {
+		t.report.Outcome = "empty"
+	}
+	return s.post(ctx, f, t.id, rest, pendingPost{Turn: t.id, EndReply: hadEnd})
+}
+
+// conclude runs the facilitator's conclude prompt once. The conversation
+// is concluded even when the turn fails.
+func (s turnStep) conclude(ctx context.Context) error {
+	c := s.c
+	r := c.st.Conclude
+	f, ok := c.agents[c.roster.facilitator]
+	if !ok {
+		c.m.concluded(c.e.now(), false)
+		c.react(ctx)
+		return nil
+	}
+	t := s.run.newTurn(c.turnIDFor(f.EnsDomain, templates.PromptConclude), f, templates.PromptConclude)
+	defer s.finish(t)
+	text, err := s.run.conclusion(ctx, t, r)
+	s.apply(t)
+	if err != nil && ctx.Err() != nil {
+		t.report.Outcome = "cancelled"
+		return ctx.Err()
+	}
+	c.m.concluded(c.e.now(), true)
+	c.react(ctx)
+	c.log.Info("conversation concluded", slog.String("reason", r.Reason))
+	if err != nil {
+		return s.failed(ctx, t, err)
+	}
+	if strings.TrimSpace(text) == "" {
+		t.report.Outcome = "empty"
+	}
+	return s.post(ctx, f, t.id, text, pendingPost{Turn: t.id, Conclusion: true})
 }

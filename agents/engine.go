@@ -12,7 +12,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -245,19 +244,25 @@ type Engine struct {
 
 	reactions *reactor
 
-	mu   sync.Mutex
-	busy map[string]bool // conversations a local worker is on
-	// again: conversations handed over while a local worker was on them;
-	// the worker takes them up once more when it is done.
-	again map[string]bool
+	// The store (Deps.Store), as each part uses it: recording, the
+	// workers' load and commits, their locks, the sessions a turn reads,
+	// the channels' run-time agents, pairings.
+	inbound  Inbound
+	convs    Conversations
+	locks    Locks
+	sessions Sessions
+	registry Registry
+	pairings Pairings
+
+	workers *workers // the conversations local workers are on
 	// cpu bounds the workers computing at once, two per core: a worker
 	// holds a token while it works on a conversation and gives it back
 	// while it waits on the model, a Slack post, tools or an identity
-	// (offCPU). Without it a hundred turns in flight are a hundred
+	// (cpuTokens.off). Without it a hundred turns in flight are a hundred
 	// runnable goroutines, and each step of recording and acknowledging
 	// an event (socket read, store round trip, ack write) waits behind
 	// them all. Nil when Options.ComputeWorkers is negative: no bound.
-	cpu chan struct{}
+	cpu cpuTokens
 }
 
 // New returns an engine; it starts nothing.
@@ -279,14 +284,19 @@ func New(opts Options, deps Deps) *Engine {
 		naming:   naming{static: make(map[string]ChannelConfig)},
 		nudge:    make(chan struct{}, 1),
 		ready:    make(chan task, 256),
-		busy:     make(map[string]bool),
-		again:    make(map[string]bool),
+		workers:  newWorkers(),
+		inbound:  deps.Store,
+		convs:    deps.Store,
+		locks:    deps.Store,
+		sessions: deps.Store,
+		registry: deps.Store,
+		pairings: deps.Store,
 	}
 	switch {
 	case opts.ComputeWorkers == 0:
-		e.cpu = make(chan struct{}, 2*runtime.GOMAXPROCS(0))
+		e.cpu = make(cpuTokens, 2*runtime.GOMAXPROCS(0))
 	case opts.ComputeWorkers > 0:
-		e.cpu = make(chan struct{}, opts.ComputeWorkers)
+		e.cpu = make(cpuTokens, opts.ComputeWorkers)
 	}
 	e.reactions = newReactor(deps.Chat, e.log, opts.MaxParallel)
 	bases := make([]string, len(opts.BaseDomains)) // the caller's slice stays as it is
@@ -394,10 +404,13 @@ const (
 
 func (e *Engine) now() time.Time { return e.deps.Now() }
 
+// jitter draws the jitter of a post retry's backoff.
+func (e *Engine) jitter() float64 { return e.deps.Jitter() }
+
 // registeredNames lists a channel's agents: the configuration's, then
 // those added at run time, canonical and without duplicates.
 func (e *Engine) registeredNames(ctx context.Context, channel string) ([]string, error) {
-	added, err := e.deps.Store.ChannelAgents(ctx, channel)
+	added, err := e.registry.ChannelAgents(ctx, channel)
 	if err != nil {
 		return nil, fmt.Errorf("agents: list agents of %s: %w", channel, err)
 	}
@@ -458,7 +471,7 @@ func (e *Engine) AddAgent(ctx context.Context, channel, name string) (ens.Agent,
 			}
 		}
 	}
-	added, err := e.deps.Store.AddChannelAgent(ctx, channel, name)
+	added, err := e.registry.AddChannelAgent(ctx, channel, name)
 	if err != nil {
 		return a, fmt.Errorf("agents: add %s: %w", name, err)
 	}
@@ -475,7 +488,7 @@ func (e *Engine) RemoveAgent(ctx context.Context, channel, name string) error {
 	if e.isStatic(channel, name) {
 		return fmt.Errorf("agents: remove %s: %w", name, ErrStaticAgent)
 	}
-	removed, err := e.deps.Store.RemoveChannelAgent(ctx, channel, name)
+	removed, err := e.registry.RemoveChannelAgent(ctx, channel, name)
 	if err != nil {
 		return fmt.Errorf("agents: remove %s: %w", name, err)
 	}
@@ -488,7 +501,7 @@ func (e *Engine) RemoveAgent(ctx context.Context, channel, name string) error {
 // PairedAgent returns the human agent paired with a Slack user ("" when
 // none).
 func (e *Engine) PairedAgent(ctx context.Context, userID string) (string, error) {
-	a, err := e.deps.Store.HumanAgent(ctx, userID)
+	a, err := e.pairings.HumanAgent(ctx, userID)
 	if errors.Is(err, memory.ErrNotFound) {
 		return "", nil
 	}
@@ -498,7 +511,13 @@ func (e *Engine) PairedAgent(ctx context.Context, userID string) (string, error)
 // PairedUser returns the Slack user paired with a human agent ("" when
 // none).
 func (e *Engine) PairedUser(ctx context.Context, agent string) (string, error) {
-	u, err := e.deps.Store.HumanUser(ctx, e.canonical(agent))
+	return pairedUser(ctx, e.pairings, e.canonical(agent))
+}
+
+// pairedUser is the Slack user paired with a human agent of canonical
+// name ("" when none).
+func pairedUser(ctx context.Context, p Pairings, agent string) (string, error) {
+	u, err := p.HumanUser(ctx, agent)
 	if errors.Is(err, memory.ErrNotFound) {
 		return "", nil
 	}

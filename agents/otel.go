@@ -49,7 +49,7 @@ const genAIProvider = "openai"
 // another replica), and under it one `chat <model>` span per model call,
 // one `execute_tool <name>` span per tool call and one slack.post span
 // per post. Prompt and reply text only with Deps.CaptureContent.
-func (c runner) emitSpans(tr *Trace) {
+func (c turnTracer) emitSpans(tr *Trace) {
 	opts := []trace.SpanStartOption{
 		trace.WithNewRoot(), trace.WithTimestamp(tr.Started), trace.WithSpanKind(trace.SpanKindInternal),
 		trace.WithAttributes(
@@ -92,7 +92,7 @@ func (c runner) emitSpans(tr *Trace) {
 }
 
 // chatSpan is one model call's span.
-func (c runner) chatSpan(ctx context.Context, tr *Trace, call TraceCall) {
+func (c turnTracer) chatSpan(ctx context.Context, tr *Trace, call TraceCall) {
 	attrs := []attribute.KeyValue{
 		attrOperation.String("chat"), attrProvider.String(genAIProvider), attrRequestModel.String(call.Model),
 		attrAgentName.String(tr.Agent),
@@ -123,7 +123,7 @@ func (c runner) chatSpan(ctx context.Context, tr *Trace, call TraceCall) {
 
 // eventSpan is the span of the newest message of the thread received
 // with one: the event that woke the turn.
-func (c runner) eventSpan() trace.SpanContext {
+func (c turnTracer) eventSpan() trace.SpanContext {
 	msgs := *c.msgs
 	for i := len(msgs) - 1; i >= 0; i-- {
 		if tp := msgs[i].Trace; tp != "" {

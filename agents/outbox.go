@@ -26,58 +26,55 @@ var postBackoff = backoff.Policy{Base: time.Second, Cap: time.Minute}
 type outbox struct {
 	st      *convState // st.Outbox: the posts, in the order they go out
 	fresh   map[string]bool
-	chat    Chat
+	chat    replyPoster
 	locks   LockChecker
 	lock    memory.Lock
 	channel string
 	thread  string
 	opts    *Options
-	now     func() time.Time
-	jitter  func() float64
+	clock   postClock
 	log     *slog.Logger
-	// abandoned, optional, counts a post given up (metrics).
-	abandoned func()
-	// sender is the agent a post goes out as.
-	sender func(ctx context.Context, agent string) ens.Agent
-	// commit writes the conversation (the pending posts with it).
-	commit func(ctx context.Context) error
-	// posted records a post made (or given up with parts posted) as a
-	// message of the thread and routes it.
-	posted func(ctx context.Context, p *pendingPost, ts string)
+	who     *roster // the agents posts go out as
+}
+
+// postClock is the time the outbox works in and the jitter of its
+// retries' backoff (the engine's Deps.Now and Deps.Jitter).
+type postClock interface {
+	now() time.Time
+	jitter() float64
+}
+
+// flushed is what a flush did that the step carries on with: the posts
+// made (or given up with parts posted), in order, each to be recorded as
+// a message of the thread and routed, and how many were given up.
+type flushed struct {
+	made      []pendingPost // Posted[0] is the message's ts
+	abandoned int
 }
 
 // newOutbox is the outbox of a loaded conversation.
 func (c *convo) newOutbox() *outbox {
 	return &outbox{
-		st:        c.st,
-		chat:      offCPUChat{Chat: c.e.deps.Chat, off: c.e.offCPU},
-		locks:     c.e.deps.Store,
-		lock:      c.lock,
-		channel:   c.conv.Channel,
-		thread:    c.conv.ThreadTS,
-		opts:      &c.e.opts,
-		now:       c.e.now,
-		jitter:    c.e.deps.Jitter,
-		log:       c.log,
-		abandoned: c.e.deps.OnPostAbandoned,
-		sender: func(ctx context.Context, agent string) ens.Agent {
-			a, _ := c.agent(ctx, agent)
-			return a
-		},
-		commit: func(ctx context.Context) error {
-			_, err := c.commit(ctx, commitHold)
-			return err
-		},
-		posted: c.applyPost,
+		st:      c.st,
+		chat:    offCPUChat{replyPoster: c.e.deps.Chat, cpu: c.e.cpu},
+		locks:   c.e.locks,
+		lock:    c.lock,
+		channel: c.conv.Channel,
+		thread:  c.conv.ThreadTS,
+		opts:    &c.e.opts,
+		clock:   c.e,
+		log:     c.log,
+		who:     &c.roster,
 	}
 }
 
-// post posts an agent's reply exactly once, through the outbox (see send).
-// :end: is stripped; an empty reply posts nothing.
-func (c runner) post(ctx context.Context, a ens.Agent, postID, text string, p pendingPost) error {
+// prepare makes an agent's reply a post: :end: stripped, the paired
+// users of the human agents it calls, its feedback buttons. An empty
+// reply makes no post.
+func (c runner) prepare(ctx context.Context, a ens.Agent, postID, text string, p pendingPost) (pendingPost, bool) {
 	text, _ = stripEnd(text)
 	if strings.TrimSpace(text) == "" {
-		return nil
+		return p, false
 	}
 	p.PostID, p.Agent, p.Text = postID, a.EnsDomain, text
 	if !p.Conclusion && c.st.Conclude == nil && c.st.Status == statusOpen {
@@ -86,46 +83,33 @@ func (c runner) post(ctx context.Context, a ens.Agent, postID, text string, p pe
 		p.Mention = c.mentionUsers(ctx, text, a.EnsDomain)
 	}
 	p.Feedback = c.feedbackFor(a, p)
-	began := c.now()
-	err := c.out.send(ctx, p)
-	if t := c.tracing(p.Turn); t != nil {
-		took := c.now().Sub(began)
-		t.Timings.PostMS += took.Milliseconds()
-		t.posts = append(t.posts, timeSpan{began, took})
-	}
-	return err
+	return p, true
 }
 
-// send records p as pending, behind the posts already waiting, and commits
-// it before its first attempt (which also proves the lock is still held):
-// whatever happens next, the post is either found in the thread by its id
-// or made. Then the outbox is flushed. A post that cannot be made now
-// stays pending (the step then stops: nothing else happens in the
-// conversation until it is made or given up); send fails only when the
-// conversation cannot go on (lock lost, store down, ctx over).
-func (o *outbox) send(ctx context.Context, p pendingPost) error {
+// add records p as pending, behind the posts already waiting. The step
+// commits it before its first attempt (which also proves the lock is
+// still held): whatever happens next, the post is either found in the
+// thread by its id or made.
+func (o *outbox) add(p pendingPost) {
 	o.adoptStream(&p)
 	o.st.Outbox = append(o.st.Outbox, p)
 	if o.fresh == nil {
 		o.fresh = make(map[string]bool)
 	}
 	o.fresh[p.PostID] = true
-	if err := o.commit(ctx); err != nil {
-		return err
-	}
-	return o.flush(ctx)
 }
 
 // flush makes the due posts of the outbox, in order: a post that fails
 // stays first, due again after its backoff, and holds back those after it.
-// A made post is recorded and routed in the step's next commit. It fails
-// only when the conversation cannot go on.
-func (o *outbox) flush(ctx context.Context) error {
+// It returns the posts made, for the step to record and route (also when
+// it fails); it fails only when the conversation cannot go on.
+func (o *outbox) flush(ctx context.Context) (flushed, error) {
+	var f flushed
 	for len(o.st.Outbox) > 0 {
 		p := &o.st.Outbox[0]
-		now := o.now()
+		now := o.clock.now()
 		if p.Next.After(now) {
-			return nil
+			return f, nil
 		}
 		if p.First.IsZero() {
 			p.First = now
@@ -136,34 +120,37 @@ func (o *outbox) flush(ctx context.Context) error {
 			done := *p
 			o.st.Outbox = o.st.Outbox[1:]
 			if !done.Notice {
-				o.posted(ctx, &done, done.Posted[0])
+				f.made = append(f.made, done)
 			}
 			continue
 		case ctx.Err() != nil:
-			return ctx.Err() // the post stays pending as committed
+			return f, ctx.Err() // the post stays pending as committed
 		case errors.Is(err, memory.ErrLockLost):
-			return err // the next holder carries on
+			return f, err // the next holder carries on
 		}
 		p.Attempts++
 		p.LastError = firstLine(err.Error())
 		var pe *PostError
 		permanent := errors.As(err, &pe) && pe.Permanent
 		if permanent || !now.Before(p.First.Add(o.opts.PostRetryWindow)) {
-			o.abandon(ctx, permanent)
+			f.abandoned++
+			if p, ok := o.abandon(permanent); ok {
+				f.made = append(f.made, p)
+			}
 			continue
 		}
 		var after time.Duration
 		if pe != nil {
 			after = pe.RetryAfter
 		}
-		wait := postBackoff.Wait(p.Attempts, o.jitter(), after)
-		p.Next = o.now().Add(wait)
+		wait := postBackoff.Wait(p.Attempts, o.clock.jitter(), after)
+		p.Next = o.clock.now().Add(wait)
 		o.log.Warn("post failed; it stays pending", slog.String(logTurn, p.turn()), slog.String(logPost, p.PostID),
 			slog.Int("attempts", p.Attempts), slog.Int("parts_posted", len(p.Posted)),
 			slog.Duration("retry_in", wait), slog.Any(logError, err))
-		return nil
+		return f, nil
 	}
-	return nil
+	return f, nil
 }
 
 // attempt tries to make p once, within Options.PostTimeout. A post not
@@ -192,7 +179,8 @@ func (o *outbox) attempt(ctx context.Context, p *pendingPost) error {
 			return fmt.Errorf("agents: post %s: %w", p.PostID, err)
 		}
 	}
-	posted, err := o.chat.PostReply(ctx, o.reply(o.sender(ctx, p.Agent), p))
+	a, _ := o.who.agent(ctx, p.Agent)
+	posted, err := o.chat.PostReply(ctx, o.reply(a, p))
 	if len(posted) > len(p.Posted) {
 		p.Posted = posted
 	}
@@ -202,9 +190,10 @@ func (o *outbox) attempt(ctx context.Context, p *pendingPost) error {
 	return err
 }
 
-// abandon gives up the first post of the outbox: an ERROR names it, and a
-// reply of which some parts were posted is recorded as it was meant.
-func (o *outbox) abandon(ctx context.Context, permanent bool) {
+// abandon gives up the first post of the outbox: an ERROR names it. A
+// reply of which some parts were posted is returned, to be recorded as it
+// was meant.
+func (o *outbox) abandon(permanent bool) (pendingPost, bool) {
 	p := o.st.Outbox[0]
 	o.st.Outbox = o.st.Outbox[1:]
 	why := "retry window over"
@@ -214,12 +203,7 @@ func (o *outbox) abandon(ctx context.Context, permanent bool) {
 	o.log.Error("post abandoned: "+why, slog.String(logTurn, p.turn()), slog.String(logPost, p.PostID),
 		slog.String(logAgent, p.Agent), slog.Int("attempts", p.Attempts), slog.Int("parts_posted", len(p.Posted)),
 		slog.Time("first_attempt", p.First), slog.String(logError, p.LastError))
-	if o.abandoned != nil {
-		o.abandoned()
-	}
-	if len(p.Posted) > 0 && !p.Notice {
-		o.posted(ctx, &p, p.Posted[0])
-	}
+	return p, len(p.Posted) > 0 && !p.Notice
 }
 
 // reply is the transport's form of p, posted as agent a.
@@ -248,9 +232,36 @@ func (p *pendingPost) turn() string {
 	return p.PostID
 }
 
-// applyPost records a posted reply and routes it (a conclusion as content
-// only).
-func (c *convo) applyPost(ctx context.Context, p *pendingPost, ts string) {
+// deliver carries out a post in the step's one order: it is committed as
+// pending, the due posts are made, then each one made is fed back as a
+// message of the thread (posted).
+func (c *convo) deliver(ctx context.Context, p pendingPost) error {
+	c.out.add(p)
+	if _, err := c.commit(ctx, commitHold); err != nil {
+		return err
+	}
+	return c.flush(ctx)
+}
+
+// flush makes the outbox's due posts and feeds back what was made, also
+// when it fails: what was posted is in the thread.
+func (c *convo) flush(ctx context.Context) error {
+	f, err := c.out.flush(ctx)
+	for range f.abandoned {
+		if c.e.deps.OnPostAbandoned != nil {
+			c.e.deps.OnPostAbandoned()
+		}
+	}
+	for i := range f.made {
+		c.posted(ctx, &f.made[i])
+	}
+	return err
+}
+
+// posted records a posted reply as a message of the thread and routes it
+// (a conclusion as content only).
+func (c *convo) posted(ctx context.Context, p *pendingPost) {
+	ts := p.Posted[0]
 	a, _ := c.agent(ctx, p.Agent)
 	m := memory.Message{
 		TS:     ts,
@@ -274,16 +285,16 @@ func (c *convo) applyPost(ctx context.Context, p *pendingPost, ts string) {
 // offCPUChat is the outbox's Chat: a worker waiting on a post or on a
 // look-up of one gives its CPU token back meanwhile (see Engine.cpu).
 type offCPUChat struct {
-	Chat
-	off func(func())
+	replyPoster
+	cpu cpuTokens
 }
 
 func (c offCPUChat) PostReply(ctx context.Context, r Reply) (posted []string, err error) {
-	c.off(func() { posted, err = c.Chat.PostReply(ctx, r) })
+	c.cpu.off(func() { posted, err = c.replyPoster.PostReply(ctx, r) })
 	return posted, err
 }
 
 func (c offCPUChat) FindPost(ctx context.Context, channel, threadTS, postID string) (posted []string, err error) {
-	c.off(func() { posted, err = c.Chat.FindPost(ctx, channel, threadTS, postID) })
+	c.cpu.off(func() { posted, err = c.replyPoster.FindPost(ctx, channel, threadTS, postID) })
 	return posted, err
 }

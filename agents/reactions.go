@@ -24,13 +24,13 @@ type reactionKey struct{ channel, ts, name string }
 // Slack per message. Engine.Run waits for every queued change before it
 // returns.
 type reactor struct {
-	chat    Chat
+	chat    reactionSetter
 	log     *slog.Logger
 	calls   chan struct{} // a slot per change being sent
 	changes *serial.Queues[reactionKey]
 }
 
-func newReactor(chat Chat, log *slog.Logger, parallel int) *reactor {
+func newReactor(chat reactionSetter, log *slog.Logger, parallel int) *reactor {
 	// The queues have no bound of their own: queuing never waits; calls
 	// bounds the sending.
 	return &reactor{chat: chat, log: log, calls: make(chan struct{}, parallel), changes: serial.New[reactionKey](0)}

@@ -86,7 +86,7 @@ func (e *Engine) record(ctx context.Context, ev Event) (Ticket, error) {
 	}
 	conv := memory.Conversation{ID: id, Team: ev.Team, Channel: ev.Channel, ThreadTS: thread}
 	var found memory.Found
-	rec, oneTrip := e.deps.Store.(memory.Recorder)
+	rec, oneTrip := e.inbound.(memory.Recorder)
 	if oneTrip && ev.Kind == EventMessage {
 		done, err := rec.RecordLooked(ctx, e.intake(ev, conv, q))
 		if err != nil {
@@ -98,7 +98,7 @@ func (e *Engine) record(ctx context.Context, ev Event) (Ticket, error) {
 		found = done.Found // decide with what was read, as below
 	} else {
 		var err error
-		if found, err = e.deps.Store.Lookup(ctx, q); err != nil {
+		if found, err = e.inbound.Lookup(ctx, q); err != nil {
 			return Ticket{}, fmt.Errorf("agents: look up message %s: %w", ev.TS, err)
 		}
 	}
@@ -114,7 +114,7 @@ func (e *Engine) record(ctx context.Context, ev Event) (Ticket, error) {
 	if thread != ev.TS && !found.Exists && len(findMentions(m.Text, e.forms(names))) == 0 && len(attemptedNames(m.Text, e.opts.BaseDomains)) == 0 {
 		return Ticket{}, nil // a thread conclave does not know, naming nobody
 	}
-	if _, err := e.deps.Store.RecordMessage(ctx, conv, m, ev.ID); err != nil {
+	if _, err := e.inbound.RecordMessage(ctx, conv, m, ev.ID); err != nil {
 		return Ticket{}, fmt.Errorf("agents: record message %s: %w", ev.TS, err)
 	}
 	return e.ticket(conv), nil
@@ -151,13 +151,13 @@ func (e *Engine) ticket(conv memory.Conversation) Ticket {
 // recordChange records an edit (new text, no turn) or a deletion.
 func (e *Engine) recordChange(ctx context.Context, id string, ev Event) error {
 	if ev.Kind == EventDeleted {
-		if err := e.deps.Store.DeleteMessage(ctx, id, ev.TS); err != nil {
+		if err := e.inbound.DeleteMessage(ctx, id, ev.TS); err != nil {
 			return fmt.Errorf("agents: record deletion of %s: %w", ev.TS, err)
 		}
 		return nil
 	}
 	max := e.opts.MaxMessageChars
-	err := e.deps.Store.UpdateMessage(ctx, id, ev.TS, capText(ev.Raw, max), capText(ev.Text, max))
+	err := e.inbound.UpdateMessage(ctx, id, ev.TS, capText(ev.Raw, max), capText(ev.Text, max))
 	if err != nil && !errors.Is(err, memory.ErrNotFound) {
 		return fmt.Errorf("agents: record edit of %s: %w", ev.TS, err)
 	}
@@ -247,7 +247,7 @@ func (e *Engine) Run(ctx context.Context) error {
 			defer wg.Done()
 			for t := range work {
 				e.process(ctx, turnCtx, t)
-				if e.setFree(t.id) {
+				if e.workers.free(t.id) {
 					e.dispatchSoon(t)
 				}
 			}
@@ -293,7 +293,7 @@ sweep:
 
 // sweep hands every due conversation no local worker is on to a worker.
 func (e *Engine) sweep(ctx context.Context, work chan<- task) {
-	ids, err := e.deps.Store.Due(ctx, e.now(), 4*e.opts.MaxParallel)
+	ids, err := e.convs.Due(ctx, e.now(), 4*e.opts.MaxParallel)
 	if err != nil {
 		if ctx.Err() == nil {
 			e.log.Error("list due conversations", slog.Any(logError, err))
@@ -313,31 +313,44 @@ func (e *Engine) sweep(ctx context.Context, work chan<- task) {
 // dispatch hands a conversation no local worker is on to a worker; false
 // when ctx ended first.
 func (e *Engine) dispatch(ctx context.Context, work chan<- task, t task) bool {
-	if !e.setBusy(t.id) {
+	if !e.workers.take(t.id) {
 		return true
 	}
 	select {
 	case work <- t:
 		return true
 	case <-ctx.Done():
-		e.setFree(t.id)
+		e.workers.free(t.id)
 		return false
 	}
 }
 
-// setBusy marks a conversation taken; false when it already was, in
-// which case the worker on it takes it up once more when done (setFree)
-// unless its last look at the store came later (lookedAgain): the
-// message that brought the conversation here may have been recorded after
-// that look, and would otherwise wait for a sweep.
-func (e *Engine) setBusy(id string) bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.busy[id] {
-		e.again[id] = true
+// workers is which conversations a local worker is on (busy), and
+// which were handed over again meanwhile (again): the worker on one takes
+// it up once more when it is done.
+type workers struct {
+	mu    sync.Mutex
+	busy  map[string]bool
+	again map[string]bool
+}
+
+func newWorkers() *workers {
+	return &workers{busy: make(map[string]bool), again: make(map[string]bool)}
+}
+
+// take marks a conversation taken; false when it already was, in which
+// case the worker on it takes it up once more when done (free) unless its
+// last look at the store came later (lookedAgain): the message that
+// brought the conversation here may have been recorded after that look,
+// and would otherwise wait for a sweep.
+func (w *workers) take(id string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.busy[id] {
+		w.again[id] = true
 		return false
 	}
-	e.busy[id] = true
+	w.busy[id] = true
 	return true
 }
 
@@ -345,21 +358,28 @@ func (e *Engine) setBusy(id string) bool {
 // releases the conversation and reports whether it is pending: that call
 // sees every message recorded before it, so hand-overs until then need no
 // second look.
-func (e *Engine) lookedAgain(id string) {
-	e.mu.Lock()
-	delete(e.again, id)
-	e.mu.Unlock()
+func (w *workers) lookedAgain(id string) {
+	w.mu.Lock()
+	delete(w.again, id)
+	w.mu.Unlock()
 }
 
-// setFree marks a conversation free and reports whether it was handed
-// over again meanwhile.
-func (e *Engine) setFree(id string) bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	again := e.again[id]
-	delete(e.busy, id)
-	delete(e.again, id)
+// free marks a conversation free and reports whether it was handed over
+// again meanwhile.
+func (w *workers) free(id string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	again := w.again[id]
+	delete(w.busy, id)
+	delete(w.again, id)
 	return again
+}
+
+// running reports whether a local worker is on a conversation.
+func (w *workers) running(id string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.busy[id]
 }
 
 // process works on one conversation while it has work: it takes the lock
@@ -369,13 +389,11 @@ func (e *Engine) setFree(id string) bool {
 // meanwhile. runCtx ending stops new turns; turnCtx ending cancels the one
 // in flight.
 func (e *Engine) process(runCtx, turnCtx context.Context, t task) {
-	if e.cpu != nil { // see Engine.cpu
-		e.cpu <- struct{}{}
-		defer func() { <-e.cpu }()
-	}
+	e.cpu.take()
+	defer e.cpu.give()
 	log := e.log.With(slog.String(logConversation, t.id))
 	for runCtx.Err() == nil {
-		lock, snap, found, err := e.deps.Store.AcquireAndLoad(turnCtx, t.id, e.opts.LockTTL, memory.Lookup{Channel: t.channel})
+		lock, snap, found, err := e.convs.AcquireAndLoad(turnCtx, t.id, e.opts.LockTTL, memory.Lookup{Channel: t.channel})
 		if errors.Is(err, memory.ErrLocked) {
 			return
 		}
@@ -430,7 +448,7 @@ func (e *Engine) holdLock(runCtx, turnCtx context.Context, lock memory.Lock, sna
 		}
 		if !more || runCtx.Err() != nil {
 			stopRenewal()
-			e.lookedAgain(lock.ConversationID)
+			e.workers.lookedAgain(lock.ConversationID)
 			if pending, err = c.commit(ctx, commitRelease); err != nil {
 				break
 			}
@@ -439,7 +457,7 @@ func (e *Engine) holdLock(runCtx, turnCtx context.Context, lock memory.Lock, sna
 		if pending, err = c.commit(ctx, commitHold); err != nil || !pending {
 			continue
 		}
-		if snap, err = e.deps.Store.Load(ctx, lock); err == nil {
+		if snap, err = e.convs.Load(ctx, lock); err == nil {
 			c, err = e.load(ctx, lock, snap, nil)
 		}
 	}
@@ -471,7 +489,7 @@ func (e *Engine) renew(ctx context.Context, lock memory.Lock, log *slog.Logger, 
 		case <-time.After(wait):
 		}
 		sent := time.Now()
-		err := e.deps.Store.RenewLock(ctx, lock, ttl)
+		err := e.locks.RenewLock(ctx, lock, ttl)
 		switch {
 		case err == nil:
 			expires, wait, failures = sent.Add(ttl), ttl/3, 0
@@ -504,12 +522,12 @@ func (e *Engine) release(turnCtx context.Context, lock memory.Lock, markPending 
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(turnCtx), 5*time.Second)
 	defer cancel()
 	if markPending {
-		if err := e.deps.Store.MarkPending(ctx, lock.ConversationID); err != nil {
+		if err := e.convs.MarkPending(ctx, lock.ConversationID); err != nil {
 			log.Error("leave the conversation due", slog.Any(logError, err))
 		}
 	}
-	e.lookedAgain(lock.ConversationID)
-	pending, err := e.deps.Store.ReleaseLock(ctx, lock)
+	e.workers.lookedAgain(lock.ConversationID)
+	pending, err := e.locks.ReleaseLock(ctx, lock)
 	if err != nil {
 		log.Error("release conversation lock", slog.Any(logError, err))
 		return false
@@ -517,15 +535,33 @@ func (e *Engine) release(turnCtx context.Context, lock memory.Lock, markPending 
 	return pending
 }
 
-// offCPU runs f, a call to the outside a worker waits on, with the
-// worker's CPU token given back meanwhile (see Engine.cpu). Only the
-// goroutine running process, which holds a token, calls it.
-func (e *Engine) offCPU(f func()) {
-	if e.cpu == nil {
+// cpuTokens bounds the workers computing at once (see Engine.cpu): a
+// worker holds a token while it works on a conversation and gives it back
+// while it waits on the outside (off). Nil: no bound.
+type cpuTokens chan struct{}
+
+// take waits for a token; give gives it back.
+func (c cpuTokens) take() {
+	if c != nil {
+		c <- struct{}{}
+	}
+}
+
+func (c cpuTokens) give() {
+	if c != nil {
+		<-c
+	}
+}
+
+// off runs f, a call to the outside a worker waits on, with the worker's
+// token given back meanwhile. Only the goroutine running process, which
+// holds a token, calls it.
+func (c cpuTokens) off(f func()) {
+	if c == nil {
 		f()
 		return
 	}
-	<-e.cpu
-	defer func() { e.cpu <- struct{}{} }()
+	c.give()
+	defer c.take()
 	f()
 }

@@ -12,8 +12,14 @@ import (
 // expertNamespace is whose memory an expert's sessions are in: its ENS
 // name, or "<ens>#<channel>" with expert.session_scope = "channel".
 func (c *convo) expertNamespace(name string) string {
-	if c.e.opts.SessionScope == ScopeChannel {
-		return ExpertNamespace(name, c.conv.Channel)
+	return expertNamespace(&c.e.opts, c.conv.Channel, name)
+}
+
+// expertNamespace is whose memory an expert's sessions are in, for a
+// conversation of channel.
+func expertNamespace(o *Options, channel, name string) string {
+	if o.SessionScope == ScopeChannel {
+		return ExpertNamespace(name, channel)
 	}
 	return ExpertNamespace(name, "")
 }
@@ -139,20 +145,4 @@ func (c *convo) bind(ctx context.Context, a ens.Agent, key string) {
 	}
 	c.appendSession(ns, key, entries...)
 	c.log.Info("expert bound to a session", slog.String(logAgent, a.EnsDomain), slog.String("session", key))
-}
-
-// otherConversations reads a session's entries that do not come from this
-// conversation (those are in the thread already).
-func (c *convo) otherConversations(ctx context.Context, namespace, key string) ([]memory.SessionEntry, error) {
-	entries, err := c.e.deps.Store.ReadSession(ctx, namespace, key, 0)
-	if err != nil {
-		return nil, err
-	}
-	out := entries[:0]
-	for _, e := range entries {
-		if e.ConversationID != c.conv.ID {
-			out = append(out, e)
-		}
-	}
-	return out, nil
 }

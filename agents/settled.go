@@ -30,13 +30,10 @@ func (e *Engine) SettledButCalls(ctx context.Context, team, channel, threadTS st
 
 func (e *Engine) settled(ctx context.Context, team, channel, threadTS string, butCalls bool) (bool, error) {
 	id := ConversationID(team, channel, threadTS)
-	e.mu.Lock()
-	running := e.busy[id]
-	e.mu.Unlock()
-	if running || e.reactions.queued() > 0 {
+	if e.workers.running(id) || e.reactions.queued() > 0 {
 		return false, nil
 	}
-	snap, err := e.deps.Store.Snapshot(ctx, id)
+	snap, err := e.convs.Snapshot(ctx, id)
 	if err != nil {
 		return false, fmt.Errorf("agents: read conversation %s: %w", id, err)
 	}

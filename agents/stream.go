@@ -88,12 +88,18 @@ func (c runner) askStreamed(ctx context.Context, t *turn, req llm.Request, menti
 	s.wg.Wait()
 	t.stream = nil
 	if s.marked {
-		if c.st.Streamed == nil {
-			c.st.Streamed = make(map[string]streamMark)
+		if t.streamed == nil {
+			t.streamed = make(map[string]streamMark)
 		}
-		c.st.Streamed[s.postID] = s.mark()
+		t.streamed[s.postID] = s.mark()
 	}
 	return text, err
+}
+
+// committer commits a conversation under its lock: a streamed reply's
+// marker (Conversations.Commit).
+type committer interface {
+	Commit(ctx context.Context, l memory.Lock, c memory.Commit) (pending bool, err error)
 }
 
 func (c runner) newStreamer(t *turn, sm StreamModel, mention bool) *streamer {
@@ -116,7 +122,7 @@ func (c runner) newStreamer(t *turn, sm StreamModel, mention bool) *streamer {
 
 // complete's model call: streamed when the turn streams.
 func (c runner) callModel(ctx context.Context, t *turn, req llm.Request) (resp llm.Response, err error) {
-	c.offCPU(func() {
+	c.cpu.off(func() {
 		if s := t.stream; s != nil {
 			resp, err = s.model.Stream(ctx, req, s.onText)
 			return
@@ -148,7 +154,7 @@ func (s *streamer) latest() (raw, shown string) {
 // interval's ticks when the text changed: a tick allows one update, the
 // next change uses it.
 func (s *streamer) loop(ctx context.Context) {
-	tick, stopTick := s.c.streamTicker()
+	tick, stopTick := streamTicker(s.c.deps, s.c.opts)
 	defer stopTick()
 	started, due := false, false
 	for {
@@ -198,7 +204,7 @@ func (s *streamer) show(ctx context.Context, text string, ending bool) {
 	case s.ts == "" && !s.looked:
 		// An earlier run may have posted it without recording its ts.
 		s.looked = true
-		found, err := c.deps.Chat.FindPost(ctx, s.conv.Channel, s.conv.ThreadTS, s.postID)
+		found, err := c.replies.FindPost(ctx, s.conv.Channel, s.conv.ThreadTS, s.postID)
 		if err != nil {
 			s.gaveUp = true
 			c.log.Info("streamed reply not shown", slog.String(logPost, s.postID), slog.Any(logError, err))
@@ -215,7 +221,7 @@ func (s *streamer) show(ctx context.Context, text string, ending bool) {
 		r.Mention = c.mentionUsers(ctx, text, s.agent)
 	}
 	pctx, cancel := context.WithTimeout(ctx, c.opts.PostTimeout)
-	posted, err := c.deps.Chat.PostReply(pctx, r)
+	posted, err := c.replies.PostReply(pctx, r)
 	cancel()
 	if err != nil || len(posted) == 0 {
 		if s.ts == "" {
@@ -249,7 +255,7 @@ func (s *streamer) commit(ctx context.Context) error {
 	st.Streamed[s.postID] = s.mark()
 	conv := s.conv
 	conv.State = st.encode()
-	_, err = c.deps.Store.Commit(ctx, s.lock, memory.Commit{
+	_, err = c.marks.Commit(ctx, s.lock, memory.Commit{
 		Conversation: conv,
 		Deadline:     c.now().Add(c.opts.LockTTL),
 		PendingPosts: len(st.Outbox) + 1,
@@ -264,25 +270,12 @@ func (s *streamer) mark() streamMark {
 	return streamMark{TS: s.ts, Agent: s.agent, Prompt: s.prompt}
 }
 
-// turnIDFor is the id of a facilitator's turn running prompt: the id of
-// its run that streamed before its holder died, if any — so the run again
-// finds its message even when messages routed meanwhile took ids — else
-// a new one. (A called agent's turn keeps the id it was queued with.)
-func (c *convo) turnIDFor(agent, prompt string) string {
-	for id, m := range c.st.Streamed {
-		if m.Agent == agent && m.Prompt == prompt {
-			return id
-		}
-	}
-	return c.m.turnID()
-}
-
 // streamTicker ticks once per stream interval (Deps.StreamTicker in
 // tests).
-func (e *Engine) streamTicker() (<-chan time.Time, func()) {
-	d := e.opts.StreamInterval
-	if e.deps.StreamTicker != nil {
-		return e.deps.StreamTicker(d)
+func streamTicker(deps *Deps, opts *Options) (<-chan time.Time, func()) {
+	d := opts.StreamInterval
+	if deps.StreamTicker != nil {
+		return deps.StreamTicker(d)
 	}
 	t := time.NewTicker(d)
 	return t.C, t.Stop

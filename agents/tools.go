@@ -27,18 +27,18 @@ type Toolbox interface {
 
 // toolsFor lists the tools a turn's request offers: the selection of the
 // prompt's settings when they have one, else the agent's configuration.
-func (e *Engine) toolsFor(agent string, fromSettings *[]string) []llm.Tool {
-	if e.deps.Tools == nil {
+func toolsFor(tools Toolbox, opts *Options, agent string, fromSettings *[]string) []llm.Tool {
+	if tools == nil {
 		return nil
 	}
-	selection := e.opts.Agents[agent].Tools
+	selection := opts.Agents[agent].Tools
 	if fromSettings != nil {
 		selection = *fromSettings
 	}
 	if len(selection) == 0 {
 		return nil
 	}
-	return e.deps.Tools.Tools(selection)
+	return tools.Tools(selection)
 }
 
 // complete asks the model, running the tools it calls: each round's calls
@@ -53,8 +53,8 @@ func (c runner) complete(ctx context.Context, t *turn, req llm.Request) (llm.Res
 		}
 		began := c.now()
 		resp, err := c.callModel(ctx, t, req)
-		c.traceCall(t, req, resp, err, began)
-		c.logBodies(ctx, req, resp, err)
+		c.tracer.traceCall(t, req, resp, err, began)
+		c.tracer.logBodies(ctx, req, resp, err)
 		t.report.PromptTokens += resp.PromptTokens
 		t.report.CompletionTokens += resp.CompletionTokens
 		if err != nil || len(req.Tools) == 0 || len(resp.ToolCalls) == 0 {
@@ -117,14 +117,14 @@ func (c runner) runTools(ctx context.Context, t *turn, offered []llm.Tool, calls
 			traced[i] = t.traceTool(call, results[i], outcome, called, c.now().Sub(called))
 		})
 	}
-	c.offCPU(wg.Wait)
+	c.cpu.off(wg.Wait)
 	if t.trace != nil {
 		t.trace.Tools = append(t.trace.Tools, traced...)
 		t.trace.Timings.ToolsMS += c.now().Sub(began).Milliseconds()
 	}
 	for i, call := range calls {
 		if ran[i] {
-			c.m.addNote(fmt.Sprintf("(used %s)", call.Name), c.now(), false)
+			t.notes = append(t.notes, turnNote{text: fmt.Sprintf("(used %s)", call.Name), at: c.now()})
 			t.report.ToolCalls++
 		}
 	}

@@ -134,8 +134,20 @@ type promptSources interface {
 	Source(agentENS, role, prompt string) (file, hash string)
 }
 
+// turnTracer keeps the traces of a conversation's running turns, by turn
+// id, and makes a finished one's record and spans.
+type turnTracer struct {
+	opts *Options
+	deps *Deps // Tracer, CaptureContent, and the model's profiles
+	conv *memory.Conversation
+	msgs *[]memory.Message // the thread: what a turn posted
+	now  func() time.Time
+	log  *slog.Logger
+	live map[string]*Trace
+}
+
 // newTrace starts the trace of a turn, or returns nil when traces are off.
-func (c runner) newTrace(t *turn) *Trace {
+func (c turnTracer) newTrace(t *turn) *Trace {
 	if !c.opts.Traces && c.deps.Tracer == nil {
 		return nil
 	}
@@ -158,7 +170,7 @@ func (e *Engine) liveTraces() map[string]*Trace {
 }
 
 // tracing is the trace of a running turn (nil when none).
-func (c runner) tracing(turnID string) *Trace { return c.live[turnID] }
+func (c turnTracer) tracing(turnID string) *Trace { return c.live[turnID] }
 
 // tracePrompts notes the templates a request was rendered from.
 func (t *turn) tracePrompts(prompt string, took time.Duration) {
@@ -180,7 +192,7 @@ func (t *turn) tracePrompts(prompt string, took time.Duration) {
 }
 
 // traceCall notes one model call.
-func (c runner) traceCall(t *turn, req llm.Request, resp llm.Response, err error, began time.Time) {
+func (c turnTracer) traceCall(t *turn, req llm.Request, resp llm.Response, err error, began time.Time) {
 	tr := t.trace
 	if tr == nil {
 		return
@@ -214,7 +226,7 @@ func (c runner) traceCall(t *turn, req llm.Request, resp llm.Response, err error
 // logBodies logs, at debug level only, the body a request went out with
 // and the reply's text, the configuration's secrets masked (SPEC §12.2):
 // prompt bodies never reach a log at info.
-func (c runner) logBodies(ctx context.Context, req llm.Request, resp llm.Response, err error) {
+func (c turnTracer) logBodies(ctx context.Context, req llm.Request, resp llm.Response, err error) {
 	if !c.log.Enabled(ctx, slog.LevelDebug) || err != nil {
 		return
 	}
@@ -271,12 +283,12 @@ func (t *turn) traceTool(call llm.ToolCall, result, outcome string, began time.T
 }
 
 // finishTrace completes a turn's trace from its report and the messages
-// it posted, encodes it with the secrets masked, and hands it to the next
-// commit.
-func (c runner) finishTrace(t *turn) {
+// it posted and encodes it with the secrets masked, for the step's next
+// commit; false when it is not kept.
+func (c turnTracer) finishTrace(t *turn) (memory.TurnTrace, bool) {
 	tr := t.trace
 	if tr == nil {
-		return
+		return memory.TurnTrace{}, false
 	}
 	r := t.report
 	tr.Phase, tr.Outcome = r.Phase, r.Outcome
@@ -292,18 +304,18 @@ func (c runner) finishTrace(t *turn) {
 	}
 	if !c.opts.Traces {
 		delete(c.live, t.id)
-		return
+		return memory.TurnTrace{}, false
 	}
 	body, err := json.Marshal(tr)
 	if err != nil {
 		c.log.Warn("encode a turn's trace", slog.String(logTurn, t.id), slog.Any(logError, err))
-		return
+		return memory.TurnTrace{}, false
 	}
 	if c.opts.maskSecrets != nil {
 		body = c.opts.maskSecrets.mask(body)
 	}
 	delete(c.live, t.id)
-	c.addTrace(memory.TurnTrace{TurnID: t.id, Body: body})
+	return memory.TurnTrace{TurnID: t.id, Body: body}, true
 }
 
 // ReadTraces reads a conversation's traces, oldest first, each with its

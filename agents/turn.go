@@ -16,65 +16,45 @@ import (
 	"github.com/conclavehq/conclave/templates"
 )
 
-// runner runs the turns of a loaded conversation, each from its prompt to
-// its pending post: an expert's or a clone's call (callTurn), the
-// facilitator's turn (facilitatorTurn) and the conclusion (concludeTurn).
-// It holds what a turn uses of the engine (ports, options, clock, and the
-// few engine services it calls, as functions), what it reads of the
-// conversation, and the pieces of the conversation a turn changes: the
-// machine (which turn, and its outcome), the session binds, the outbox its
-// posts go through, and the stream markers in the state.
+// runner runs the turns of a loaded conversation. A turn is a function
+// from what it needs — the view, the prompts, the model, the tools and
+// the memory sessions it reads — to what it produced, held in its turn:
+// the posts to make (prepared, not made), history notes, the session it
+// chose, stream markers, its report and its trace. It changes nothing of
+// the conversation, the machine or the store (but for a streamed reply's
+// marker, committed beside the state as last committed: stream.go); the
+// step (conversation.go) feeds what a turn produced into the machine and
+// carries it out.
 type runner struct {
-	deps *Deps    // the ports: model, prompts, tools, store, chat, OnTurn
+	deps *Deps    // the ports: model, prompts, tools, OnTurn
 	opts *Options // the engine's options
 	now  func() time.Time
-	// offCPU runs a call to the outside with the worker's CPU token given
-	// back meanwhile (Engine.offCPU).
-	offCPU       func(func())
-	pairedUser   func(ctx context.Context, agent string) (string, error)
-	toolsFor     func(agent string, fromSettings *[]string) []llm.Tool
-	patterns     map[string]*regexp.Regexp // the experts' session patterns
-	streamTicker func() (<-chan time.Time, func())
+	// cpu: a call to the outside runs with the worker's CPU token given
+	// back meanwhile (cpuTokens.off).
+	cpu      cpuTokens
+	pairings Pairings                  // whom a reply's mentions reach
+	patterns map[string]*regexp.Regexp // the experts' session patterns
 
-	log    *slog.Logger         // the conversation's
-	conv   *memory.Conversation // State as last committed: a stream's marker is committed over it
-	lock   memory.Lock          // what a stream's commits prove
-	msgs   *[]memory.Message    // the thread, in ts order
-	st     *convState           // read, but for the stream markers (Streamed)
-	m      *machine             // the state machine over st
-	roster *roster              // the channel's agents
-	out    *outbox              // the turn's posts and notices
-	binds  sessionBinds         // the conversation's memory sessions
-	react  func(ctx context.Context)
-	// turnID is the id of a facilitator's turn running a prompt (turnIDFor).
-	turnID func(agent, prompt string) string
-	// addTrace hands a finished turn's trace to the step's next commit;
-	// live are the traces of the turns running, by turn id (tracing).
-	addTrace func(memory.TurnTrace)
-	live     map[string]*Trace
-}
-
-// sessionBinds is what a turn asks of the conversation's memory
-// sessions (session.go).
-type sessionBinds interface {
-	// expertNamespace is whose memory an expert's sessions are in.
-	expertNamespace(name string) string
-	// sessionOf is the session an expert or clone reads and appends to.
-	sessionOf(a ens.Agent) (namespace, key string, ok bool)
-	// bind binds an expert to a session.
-	bind(ctx context.Context, a ens.Agent, key string)
-	// otherConversations reads a session's entries from other conversations.
-	otherConversations(ctx context.Context, namespace, key string) ([]memory.SessionEntry, error)
+	log      *slog.Logger         // the conversation's
+	conv     *memory.Conversation // State as last committed: a stream's marker is committed over it
+	lock     memory.Lock          // what a stream's commits prove
+	msgs     *[]memory.Message    // the thread, in ts order
+	st       *convState           // read only
+	roster   *roster              // the channel's agents
+	sessions Sessions             // the memory sessions a turn reads
+	marks    committer            // where a streamed reply's marker is committed
+	replies  replyPoster          // where a streamed reply is shown
+	tracer   turnTracer           // the traces of the turns running
 }
 
 // runner is the turn runner of the loaded conversation.
 func (c *convo) runner() runner {
 	return runner{
-		deps: &c.e.deps, opts: &c.e.opts, now: c.e.now, offCPU: c.e.offCPU, pairedUser: c.e.PairedUser,
-		toolsFor: c.e.toolsFor, patterns: c.e.patterns, streamTicker: c.e.streamTicker,
-		log: c.log, conv: &c.conv, lock: c.lock, msgs: &c.msgs, st: c.st, m: c.m,
-		roster: &c.roster, out: c.out, binds: c, react: c.react, turnID: c.turnIDFor,
-		addTrace: func(t memory.TurnTrace) { c.traces = append(c.traces, t) }, live: c.e.liveTraces(),
+		deps: &c.e.deps, opts: &c.e.opts, now: c.e.now, cpu: c.e.cpu, pairings: c.e.pairings,
+		patterns: c.e.patterns,
+		log:      c.log, conv: &c.conv, lock: c.lock, msgs: &c.msgs, st: c.st,
+		roster: &c.roster, sessions: c.e.sessions, marks: c.e.convs, replies: c.e.deps.Chat,
+		tracer: turnTracer{opts: &c.e.opts, deps: &c.e.deps, conv: &c.conv, msgs: &c.msgs, now: c.e.now, log: c.log, live: c.e.liveTraces()},
 	}
 }
 
@@ -94,6 +74,18 @@ type turn struct {
 	deadline time.Time
 	stream   *streamer // while its reply is streamed
 	trace    *Trace    // nil when traces are off
+
+	// What the turn produced beyond its posts, for the step to feed
+	// into the machine (convo.apply): history notes, and the markers of
+	// the messages its replies were streamed in.
+	notes    []turnNote
+	streamed map[string]streamMark
+}
+
+// turnNote is a history line a turn adds, never posted: a tool it used.
+type turnNote struct {
+	text string
+	at   time.Time
 }
 
 func (c runner) newTurn(id string, a ens.Agent, phase string) *turn {
@@ -112,12 +104,13 @@ func (c runner) newTurn(id string, a ens.Agent, phase string) *turn {
 			Outcome:      "ok",
 		},
 	}
-	t.trace = c.newTrace(t)
+	t.trace = c.tracer.newTrace(t)
 	return t
 }
 
-// done logs the turn's one line and reports it.
-func (c runner) done(t *turn) {
+// done logs the turn's one line and reports it; it returns the turn's
+// finished trace when traces are kept.
+func (c runner) done(t *turn) (memory.TurnTrace, bool) {
 	t.report.Duration = c.now().Sub(t.started)
 	r := t.report
 	attrs := []any{
@@ -135,10 +128,11 @@ func (c runner) done(t *turn) {
 	} else {
 		c.log.Info("turn", attrs...)
 	}
-	c.finishTrace(t)
+	tr, ok := c.tracer.finishTrace(t)
 	if c.deps.OnTurn != nil {
 		c.deps.OnTurn(r)
 	}
+	return tr, ok
 }
 
 // build renders and fits one request of a turn.
@@ -164,7 +158,7 @@ func (c runner) build(t *turn, prompt string, data templates.Data, history, tail
 	}
 	t.report.Phase = prompt
 	if err == nil {
-		req.Tools = c.toolsFor(t.agent.EnsDomain, info.Tools)
+		req.Tools = toolsFor(c.deps.Tools, c.opts, t.agent.EnsDomain, info.Tools)
 	}
 	return req, err
 }
@@ -192,10 +186,11 @@ func (c runner) ask(ctx context.Context, t *turn, req llm.Request) (string, erro
 	return text, nil
 }
 
-// failed records a failed turn: a ⚠️ notice in the thread (errors.notify =
-// "thread"), never stored as a message. A cancelled context or a lost lock
-// is not a failure: the turn stays to be run again, by this replica or
-// another.
+// failed records a failed turn in its report; the step then posts a ⚠️
+// notice in the thread (errors.notify = "thread"), never stored as a
+// message. A cancelled context or a lost lock is not a failure: the turn
+// stays to be run again, by this replica or another, and failed returns
+// why it stopped.
 func (c runner) failed(ctx context.Context, t *turn, err error) error {
 	if ctx.Err() != nil || errors.Is(err, memory.ErrLockLost) {
 		t.report.Outcome = "cancelled"
@@ -206,27 +201,20 @@ func (c runner) failed(ctx context.Context, t *turn, err error) error {
 	}
 	t.report.Outcome = "failed"
 	t.report.Err = err
-	// The notice gives a reason class; the error itself, which may quote
-	// an upstream body, a URL or a host, is logged with the turn (done).
-	c.notify(ctx, t, noticeReason(err))
 	return nil
 }
 
-// notify posts a ⚠️ notice through the outbox. One that cannot be posted
-// now stays pending there; a lost lock leaves it to the next holder, which
-// must not see it twice.
-func (c runner) notify(ctx context.Context, t *turn, reason string) {
+// notice is a turn's ⚠️ notice, to post when notices go to the thread or
+// its reply was streamed there (the step applied its markers first).
+func (c runner) notice(t *turn, reason string) (pendingPost, bool) {
 	if c.opts.Notify != NotifyThread && !c.streamedFor(t.id) {
-		return
+		return pendingPost{}, false
 	}
 	if t.trace != nil {
 		t.trace.Notice = reason
 	}
 	text := fmt.Sprintf("⚠️ %s could not answer: %s (ref %s)", t.agent.Name, reason, t.id)
-	p := pendingPost{PostID: t.id + "-notice", Turn: t.id, Agent: t.agent.EnsDomain, Text: text, Notice: true}
-	if err := c.out.send(ctx, p); err != nil {
-		c.log.Warn("post a failure notice", slog.String(logTurn, t.id), slog.Any(logError, err))
-	}
+	return pendingPost{PostID: t.id + "-notice", Turn: t.id, Agent: t.agent.EnsDomain, Text: text, Notice: true}, true
 }
 
 // mentionUsers lists the paired Slack users of the human agents a reply
@@ -237,7 +225,7 @@ func (c runner) mentionUsers(ctx context.Context, text, self string) []string {
 		if n == self || c.roster.agents[n].Role != ens.RoleHuman {
 			continue
 		}
-		u, err := c.pairedUser(ctx, n)
+		u, err := pairedUser(ctx, c.pairings, n)
 		if err != nil {
 			c.log.Warn("paired user of a human agent", slog.String(logAgent, n), slog.Any(logError, err))
 		}
@@ -248,99 +236,29 @@ func (c runner) mentionUsers(ctx context.Context, text, self string) []string {
 	return users
 }
 
-// callTurn runs the first queued turn: an expert or clone answering the
-// message that named it, unless its call timed out while waiting or it is
-// at its turn cap.
-func (c runner) callTurn(ctx context.Context) error {
-	q := c.st.Queue[0]
-	now := c.now()
-	a, registered := c.roster.agents[q.Agent]
-	if !registered {
-		a = ens.Agent{Name: firstLabel(q.Agent), EnsDomain: q.Agent, Role: ens.RoleExpert}
-	}
-	t := c.newTurn(q.ID, a, "")
-	t.report.Wait = now.Sub(q.Queued)
-	defer c.done(t)
-	endCall := func() {
-		c.m.endCall(q, c.now())
-		c.react(ctx)
-	}
-	switch c.m.admit(q, registered, now) {
-	case notServed:
-		endCall()
-		c.couldNotAnswer(q.Agent, "it is no longer served in this channel")
-		t.report.Outcome = "failed"
-		t.report.Err = errors.New("agent no longer served in this channel")
-		return nil
-	case callExpired:
-		endCall()
-		c.m.addNote(fmt.Sprintf("(%s did not answer: timeout)", q.Agent), c.now(), true)
-		t.report.Outcome = "timeout"
-		return nil
-	case atCap:
-		endCall()
-		reason := fmt.Sprintf("it reached its limit of %d turns in this conversation", c.opts.MaxTurnsPerAgent)
-		c.couldNotAnswer(q.Agent, reason)
-		t.report.Outcome = "skipped"
-		if c.m.capNotice(q.Agent) {
-			c.notify(ctx, t, reason)
-		}
-		return nil
-	}
-	c.m.startTurn(q.Agent)
-
-	var text, unanswered string
-	var meta map[string]string
-	var err error
-	if a.Role == ens.RoleClone {
-		text, err = c.cloneTurn(ctx, t)
-	} else {
-		text, meta, unanswered, err = c.expertTurn(ctx, t)
-	}
-	if err != nil && ctx.Err() != nil {
-		return c.failed(ctx, t, err) // to be run again: the call goes on
-	}
-	endCall()
-	if err != nil {
-		if err := c.failed(ctx, t, err); err != nil {
-			return err
-		}
-		c.couldNotAnswer(q.Agent, noticeReason(err))
-		return nil
-	}
-	if unanswered != "" {
-		c.couldNotAnswer(q.Agent, unanswered)
-	}
-	if strings.TrimSpace(text) == "" {
-		t.report.Outcome = "empty"
-	}
-	return c.post(ctx, a, t.id, text, pendingPost{Turn: t.id, Meta: meta})
+// threaded is what an unbound expert's threading request produced.
+type threaded struct {
+	text       string            // to post: its message, or the raw reply when unreadable
+	meta       map[string]string // the threading outcome, recorded on the post
+	key        string            // the session it chose ("" leaves it unbound)
+	unanswered string            // why it cannot answer, when unbound
 }
 
-// expertTurn runs an expert: context-found when it is bound; otherwise
-// threading (context-not-found), then, once bound, context-found in the
-// same turn, after posting the threading message. unanswered says why an
-// expert left unbound cannot answer (no key found, or its policy refused
-// a new session); it is empty when the expert answered or asked for the
-// key in its message.
-func (c runner) expertTurn(ctx context.Context, t *turn) (text string, meta map[string]string, unanswered string, err error) {
+// threading asks an unbound expert which memory session the messages
+// that name it are about (context-not-found), reads its reply and
+// chooses the session by its policy. known is .KnownSessions.
+func (c runner) threading(ctx context.Context, t *turn, known []string) (threaded, error) {
 	a := t.agent
-	if key := c.st.Bindings[a.EnsDomain]; key != "" {
-		text, err := c.contextFound(ctx, t, key)
-		return text, nil, "", err
-	}
 	visible := c.view().visibleTo(a)
 	data := c.view().data(ctx, a, visible, "", len(visible))
-	if data.KnownSessions, err = c.deps.Store.RecentSessions(ctx, c.binds.expertNamespace(a.EnsDomain), maxKnownSessions); err != nil {
-		return "", nil, "", fmt.Errorf("list sessions of %s: %w", a.EnsDomain, err)
-	}
+	data.KnownSessions = known
 	req, err := c.build(t, templates.PromptContextNotFound, data, c.view().history(ctx, a, visible, false), nil)
 	if err != nil {
-		return "", nil, "", err
+		return threaded{}, err
 	}
 	raw, err := c.ask(ctx, t, req)
 	if err != nil {
-		return "", nil, "", err
+		return threaded{}, err
 	}
 	reply, outcome, perr := parseThreading(raw)
 	if perr != nil {
@@ -351,39 +269,28 @@ func (c runner) expertTurn(ctx context.Context, t *turn) (text string, meta map[
 			llm.Message{Role: llm.RoleUser, Content: threadingReminder})
 		raw, err = c.ask(ctx, t, retry)
 		if err != nil {
-			return "", nil, "", err
+			return threaded{}, err
 		}
 		reply, outcome, perr = parseThreading(raw)
 		if perr != nil {
 			c.log.Warn("threading reply unreadable twice; posting it as it is", slog.String(logAgent, a.EnsDomain), slog.Any(logError, perr))
-			return raw, map[string]string{"threading": threadingFailed}, "", nil
+			return threaded{text: raw, meta: map[string]string{"threading": threadingFailed}}, nil
 		}
 	}
 	c.log.Info("threading reply read", slog.String(logAgent, a.EnsDomain), slog.String(logTurn, t.id),
 		slog.String("outcome", outcome), slog.String("key", reply.Session))
-	meta = map[string]string{"threading": outcome}
+	th := threaded{text: reply.Message, meta: map[string]string{"threading": outcome}}
 	key, refused, err := c.chooseSession(ctx, a, reply.Session)
 	switch {
 	case err != nil:
-		return "", nil, "", err
+		return threaded{}, err
 	case refused != "":
-		return reply.Message, meta, refused, nil
+		th.unanswered = refused
 	case key == "" && strings.TrimSpace(reply.Message) == "":
-		return "", meta, "it found no memory key in the messages that name it", nil
-	case key == "":
-		return reply.Message, meta, "", nil
+		th.text, th.unanswered = "", "it found no memory key in the messages that name it"
 	}
-	c.binds.bind(ctx, a, key)
-	if reply.Message != "" {
-		// A threading message that cannot be posted now stays first in
-		// the outbox; the answer goes after it.
-		if err := c.post(ctx, a, t.id+"-threading", reply.Message, pendingPost{Turn: t.id, Meta: meta}); err != nil {
-			return "", nil, "", err
-		}
-		meta = nil // recorded on the threading message
-	}
-	text, err = c.contextFound(ctx, t, key)
-	return text, meta, "", err
+	th.key = key
+	return th, nil
 }
 
 // chooseSession matches a threading key against the expert's sessions and
@@ -393,8 +300,8 @@ func (c runner) chooseSession(ctx context.Context, a ens.Agent, key string) (ses
 	if key == "" {
 		return "", "", nil
 	}
-	ns := c.binds.expertNamespace(a.EnsDomain)
-	existing, err := c.deps.Store.Sessions(ctx, ns)
+	ns := expertNamespace(c.opts, c.conv.Channel, a.EnsDomain)
+	existing, err := c.sessions.Sessions(ctx, ns)
 	if err != nil {
 		return "", "", fmt.Errorf("list sessions of %s: %w", ns, err)
 	}
@@ -424,30 +331,12 @@ func (c runner) chooseSession(ctx context.Context, a ens.Agent, key string) (ses
 // when it chooses one.
 const maxKnownSessions = 50
 
-// couldNotAnswer records that a named agent cannot answer, and why, in a
-// history line never posted, which wakes the facilitator at once: it can
-// ask someone else or tell the person.
-func (c runner) couldNotAnswer(agent, reason string) {
-	c.m.addNote(fmt.Sprintf("(%s could not answer: %s)", agent, reason), c.now(), true)
-}
-
-// contextFound answers as a bound expert.
-func (c runner) contextFound(ctx context.Context, t *turn, key string) (string, error) {
-	return c.sessionTurn(ctx, t, c.binds.expertNamespace(t.agent.EnsDomain), key, templates.PromptContextFound)
-}
-
-// cloneTurn answers as a clone, on its human's group session.
-func (c runner) cloneTurn(ctx context.Context, t *turn) (string, error) {
-	ns, key, _ := c.binds.sessionOf(t.agent)
-	return c.sessionTurn(ctx, t, ns, key, templates.PromptDefault)
-}
-
 // sessionTurn runs prompt for an agent with a memory session: the
 // session's entries from other conversations, then what it sees of this
 // thread.
 func (c runner) sessionTurn(ctx context.Context, t *turn, namespace, key, prompt string) (string, error) {
 	a := t.agent
-	entries, err := c.binds.otherConversations(ctx, namespace, key)
+	entries, err := c.otherConversations(ctx, namespace, key)
 	if err != nil {
 		return "", err
 	}
@@ -461,67 +350,39 @@ func (c runner) sessionTurn(ctx context.Context, t *turn, namespace, key, prompt
 	return c.askStreamed(ctx, t, req, c.st.Conclude == nil)
 }
 
-// facilitatorTurn runs the facilitator's default prompt over the whole
-// thread (START, BODY, or after a restart). A reply holding :end: asks for
-// the conclusion; what is left of it is posted first.
-func (c runner) facilitatorTurn(ctx context.Context) error {
-	f := c.roster.agents[c.roster.facilitator]
-	t := c.newTurn(c.turnID(f.EnsDomain, templates.PromptDefault), f, templates.PromptDefault)
-	defer c.done(t)
-	// Messages that arrive during the turn are routed after it and wake
-	// the facilitator again.
-	wake := c.m.startFacilitator()
-
-	data := c.view().data(ctx, f, *c.msgs, c.conv.ID, len(*c.msgs))
-	req, err := c.build(t, templates.PromptDefault, data, c.view().history(ctx, f, *c.msgs, true), nil)
-	var text string
-	if err == nil {
-		text, err = c.askStreamed(ctx, t, req, true)
-	}
-	if err != nil && ctx.Err() != nil {
-		return c.failed(ctx, t, err) // to be run again: the messages keep their reaction
-	}
-	c.m.facilitatorDone(wake, c.now())
-	c.react(ctx)
+// otherConversations reads a session's entries that do not come from this
+// conversation (those are in the thread already).
+func (c runner) otherConversations(ctx context.Context, namespace, key string) ([]memory.SessionEntry, error) {
+	entries, err := c.sessions.ReadSession(ctx, namespace, key, 0)
 	if err != nil {
-		return c.failed(ctx, t, err)
+		return nil, err
 	}
-	rest, hadEnd := stripEnd(text)
-	if hadEnd {
-		r := &concludeRequest{Reason: concludeByEnd, EndReply: text, PrevPrompt: req.Messages[len(req.Messages)-1].Content}
-		// In a reopened thread, a reply without words acknowledges
-		// ("thanks"): the machine decides whether it closes silently.
-		closed := c.m.facilitatorEnd(!hasWords(rest), r)
-		c.react(ctx)
-		if closed {
-			c.log.Info("conversation closed again without a conclusion")
-			t.report.Outcome = "empty"
-			return nil
-		}
-		if !hasWords(rest) {
-			rest = "" // a lone signature ("🧭 :end:") is not worth a post
+	out := entries[:0]
+	for _, e := range entries {
+		if e.ConversationID != c.conv.ID {
+			out = append(out, e)
 		}
 	}
-	if strings.TrimSpace(rest) == "" {
-		t.report.Outcome = "empty"
-	}
-	return c.post(ctx, f, t.id, rest, pendingPost{Turn: t.id, EndReply: hadEnd})
+	return out, nil
 }
 
-// concludeTurn runs the facilitator's conclude prompt once: the thread
-// (without the :end: reply), then the previous phase prompt and the :end:
-// reply when there was one. The conversation is concluded even when the
-// turn fails.
-func (c runner) concludeTurn(ctx context.Context) error {
-	r := c.st.Conclude
-	f, ok := c.roster.agents[c.roster.facilitator]
-	if !ok {
-		c.m.concluded(c.now(), false)
-		c.react(ctx)
-		return nil
+// facilitator runs the facilitator's default prompt over the whole
+// thread (START, BODY, or after a restart). It returns the reply and the
+// prompt it answered (what a conclusion asked for by :end: replays).
+func (c runner) facilitator(ctx context.Context, t *turn) (text, prompt string, err error) {
+	data := c.view().data(ctx, t.agent, *c.msgs, c.conv.ID, len(*c.msgs))
+	req, err := c.build(t, templates.PromptDefault, data, c.view().history(ctx, t.agent, *c.msgs, true), nil)
+	if err != nil {
+		return "", "", err
 	}
-	t := c.newTurn(c.turnID(f.EnsDomain, templates.PromptConclude), f, templates.PromptConclude)
-	defer c.done(t)
+	text, err = c.askStreamed(ctx, t, req, true)
+	return text, req.Messages[len(req.Messages)-1].Content, err
+}
+
+// conclusion runs the facilitator's conclude prompt: the thread (without
+// the :end: reply), then the previous phase prompt and the :end: reply
+// when there was one.
+func (c runner) conclusion(ctx context.Context, t *turn, r *concludeRequest) (string, error) {
 	var msgs []memory.Message
 	for _, m := range *c.msgs {
 		if r.EndTS == "" || m.TS != r.EndTS {
@@ -535,25 +396,11 @@ func (c runner) concludeTurn(ctx context.Context) error {
 			{Role: llm.RoleAssistant, Content: r.EndReply},
 		}
 	}
-	data := c.view().data(ctx, f, msgs, c.conv.ID, len(msgs)+len(tail))
+	data := c.view().data(ctx, t.agent, msgs, c.conv.ID, len(msgs)+len(tail))
 	data.ConcludeReason = concludeReasons[r.Reason]
-	req, err := c.build(t, templates.PromptConclude, data, c.view().history(ctx, f, msgs, true), tail)
-	var text string
-	if err == nil {
-		text, err = c.askStreamed(ctx, t, req, false)
-	}
-	if err != nil && ctx.Err() != nil {
-		t.report.Outcome = "cancelled"
-		return ctx.Err()
-	}
-	c.m.concluded(c.now(), true)
-	c.react(ctx)
-	c.log.Info("conversation concluded", slog.String("reason", r.Reason))
+	req, err := c.build(t, templates.PromptConclude, data, c.view().history(ctx, t.agent, msgs, true), tail)
 	if err != nil {
-		return c.failed(ctx, t, err)
+		return "", err
 	}
-	if strings.TrimSpace(text) == "" {
-		t.report.Outcome = "empty"
-	}
-	return c.post(ctx, f, t.id, text, pendingPost{Turn: t.id, Conclusion: true})
+	return c.askStreamed(ctx, t, req, false)
 }

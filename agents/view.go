@@ -22,7 +22,7 @@ type view struct {
 	msgs []memory.Message // the thread, in ts order
 	st   *convState       // read only: participants and notes
 	opts *Options
-	chat Chat
+	chat channelDescriber
 	log  *slog.Logger
 }
 
