@@ -199,7 +199,7 @@ func findTraces(ctx context.Context, log agents.TraceLog, ref string) ([]agents.
 		what = "thread " + r.channel + "/" + r.threadTS
 		r.conversation, err = log.TraceRef(ctx, r.channel, r.threadTS)
 		if errors.Is(err, memory.ErrNotFound) {
-			return nil, fmt.Errorf("trace: no traces kept for %s (a reply's link leads to its thread only with its thread_ts; traces are kept trace.retention)", what)
+			return nil, fmt.Errorf("trace: no traces kept for %s (a reply's link leads to its thread only with its thread_ts; traces are kept for trace.retention)", what)
 		}
 		if err != nil {
 			return nil, err
@@ -210,7 +210,7 @@ func findTraces(ctx context.Context, log agents.TraceLog, ref string) ([]agents.
 		return nil, err
 	}
 	if len(traces) == 0 {
-		return nil, fmt.Errorf("trace: no traces kept for %s (traces are kept trace.retention, when trace.enabled)", what)
+		return nil, fmt.Errorf("trace: no traces kept for %s (traces are kept for trace.retention, when trace.enabled)", what)
 	}
 	return traces, nil
 }

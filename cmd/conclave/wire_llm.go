@@ -8,7 +8,7 @@ import (
 
 // llmProfiles turns [llm] and [llm.profiles.*] into client profiles: a
 // named profile inherits every key it does not set from [llm] (except the
-// API key when it names another base URL).
+// API key and the headers when it names another base URL).
 func llmProfiles(c LLMConfig) (llm.Profile, map[string]llm.Profile) {
 	def := mergeProfile(llm.Profile{Name: ""}, c.LLMProfileConfig)
 	named := make(map[string]llm.Profile, len(c.Profiles))
@@ -17,9 +17,13 @@ func llmProfiles(c LLMConfig) (llm.Profile, map[string]llm.Profile) {
 		base.Name = name
 		base.Headers = maps.Clone(def.Headers)
 		// A profile pointing at another endpoint never inherits the default
-		// key: it would be sent to a third party.
-		if p.BaseURL != nil && *p.BaseURL != def.BaseURL && p.APIKey == nil {
-			base.APIKey = ""
+		// key, nor the headers, which may carry one (x-api-key): they would
+		// be sent to a third party.
+		if p.BaseURL != nil && *p.BaseURL != def.BaseURL {
+			if p.APIKey == nil {
+				base.APIKey = ""
+			}
+			base.Headers = nil
 		}
 		named[name] = mergeProfile(base, p)
 	}

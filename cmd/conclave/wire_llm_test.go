@@ -40,8 +40,16 @@ api_key = "sk-gateway"
 	if local.APIKey != "" {
 		t.Errorf("a profile with another base URL inherited the default key")
 	}
-	if local.Timeout != 5*time.Second || local.Model != "base-model" || local.Headers["X-Local"] != "1" || local.Headers["X-Team"] != "claims" {
+	if local.Timeout != 5*time.Second || local.Model != "base-model" || local.Headers["X-Local"] != "1" {
 		t.Errorf("local = %+v", local)
+	}
+	// [llm]'s headers stay with [llm]'s endpoint, as its key does: a header
+	// may carry a key (x-api-key).
+	if _, ok := local.Headers["X-Team"]; ok {
+		t.Errorf("a profile with another base URL inherited [llm]'s headers: %v", local.Headers)
+	}
+	if h := named["other"].Headers; len(h) != 0 {
+		t.Errorf("other headers = %v, want none", h)
 	}
 	if _, ok := def.Headers["X-Local"]; ok {
 		t.Errorf("a profile's header leaked into the default profile")
