@@ -106,7 +106,29 @@ func (m *Model) Complete(ctx context.Context, r llm.Request) (llm.Response, erro
 	return llm.Response{
 		Content: content, FinishReason: llm.FinishStop, Model: ModelName,
 		PromptTokens: prompt, CompletionTokens: len(content)/4 + 1, Attempts: 1,
+		Sent: m.body(r),
 	}, nil
+}
+
+// bodyBuilder is what the configured client offers to build a request's
+// JSON body without sending it (llm.Client.RequestBody).
+type bodyBuilder interface {
+	RequestBody(llm.Request) (endpointURL string, body []byte, err error)
+}
+
+// body is the JSON body the configured endpoint would have received for
+// r, so that traces and `chat --record` show the request as with a real
+// model; nil when the profiles cannot build one.
+func (m *Model) body(r llm.Request) []byte {
+	b, ok := m.opts.Profiles.(bodyBuilder)
+	if !ok {
+		return nil
+	}
+	_, body, err := b.RequestBody(r)
+	if err != nil {
+		return nil
+	}
+	return body
 }
 
 // answer is the content of the response to r.

@@ -223,6 +223,37 @@ func TestChatRecordAndTrace(t *testing.T) {
 	}
 }
 
+// With --fake-model, --record still writes each request as the configured
+// endpoint would have received it (the fake model calls no endpoint).
+func TestChatRecordWithFakeModel(t *testing.T) {
+	r := newRig(t, fakeslack.Options{})
+	path := r.config(t, claimsDesk)
+	dir := filepath.Join(t.TempDir(), "calls")
+	code, stdout, stderr := runChatScript(t, "Is C45653 covered?\n", "--config", path, "--as", "Ada", "--fake-model", "--record", dir)
+	if code != 0 {
+		t.Fatalf("exit code %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	body, err := os.ReadFile(filepath.Join(dir, "001-elen-default.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec struct {
+		Request struct {
+			Model    string
+			Messages []struct{ Role, Content string }
+		}
+	}
+	if err := json.Unmarshal(body, &rec); err != nil {
+		t.Fatal(err)
+	}
+	if len(rec.Request.Messages) == 0 || !strings.Contains(rec.Request.Messages[len(rec.Request.Messages)-1].Content+string(body), "Is C45653 covered?") {
+		t.Errorf("recorded request has no messages with the person's request:\n%s", body)
+	}
+	if len(r.llm.Requests()) != 0 {
+		t.Errorf("the fake model reached the endpoint %d times", len(r.llm.Requests()))
+	}
+}
+
 // The facilitator's answer to a person carries 👍/👎 buttons (the
 // expert's reply and the facilitator's call do not, slack.feedback =
 // "answers"); a press through the real socketmode client is thanked
