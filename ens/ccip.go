@@ -107,9 +107,10 @@ func (e errGatewayStatus) Error() string { return fmt.Sprintf("HTTP %d", e.code)
 
 func (e errGatewayStatus) Is(target error) bool { return target == ErrGatewayUnreachable }
 
-// ask tries the gateway URLs in order, the first maxGatewayURLs of them. A URL with {data} is fetched with GET,
-// any other gets a POST of {"data", "sender"}. A 4xx answer stops the search;
-// 404 means the gateway does not know the name (ErrNotFound).
+// ask tries the gateway URLs in order, the first maxGatewayURLs of them. A
+// URL with {data} is fetched with GET, any other gets a POST of {"data",
+// "sender"}. A 4xx answer stops the search; 404 means the gateway does not
+// know the name (ErrNotFound).
 func (r ccipReader) ask(ctx context.Context, l offchainLookup) ([]byte, error) {
 	if len(l.URLs) == 0 {
 		return nil, errors.New("CCIP-Read: OffchainLookup gave no gateway URL")
@@ -117,11 +118,7 @@ func (r ccipReader) ask(ctx context.Context, l offchainLookup) ([]byte, error) {
 	sender := strings.ToLower(l.Sender.Hex())
 	data := hexutil.Encode(l.CallData)
 	var errs []error
-	urls := l.URLs
-	if len(urls) > maxGatewayURLs {
-		urls = urls[:maxGatewayURLs]
-	}
-	for _, u := range urls {
+	for _, u := range l.URLs[:min(len(l.URLs), maxGatewayURLs)] {
 		answer, err := r.fetch(ctx, u, sender, data)
 		if err == nil {
 			return answer, nil

@@ -46,25 +46,13 @@ var errOtherOrigin = errors.New("a redirect to another origin is refused")
 
 // originClient is hc for one HTTP server: its headers (which are secrets,
 // a bearer token most often) go only to the origin of endpoint, and a
-// redirect to any other origin is refused rather than followed — the
-// headers being set by the transport, the client's own rule of dropping
-// Authorization across hosts would not apply to them.
+// request to any other origin, a redirect's included, is refused by the
+// transport rather than sent — the headers being set by the transport, the
+// client's own rule of dropping Authorization across hosts would not apply
+// to them.
 func originClient(hc *http.Client, endpoint string, header map[string]string) *http.Client {
 	client := *hc
-	origin := originOf(endpoint)
-	client.Transport = headerTransport{next: cmpTransport(hc.Transport), origin: origin, header: header}
-	client.CheckRedirect = func(req *http.Request, via []*http.Request) error {
-		if originOf(req.URL.String()) != origin {
-			return errOtherOrigin
-		}
-		if hc.CheckRedirect != nil {
-			return hc.CheckRedirect(req, via)
-		}
-		if len(via) >= 10 {
-			return errors.New("stopped after 10 redirects")
-		}
-		return nil
-	}
+	client.Transport = headerTransport{next: cmpTransport(hc.Transport), origin: originOf(endpoint), header: header}
 	return &client
 }
 

@@ -70,18 +70,8 @@ func checkComposePorts(path string, conclave types.ServiceConfig) []string {
 	bad := func(format string, args ...any) {
 		problems = append(problems, path+": "+fmt.Sprintf(format, args...))
 	}
-	public := "8080"
-	if v := conclave.Environment["CONCLAVE_HTTP_ADDR"]; v != nil {
-		if _, port, err := net.SplitHostPort(*v); err == nil {
-			public = port
-		}
-	}
-	ops := ""
-	if v := conclave.Environment["CONCLAVE_HTTP_OPS_ADDR"]; v != nil {
-		if _, port, err := net.SplitHostPort(*v); err == nil {
-			ops = port
-		}
-	}
+	public := composePort(conclave, "CONCLAVE_HTTP_ADDR", "8080")
+	ops := composePort(conclave, "CONCLAVE_HTTP_OPS_ADDR", "")
 	if ops == "" {
 		bad("conclave must serve /metrics, /readyz and pprof on an operations listener of their own (CONCLAVE_HTTP_OPS_ADDR=:9090)")
 	}
@@ -100,6 +90,17 @@ func checkComposePorts(path string, conclave types.ServiceConfig) []string {
 		bad("conclave must publish its public listener (port %s, the wallet page)", public)
 	}
 	return problems
+}
+
+// composePort is the port of one of conclave's address variables in the
+// service's environment; def when it is not set or names no port.
+func composePort(conclave types.ServiceConfig, variable, def string) string {
+	if v := conclave.Environment[variable]; v != nil {
+		if _, port, err := net.SplitHostPort(*v); err == nil {
+			return port
+		}
+	}
+	return def
 }
 
 // portNumber parses a port; an invalid one is 0, which no service uses.

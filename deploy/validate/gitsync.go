@@ -24,18 +24,7 @@ func checkGitSync(b *bundle, spec corev1.PodSpec) (found bool, problems []string
 	bad := func(format string, args ...any) {
 		problems = append(problems, "git-sync: "+fmt.Sprintf(format, args...))
 	}
-	var gs *corev1.Container
-	native := false
-	for i, c := range spec.InitContainers {
-		if strings.HasPrefix(c.Image, gitSyncImage) {
-			gs, native = &spec.InitContainers[i], true
-		}
-	}
-	for i, c := range spec.Containers {
-		if strings.HasPrefix(c.Image, gitSyncImage) {
-			gs = &spec.Containers[i]
-		}
-	}
+	gs, native := gitSyncContainer(spec)
 	conclave := container(spec, conclaveContainer)
 	if gs == nil || conclave == nil {
 		return gs != nil, nil
@@ -51,16 +40,41 @@ func checkGitSync(b *bundle, spec corev1.PodSpec) (found bool, problems []string
 	if gitSyncSetting(b, *gs, "repo", "") == "" {
 		bad("no repository to sync (--repo or GITSYNC_REPO)")
 	}
+	if link, shared := gitSyncLink(b, gs, bad); shared != nil {
+		checkGitSyncMount(spec, conclave, link, shared, bad)
+	}
+	return true, problems
+}
+
+// gitSyncContainer is the pod's git-sync container, the last one found, and
+// whether it is an init container (a native sidecar); nil when it has none.
+func gitSyncContainer(spec corev1.PodSpec) (gs *corev1.Container, native bool) {
+	for i, c := range spec.InitContainers {
+		if strings.HasPrefix(c.Image, gitSyncImage) {
+			gs, native = &spec.InitContainers[i], true
+		}
+	}
+	for i, c := range spec.Containers {
+		if strings.HasPrefix(c.Image, gitSyncImage) {
+			gs = &spec.Containers[i]
+		}
+	}
+	return gs, native
+}
+
+// gitSyncLink is the absolute path of the link git-sync publishes and the
+// writable volume mount of gs it lies in; shared is nil, and the reason
+// reported, when there is no such link or volume.
+func gitSyncLink(b *bundle, gs *corev1.Container, bad func(string, ...any)) (link string, shared *corev1.VolumeMount) {
 	root := gitSyncSetting(b, *gs, "root", gitSyncDefaultRoot)
-	link := gitSyncSetting(b, *gs, "link", "")
+	link = gitSyncSetting(b, *gs, "link", "")
 	if link == "" {
 		bad("name the published link (--link or GITSYNC_LINK); conclave's templates.dir is that link")
-		return true, problems
+		return "", nil
 	}
 	if !path.IsAbs(link) {
 		link = path.Join(root, link)
 	}
-	var shared *corev1.VolumeMount
 	for i, m := range gs.VolumeMounts {
 		if hasPrefixPath(root, m.MountPath) {
 			shared = &gs.VolumeMounts[i]
@@ -68,12 +82,19 @@ func checkGitSync(b *bundle, spec corev1.PodSpec) (found bool, problems []string
 	}
 	if shared == nil || shared.ReadOnly {
 		bad("its --root %s is not in a volume it can write", root)
-		return true, problems
+		return "", nil
 	}
 	if !hasPrefixPath(link, shared.MountPath) {
 		bad("the link %s is outside its volume %s (%s)", link, shared.Name, shared.MountPath)
-		return true, problems
+		return "", nil
 	}
+	return link, shared
+}
+
+// checkGitSyncMount checks conclave mounts git-sync's volume shared
+// read-only, its templates.dir is the link (or under it) as seen in that
+// mount, and the volume is an emptyDir.
+func checkGitSyncMount(spec corev1.PodSpec, conclave *corev1.Container, link string, shared *corev1.VolumeMount, bad func(string, ...any)) {
 	var mounted *corev1.VolumeMount
 	for i, m := range conclave.VolumeMounts {
 		if m.Name == shared.Name && m.SubPath == "" {
@@ -82,7 +103,7 @@ func checkGitSync(b *bundle, spec corev1.PodSpec) (found bool, problems []string
 	}
 	if mounted == nil {
 		bad("conclave does not mount git-sync's volume %s", shared.Name)
-		return true, problems
+		return
 	}
 	if !mounted.ReadOnly {
 		bad("conclave mounts git-sync's volume %s writable; make it readOnly", shared.Name)
@@ -100,7 +121,6 @@ func checkGitSync(b *bundle, spec corev1.PodSpec) (found bool, problems []string
 			bad("volume %s should be an emptyDir that git-sync fills", v.Name)
 		}
 	}
-	return true, problems
 }
 
 // gitSyncSetting is the value of one of git-sync's flags as the container

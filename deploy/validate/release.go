@@ -32,10 +32,6 @@ var releasePlatforms = []string{"linux/amd64", "linux/arm64"}
 // Dockerfile takes as build arguments. It cannot run here; this is what
 // can be known of it without GitHub.
 func checkRelease(path string) []string {
-	var problems []string
-	bad := func(format string, args ...any) {
-		problems = append(problems, path+": "+fmt.Sprintf(format, args...))
-	}
 	data, err := os.ReadFile(path) // #nosec G304 G703 -- the repository's own workflow, at a fixed path
 	if err != nil {
 		return []string{err.Error()}
@@ -44,6 +40,28 @@ func checkRelease(path string) []string {
 	if err := yaml.Unmarshal(data, &w); err != nil {
 		return []string{fmt.Sprintf("%s: %v", path, err)}
 	}
+	var problems []string
+	bad := func(format string, args ...any) {
+		problems = append(problems, path+": "+fmt.Sprintf(format, args...))
+	}
+	checkReleaseTrigger(w, bad)
+	steps := releaseSteps(w)
+	checkReleaseOrder(steps, bad)
+	if !steps.packages {
+		bad("the job needs permissions: packages: write to push to ghcr.io")
+	}
+	if steps.login != nil && steps.login["registry"] != "ghcr.io" {
+		bad("docker/login-action must log in to ghcr.io")
+	}
+	if steps.build != nil {
+		checkReleaseBuild(steps.build, bad)
+	}
+	return problems
+}
+
+// checkReleaseTrigger checks the workflow runs on pushed v* tags and on
+// nothing else.
+func checkReleaseTrigger(w workflow, bad func(string, ...any)) {
 	on := w.On
 	if on == nil {
 		on = w.True
@@ -56,28 +74,45 @@ func checkRelease(path string) []string {
 	if _, ok := push["branches"]; ok {
 		bad("must run on tags only, not on branches")
 	}
-	var steps []string
-	var build, login map[string]any
-	packages := false
+}
+
+// workflowSteps is what checkRelease reads from a workflow's jobs: the
+// actions its steps use, in order, the settings of its login and
+// build-push steps, and whether a job may write packages.
+type workflowSteps struct {
+	actions      []string
+	build, login map[string]any
+	packages     bool
+}
+
+// releaseSteps gathers the workflowSteps of w.
+func releaseSteps(w workflow) workflowSteps {
+	var s workflowSteps
 	for _, job := range w.Jobs {
 		if job.Permissions["packages"] == "write" {
-			packages = true
+			s.packages = true
 		}
-		for _, s := range job.Steps {
-			action, _, _ := strings.Cut(s.Uses, "@")
-			steps = append(steps, action)
+		for _, step := range job.Steps {
+			action, _, _ := strings.Cut(step.Uses, "@")
+			s.actions = append(s.actions, action)
 			switch action {
 			case "docker/build-push-action":
-				build = s.With
+				s.build = step.With
 			case "docker/login-action":
-				login = s.With
+				s.login = step.With
 			}
 		}
 	}
+	return s
+}
+
+// checkReleaseOrder checks the steps set up QEMU and buildx, log in, then
+// build and push, in that order.
+func checkReleaseOrder(steps workflowSteps, bad func(string, ...any)) {
 	order := []string{"docker/setup-qemu-action", "docker/setup-buildx-action", "docker/login-action", "docker/build-push-action"}
 	at := -1
 	for _, action := range order {
-		i := slices.Index(steps, action)
+		i := slices.Index(steps.actions, action)
 		if i < 0 {
 			bad("no %s step", action)
 			continue
@@ -87,15 +122,11 @@ func checkRelease(path string) []string {
 		}
 		at = i
 	}
-	if !packages {
-		bad("the job needs permissions: packages: write to push to ghcr.io")
-	}
-	if login != nil && login["registry"] != "ghcr.io" {
-		bad("docker/login-action must log in to ghcr.io")
-	}
-	if build == nil {
-		return problems
-	}
+}
+
+// checkReleaseBuild checks the build-push step's settings: both platforms,
+// a push, and the build arguments the Dockerfile takes.
+func checkReleaseBuild(build map[string]any, bad func(string, ...any)) {
 	platforms := strings.Split(fmt.Sprint(build["platforms"]), ",")
 	for i := range platforms {
 		platforms[i] = strings.TrimSpace(platforms[i])
@@ -114,5 +145,4 @@ func checkRelease(path string) []string {
 			bad("docker/build-push-action must pass the build argument %s… the Dockerfile takes", arg)
 		}
 	}
-	return problems
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
@@ -138,13 +139,7 @@ func renderChart(dir string, c chartCase) (*bundle, []string) {
 	b := newBundle(source)
 	b.gitSync, b.externalSecret = c.gitSync, c.externalSecret
 	var problems []string
-	for _, name := range slices.Sorted(func(yield func(string) bool) {
-		for name := range files {
-			if !yield(name) {
-				return
-			}
-		}
-	}) {
+	for _, name := range slices.Sorted(maps.Keys(files)) {
 		if path.Ext(name) != ".yaml" {
 			continue // NOTES.txt and the helpers
 		}
