@@ -553,16 +553,17 @@ func (s turnStep) apply(t *turn) {
 	t.streamed = nil
 }
 
-// post makes a turn's reply (prepared by the turn) through the outbox;
-// the time it took goes in the turn's trace.
-func (s turnStep) post(ctx context.Context, a ens.Agent, postID, text string, p pendingPost) error {
+// post makes a reply of turn t (prepared by the turn) through the
+// outbox; the time it took goes in the turn's trace.
+func (s turnStep) post(ctx context.Context, t *turn, a ens.Agent, postID, text string, p pendingPost) error {
+	p.Turn = t.id
 	p, ok := s.run.prepare(ctx, a, postID, text, p)
 	if !ok {
 		return nil
 	}
 	began := s.c.e.now()
 	err := s.c.deliver(ctx, p)
-	if tr := s.run.tracer.tracing(p.Turn); tr != nil {
+	if tr := t.trace; tr != nil {
 		took := s.c.e.now().Sub(began)
 		tr.Timings.PostMS += took.Milliseconds()
 		tr.posts = append(tr.posts, timeSpan{began, took})
@@ -670,7 +671,7 @@ func (s turnStep) call(ctx context.Context) error {
 	if strings.TrimSpace(text) == "" {
 		t.report.Outcome = "empty"
 	}
-	return s.post(ctx, a, t.id, text, pendingPost{Turn: t.id, Meta: meta})
+	return s.post(ctx, t, a, t.id, text, pendingPost{Meta: meta})
 }
 
 // expert runs an expert: context-found when it is bound; otherwise
@@ -704,7 +705,7 @@ func (s turnStep) expert(ctx context.Context, t *turn) (text string, meta map[st
 	if th.text != "" {
 		// A threading message that cannot be posted now stays first in
 		// the outbox; the answer goes after it.
-		if err := s.post(ctx, a, t.id+"-threading", th.text, pendingPost{Turn: t.id, Meta: meta}); err != nil {
+		if err := s.post(ctx, t, a, t.id+"-threading", th.text, pendingPost{Meta: meta}); err != nil {
 			return "", nil, "", err
 		}
 		meta = nil // recorded on the threading message
@@ -754,7 +755,7 @@ func (s turnStep) facilitator(ctx context.Context) error {
 	if strings.TrimSpace(rest) == "" {
 		t.report.Outcome = "empty"
 	}
-	return s.post(ctx, f, t.id, rest, pendingPost{Turn: t.id, EndReply: hadEnd})
+	return s.post(ctx, t, f, t.id, rest, pendingPost{EndReply: hadEnd})
 }
 
 // conclude runs the facilitator's conclude prompt once. The conversation
@@ -785,5 +786,5 @@ func (s turnStep) conclude(ctx context.Context) error {
 	if strings.TrimSpace(text) == "" {
 		t.report.Outcome = "empty"
 	}
-	return s.post(ctx, f, t.id, text, pendingPost{Turn: t.id, Conclusion: true})
+	return s.post(ctx, t, f, t.id, text, pendingPost{Conclusion: true})
 }

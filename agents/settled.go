@@ -49,12 +49,10 @@ func (e *Engine) settled(ctx context.Context, team, channel, threadTS string, bu
 			return false, nil
 		}
 	}
-	calls := st.Calls
-	if butCalls {
-		st.Calls = nil // busy() without the calls; the deadline still sees them
-	}
 	busy := st.busy()
-	st.Calls = calls
+	if butCalls {
+		busy = st.busyButCalls()
+	}
 	if busy {
 		return false, nil
 	}

@@ -232,8 +232,11 @@ func (st *convState) encode() []byte {
 }
 
 // busy reports whether anything is waiting to run.
-func (st *convState) busy() bool {
-	return len(st.Queue) > 0 || len(st.Calls) > 0 || st.Conclude != nil || len(st.Outbox) > 0
+func (st *convState) busy() bool { return len(st.Calls) > 0 || st.busyButCalls() }
+
+// busyButCalls is busy, human agents' pending calls left out.
+func (st *convState) busyButCalls() bool {
+	return len(st.Queue) > 0 || st.Conclude != nil || len(st.Outbox) > 0
 }
 
 // deadline is when the conversation next needs attention without a new

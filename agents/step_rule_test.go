@@ -14,22 +14,9 @@ import (
 // conversation.go and machine.go alone (SPEC §13.5). A turn, the outbox,
 // the view and the rest get what they need from the step.
 func TestMachineCalledFromTheStepOnly(t *testing.T) {
-	fset := token.NewFileSet()
-	files, err := filepath.Glob("*.go")
-	if err != nil {
-		t.Fatal(err)
-	}
+	fset, parsed := parseSources(t)
 	methods := map[string]bool{}
-	parsed := map[string]*ast.File{}
-	for _, name := range files {
-		if strings.HasSuffix(name, "_test.go") {
-			continue
-		}
-		f, err := parser.ParseFile(fset, name, nil, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		parsed[name] = f
+	for _, f := range parsed {
 		for _, d := range f.Decls {
 			fd, ok := d.(*ast.FuncDecl)
 			if !ok || fd.Recv == nil {
@@ -80,20 +67,9 @@ func TestOutboxHoldsNoFunction(t *testing.T) {
 // No type of agents has more than 30 methods: one that grows past it has
 // more than one job (SPEC §13.5).
 func TestNoTypeOverThirtyMethods(t *testing.T) {
-	fset := token.NewFileSet()
-	files, err := filepath.Glob("*.go")
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, parsed := parseSources(t)
 	count := map[string]int{}
-	for _, name := range files {
-		if strings.HasSuffix(name, "_test.go") {
-			continue
-		}
-		f, err := parser.ParseFile(fset, name, nil, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, f := range parsed {
 		for _, d := range f.Decls {
 			fd, ok := d.(*ast.FuncDecl)
 			if !ok || fd.Recv == nil {
@@ -116,4 +92,27 @@ func TestNoTypeOverThirtyMethods(t *testing.T) {
 			t.Errorf("%s has %d methods, more than 30", typ, n)
 		}
 	}
+}
+
+// parseSources parses the package's source files, its tests left out, by
+// file name.
+func parseSources(t *testing.T) (*token.FileSet, map[string]*ast.File) {
+	t.Helper()
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	parsed := map[string]*ast.File{}
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		parsed[name] = f
+	}
+	return fset, parsed
 }

@@ -134,8 +134,8 @@ type promptSources interface {
 	Source(agentENS, role, prompt string) (file, hash string)
 }
 
-// turnTracer keeps the traces of a conversation's running turns, by turn
-// id, and makes a finished one's record and spans.
+// turnTracer starts a conversation's turn traces (each kept in its turn)
+// and makes a finished one's record and spans.
 type turnTracer struct {
 	opts *Options
 	deps *Deps // Tracer, CaptureContent, and the model's profiles
@@ -143,7 +143,6 @@ type turnTracer struct {
 	msgs *[]memory.Message // the thread: what a turn posted
 	now  func() time.Time
 	log  *slog.Logger
-	live map[string]*Trace
 }
 
 // newTrace starts the trace of a turn, or returns nil when traces are off.
@@ -156,21 +155,8 @@ func (c turnTracer) newTrace(t *turn) *Trace {
 		TurnID: t.id, Agent: t.agent.EnsDomain, Role: string(t.agent.Role), Replica: c.opts.Replica,
 		Started: t.started,
 	}
-	c.live[t.id] = tr
 	return tr
 }
-
-// liveTraces is where a runner keeps its running turns' traces; nil
-// when turns are not traced.
-func (e *Engine) liveTraces() map[string]*Trace {
-	if !e.opts.Traces && e.deps.Tracer == nil {
-		return nil
-	}
-	return map[string]*Trace{}
-}
-
-// tracing is the trace of a running turn (nil when none).
-func (c turnTracer) tracing(turnID string) *Trace { return c.live[turnID] }
 
 // tracePrompts notes the templates a request was rendered from.
 func (t *turn) tracePrompts(prompt string, took time.Duration) {
@@ -303,7 +289,6 @@ func (c turnTracer) finishTrace(t *turn) (memory.TurnTrace, bool) {
 		c.emitSpans(tr)
 	}
 	if !c.opts.Traces {
-		delete(c.live, t.id)
 		return memory.TurnTrace{}, false
 	}
 	body, err := json.Marshal(tr)
@@ -314,7 +299,6 @@ func (c turnTracer) finishTrace(t *turn) (memory.TurnTrace, bool) {
 	if c.opts.maskSecrets != nil {
 		body = c.opts.maskSecrets.mask(body)
 	}
-	delete(c.live, t.id)
 	return memory.TurnTrace{TurnID: t.id, Body: body}, true
 }
 

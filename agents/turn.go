@@ -44,7 +44,7 @@ type runner struct {
 	sessions Sessions             // the memory sessions a turn reads
 	marks    committer            // where a streamed reply's marker is committed
 	replies  replyPoster          // where a streamed reply is shown
-	tracer   turnTracer           // the traces of the turns running
+	tracer   turnTracer           // what makes the turns' traces
 }
 
 // runner is the turn runner of the loaded conversation.
@@ -54,7 +54,7 @@ func (c *convo) runner() runner {
 		patterns: c.e.patterns,
 		log:      c.log, conv: &c.conv, lock: c.lock, msgs: &c.msgs, st: c.st,
 		roster: &c.roster, sessions: c.e.sessions, marks: c.e.convs, replies: c.e.deps.Chat,
-		tracer: turnTracer{opts: &c.e.opts, deps: &c.e.deps, conv: &c.conv, msgs: &c.msgs, now: c.e.now, log: c.log, live: c.e.liveTraces()},
+		tracer: turnTracer{opts: &c.e.opts, deps: &c.e.deps, conv: &c.conv, msgs: &c.msgs, now: c.e.now, log: c.log},
 	}
 }
 
