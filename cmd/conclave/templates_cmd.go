@@ -121,7 +121,12 @@ func renderSubject(ctx context.Context, cfg Config, name, path string) (ens.Agen
 			return ens.Agent{}, fixture, err
 		}
 	}
-	agent, err := renderAgent(ctx, cfg, name, fixture)
+	dir, err := ens.New(ensOptions(cfg.ENS, nil), staticAgents(cfg.Agents))
+	if err != nil {
+		return ens.Agent{}, fixture, err
+	}
+	defer dir.Close()
+	agent, err := renderAgent(ctx, dir, name, fixture)
 	if err != nil {
 		return ens.Agent{}, fixture, err
 	}
@@ -130,7 +135,7 @@ func renderSubject(ctx context.Context, cfg Config, name, path string) (ens.Agen
 	}
 	// A clone stands for its own human, not the fixture's.
 	if agent.Role == ens.RoleClone && agent.CloneOf != "" {
-		if human, err := renderAgent(ctx, cfg, agent.CloneOf, templates.Fixture{}); err == nil {
+		if human, err := renderAgent(ctx, dir, agent.CloneOf, templates.Fixture{}); err == nil {
 			fixture.Data.CloneOf = templates.Agent(templates.AgentInfo{Name: human.Name, EnsDomain: human.EnsDomain,
 				Owner: human.Owner, Addresses: human.Addresses, Attributes: human.Attributes})
 		}
@@ -172,15 +177,10 @@ func printRenderedRequest(cfg Config, set *templates.Set, agent ens.Agent, promp
 	return err
 }
 
-// renderAgent finds the agent to render for: the static directory, else
-// the chain (when configured), else — for a name no resolver knows — an
-// agent with the fixture's role, so authors can render before minting.
-func renderAgent(ctx context.Context, cfg Config, name string, f templates.Fixture) (ens.Agent, error) {
-	dir, err := ens.New(ensOptions(cfg.ENS, nil), staticAgents(cfg.Agents))
-	if err != nil {
-		return ens.Agent{}, err
-	}
-	defer dir.Close()
+// renderAgent finds the agent to render for in dir: the static agents,
+// else the chain (when configured), else — for a name no resolver knows —
+// an agent with the fixture's role, so authors can render before minting.
+func renderAgent(ctx context.Context, dir *ens.Directory, name string, f templates.Fixture) (ens.Agent, error) {
 	a, err := dir.Resolve(ctx, name)
 	switch {
 	case err == nil:
