@@ -23,34 +23,33 @@ import (
 // it runs), model endpoint and store of `conclave run`, with the terminal
 // instead of Slack.
 func runChat(ctx context.Context, args []string, e env) error {
-	var fake bool
-	cfg, channel, person, record, err := chatConfig(args, e, &fake)
+	cfg, flags, err := chatConfig(args, e)
 	if err != nil {
 		return err
 	}
 	interactive := isTerminal(e.stdin)
 	log := chatLogger(cfg, e)
-	p, err := openChat(ctx, cfg, log, e, fake)
+	p, err := openChat(ctx, cfg, log, e, flags.fake)
 	defer p.close()
 	if err != nil {
 		return err
 	}
-	if record != "" {
-		if p.model, err = recordTo(record, p.model); err != nil {
+	if flags.record != "" {
+		if p.model, err = recordTo(flags.record, p.model); err != nil {
 			return err
 		}
 	}
-	term := chatTerminal(channel, person, !interactive, e, p.directory, traceOf(p.store))
+	term := chatTerminal(flags.channel, flags.person, !interactive, e, p.directory, traceOf(p.store))
 	eng := chatEngine(cfg, p, term)
-	list, err := eng.ChannelAgents(ctx, channel)
+	list, err := eng.ChannelAgents(ctx, flags.channel)
 	if err != nil {
 		return err
 	}
 	if len(list) == 0 {
-		return fmt.Errorf("%w: channel %q has no agents: declare them in [[channels]] or add them with /add-agent", errUsage, channel)
+		return fmt.Errorf("%w: channel %q has no agents: declare them in [[channels]] or add them with /add-agent", errUsage, flags.channel)
 	}
 	if interactive {
-		fmt.Fprintf(e.stderr, "conclave chat in %s as %s, with %s.\n%s\n", channel, term.Person(), agentNames(list), terminal.Help)
+		fmt.Fprintf(e.stderr, "conclave chat in %s as %s, with %s.\n%s\n", flags.channel, term.Person(), agentNames(list), terminal.Help)
 	}
 	if err := chatUntilEOF(ctx, eng, p.lib, term, e, log); err != nil {
 		return err
@@ -62,34 +61,42 @@ func runChat(ctx context.Context, args []string, e env) error {
 	return nil
 }
 
+// chatFlags are what `conclave chat` is asked for besides the config.
+type chatFlags struct {
+	channel, person string
+	record          string // --record's directory ("": none)
+	fake            bool   // --fake-model
+}
+
 // chatConfig reads the flags and the configuration of `conclave chat`:
 // the channel (default: the first [[channels]]) and who is typing
-// (default: $USER). fake is set by --fake-model.
-func chatConfig(args []string, e env, fake *bool) (cfg Config, channel, person, record string, err error) {
+// (default: $USER).
+func chatConfig(args []string, e env) (Config, chatFlags, error) {
+	var f chatFlags
 	fs := newFlags("chat", e)
 	load := configFlag(fs, e)
-	ch := fs.String("channel", "", "the channel whose agents answer (default: the first [[channels]])")
-	as := fs.String("as", "", "your name in the conversation (default $USER)")
-	fs.BoolVar(fake, "fake-model", false, "answer with the built-in deterministic model: no network, no key (MCP servers are not started)")
-	rec := fs.String("record", "", "write each model request and response to this directory as NNN-<agent>-<phase>.json")
+	fs.StringVar(&f.channel, "channel", "", "the channel whose agents answer (default: the first [[channels]])")
+	fs.StringVar(&f.person, "as", "", "your name in the conversation (default $USER)")
+	fs.BoolVar(&f.fake, "fake-model", false, "answer with the built-in deterministic model: no network, no key (MCP servers are not started)")
+	fs.StringVar(&f.record, "record", "", "write each model request and response to this directory as NNN-<agent>-<phase>.json")
 	if err := parseFlags(fs, args, e); err != nil {
-		return Config{}, "", "", "", err
+		return Config{}, f, err
 	}
-	if cfg, _, err = load(); err != nil {
-		return Config{}, "", "", "", err
+	cfg, _, err := load()
+	if err != nil {
+		return Config{}, f, err
 	}
-	channel = *ch
-	if channel == "" {
+	if f.channel == "" {
 		if len(cfg.Channels) == 0 {
-			return Config{}, "", "", "", fmt.Errorf("%w: no channel: pass --channel or declare one in [[channels]]", errUsage)
+			return Config{}, f, fmt.Errorf("%w: no channel: pass --channel or declare one in [[channels]]", errUsage)
 		}
-		channel = cfg.Channels[0].ID
+		f.channel = cfg.Channels[0].ID
 	}
-	person = strings.TrimSpace(*as)
-	if person == "" {
-		person = e.getenv("USER")
+	f.person = strings.TrimSpace(f.person)
+	if f.person == "" {
+		f.person = e.getenv("USER")
 	}
-	return cfg, channel, person, *rec, nil
+	return cfg, f, nil
 }
 
 // chatLogger logs only warnings and errors (the terminal is for the

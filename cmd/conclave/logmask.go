@@ -48,6 +48,50 @@ func (c Config) configuredURLs() []string {
 	return urls
 }
 
+// secretValuesOf are the values a turn's trace or a debug log must never
+// show: the Slack tokens, the model profiles' keys and headers, the MCP
+// servers' env and headers (a "$NAME" reference read from the
+// environment), and URLs with credentials.
+func (c *Config) secretValuesOf(getenv func(string) string) []string {
+	var out []string
+	add := func(v string) {
+		if strings.HasPrefix(v, "$") {
+			v = getenv(strings.TrimPrefix(v, "$"))
+		}
+		if v != "" {
+			out = append(out, v)
+		}
+	}
+	for _, s := range c.secrets() {
+		if *s.dst != "" && isSecretValue(s.key, *s.dst) {
+			add(*s.dst)
+		}
+	}
+	profiles := []LLMProfileConfig{c.LLM.LLMProfileConfig}
+	for _, p := range c.LLM.Profiles {
+		profiles = append(profiles, p)
+	}
+	for _, p := range profiles {
+		if p.APIKey != nil {
+			add(*p.APIKey)
+		}
+		if p.APIKeyEnv != nil && *p.APIKeyEnv != "" {
+			add(getenv(*p.APIKeyEnv))
+		}
+		for _, v := range p.Headers {
+			add(v)
+		}
+	}
+	for _, srv := range c.MCP.Servers {
+		for _, kv := range []map[string]string{srv.Env, srv.Headers} {
+			for _, v := range kv {
+				add(v)
+			}
+		}
+	}
+	return out
+}
+
 type replacingWriter struct {
 	w io.Writer
 	r *strings.Replacer

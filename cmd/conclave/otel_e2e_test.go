@@ -18,7 +18,6 @@ import (
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/conclavehq/conclave/agents/llm/llmfake"
 	"github.com/conclavehq/conclave/bot/fakeslack"
 	"github.com/conclavehq/conclave/memory/redistest"
 )
@@ -101,19 +100,10 @@ func otelConversation(t *testing.T, capture bool) ([]*tracepb.Span, []*commonpb.
 	t.Helper()
 	db := redistest.New(t)
 	r := newRig(t, fakeslack.Options{EchoPosts: true})
-	model := newToolModel(map[string][]func(llmfake.Request) llmfake.Reply{
-		"Claudine/context-not-found": {
-			calls(llmfake.Call("crm__lookup_customer", `{"name":"Ada Lovelace"}`)),
-			text(`{"session": "C45653", "message": ""}`),
-		},
-		"Claudine/context-found": {text("📚 Ada Lovelace (C45653) has full cover.")},
-		"Elen/default":           {text("🧭 Claudine has answered.")},
-	}, "Elen", "Claudine")
-	r.llm.Handle(model.reply)
+	lookupModel(r)
 	rx := newOTLPReceiver(t)
 	otel := fmt.Sprintf("\n[otel]\nendpoint = %q\ncapture_content = %v\n", rx.srv.URL, capture)
-	path := r.config(t, otel+redisSection(db.URL, db.Prefix)+httpSection(t, "crm", "10s")+
-		agentSection(claudineENS, "Claudine", "expert")+"tools = [\"crm/lookup_customer\"]\n"+channelSection(elenENS, claudineENS))
+	path := r.config(t, otel+redisSection(db.URL, db.Prefix)+lookupSections(httpSection(t, "crm", "10s")))
 	p := start(t, path, toolEnv)
 	root := r.slack.SendMessage(fakeslack.Message{Channel: testChannel, User: testPerson, Text: claudineENS + ", what cover does Ada Lovelace have?"})
 	r.waitPosts(t, p, 2)

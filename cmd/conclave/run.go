@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -478,6 +479,13 @@ func engineOptions(cfg Config, botUserID string) agents.Options {
 		o.Agents[a.ENS] = agents.AgentSettings{LLMProfile: a.LLMProfile, SessionPolicy: a.SessionPolicy, SessionPattern: a.SessionPattern, Tools: a.Tools}
 	}
 	return o
+}
+
+// replicaName names this process in turn traces: the host (a pod's name
+// on Kubernetes) and the process id.
+func replicaName() string {
+	host, _ := os.Hostname()
+	return host + "/" + strconv.Itoa(os.Getpid())
 }
 
 // longestTotalTimeout is the longest llm total_timeout of any profile: a

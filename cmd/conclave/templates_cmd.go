@@ -93,25 +93,9 @@ func runTemplatesRender(ctx context.Context, args []string, e env) error {
 	if *dir != "" {
 		tc = TemplatesConfig{Dir: *dir, SetBy: "--dir", Explicit: true}
 	}
-	var fixture templates.Fixture
-	if *fixturePath != "" {
-		if fixture, err = templates.LoadFixture(*fixturePath); err != nil {
-			return err
-		}
-	}
-	agent, err := renderAgent(ctx, cfg, *agentName, fixture)
+	agent, fixture, err := renderSubject(ctx, cfg, *agentName, *fixturePath)
 	if err != nil {
 		return err
-	}
-	if *fixturePath == "" {
-		fixture = templates.BuiltinFixtureFor(string(agent.Role))
-	}
-	// A clone stands for its own human, not the fixture's.
-	if agent.Role == ens.RoleClone && agent.CloneOf != "" {
-		if human, err := renderAgent(ctx, cfg, agent.CloneOf, templates.Fixture{}); err == nil {
-			fixture.Data.CloneOf = templates.Agent(templates.AgentInfo{Name: human.Name, EnsDomain: human.EnsDomain,
-				Owner: human.Owner, Addresses: human.Addresses, Attributes: human.Attributes})
-		}
 	}
 	lib, _, err := openConfiguredTemplates(tc, templates.Options{Clock: templates.FixedClock},
 		func(level slog.Level, msg string) {
@@ -123,6 +107,46 @@ func runTemplatesRender(ctx context.Context, args []string, e env) error {
 	if err != nil {
 		return err
 	}
+	return printRenderedRequest(cfg, lib.Current(), agent, *prompt, fixture, e)
+}
+
+// renderSubject is the agent templates render renders for and the fixture
+// it renders with: the one given (path), else the built-in one of the
+// agent's role.
+func renderSubject(ctx context.Context, cfg Config, name, path string) (ens.Agent, templates.Fixture, error) {
+	var fixture templates.Fixture
+	if path != "" {
+		var err error
+		if fixture, err = templates.LoadFixture(path); err != nil {
+			return ens.Agent{}, fixture, err
+		}
+	}
+	dir, err := ens.New(ensOptions(cfg.ENS, nil), staticAgents(cfg.Agents))
+	if err != nil {
+		return ens.Agent{}, fixture, err
+	}
+	defer dir.Close()
+	agent, err := renderAgent(ctx, dir, name, fixture)
+	if err != nil {
+		return ens.Agent{}, fixture, err
+	}
+	if path == "" {
+		fixture = templates.BuiltinFixtureFor(string(agent.Role))
+	}
+	// A clone stands for its own human, not the fixture's.
+	if agent.Role == ens.RoleClone && agent.CloneOf != "" {
+		if human, err := renderAgent(ctx, dir, agent.CloneOf, templates.Fixture{}); err == nil {
+			fixture.Data.CloneOf = templates.Agent(templates.AgentInfo{Name: human.Name, EnsDomain: human.EnsDomain,
+				Owner: human.Owner, Addresses: human.Addresses, Attributes: human.Attributes})
+		}
+	}
+	return agent, fixture, nil
+}
+
+// printRenderedRequest builds the request a turn of agent in the prompt's
+// phase would send, with set's templates, and prints it: the endpoint and
+// budget on stderr, the body, indented for reading, on stdout.
+func printRenderedRequest(cfg Config, set *templates.Set, agent ens.Agent, prompt string, fixture templates.Fixture, e env) error {
 	def, named := llmProfiles(cfg.LLM)
 	client, err := llm.New(def, named)
 	if err != nil {
@@ -131,16 +155,15 @@ func runTemplatesRender(ctx context.Context, args []string, e env) error {
 	// The profile and budgets a turn of this agent gets, read from the
 	// engine's own options.
 	opts := engineOptions(cfg, "")
-	tp := agents.FixturePrompt(agent, *prompt, fixture)
+	tp := agents.FixturePrompt(agent, prompt, fixture)
 	tp.Data.ChannelMembers[0] = agents.TemplateMember(agent, &opts) // with its session_pattern
 	tp.AgentProfile = opts.Agents[agent.EnsDomain].LLMProfile
 	tp.MaxInputTokens = opts.MaxInputTokens
 	tp.MaxMessageChars = opts.MaxMessageChars
-	req, info, err := agents.BuildRequest(lib.Current(), client, tp)
+	req, info, err := agents.BuildRequest(set, client, tp)
 	if err != nil {
 		return err
 	}
-	// The body comes indented for reading.
 	url, body, err := client.RequestBody(req)
 	if err != nil {
 		return err
@@ -154,15 +177,10 @@ func runTemplatesRender(ctx context.Context, args []string, e env) error {
 	return err
 }
 
-// renderAgent finds the agent to render for: the static directory, else
-// the chain (when configured), else — for a name no resolver knows — an
-// agent with the fixture's role, so authors can render before minting.
-func renderAgent(ctx context.Context, cfg Config, name string, f templates.Fixture) (ens.Agent, error) {
-	dir, err := ens.New(ensOptions(cfg.ENS, nil), staticAgents(cfg.Agents))
-	if err != nil {
-		return ens.Agent{}, err
-	}
-	defer dir.Close()
+// renderAgent finds the agent to render for in dir: the static agents,
+// else the chain (when configured), else — for a name no resolver knows —
+// an agent with the fixture's role, so authors can render before minting.
+func renderAgent(ctx context.Context, dir *ens.Directory, name string, f templates.Fixture) (ens.Agent, error) {
 	a, err := dir.Resolve(ctx, name)
 	switch {
 	case err == nil:

@@ -167,6 +167,29 @@ func noSecretIn(t *testing.T, p *process) {
 	}
 }
 
+// lookupModel answers, on r's model endpoint, a conversation in which
+// Claudine looks Ada Lovelace's key up with crm's tool, binds the session
+// it returned and answers, and Elen closes.
+func lookupModel(r *rig) *toolModel {
+	model := newToolModel(map[string][]func(llmfake.Request) llmfake.Reply{
+		"Claudine/context-not-found": {
+			calls(llmfake.Call("crm__lookup_customer", `{"name":"Ada Lovelace"}`)),
+			text(`{"session": "C45653", "message": ""}`),
+		},
+		"Claudine/context-found": {text("📚 Ada Lovelace (C45653) has full cover.")},
+		"Elen/default":           {text("🧭 Claudine has answered.")},
+	}, "Elen", "Claudine")
+	r.llm.Handle(model.reply)
+	return model
+}
+
+// lookupSections is the config of that conversation after the tool
+// server's section: Claudine, an expert given crm's lookup, in a channel
+// with Elen.
+func lookupSections(server string) string {
+	return server + agentSection(claudineENS, "Claudine", "expert") + "tools = [\"crm/lookup_customer\"]\n" + channelSection(elenENS, claudineENS)
+}
+
 // An expert looks the key up with a tool while threading, over either
 // transport, and binds the session the tool returned; the facilitator,
 // which has no tools, is offered none and sees one line per call.
@@ -174,21 +197,12 @@ func TestExpertLooksItsKeyUpWithATool(t *testing.T) {
 	for _, transport := range []string{"stdio", "http"} {
 		t.Run(transport, func(t *testing.T) {
 			r := newRig(t, fakeslack.Options{EchoPosts: true})
-			model := newToolModel(map[string][]func(llmfake.Request) llmfake.Reply{
-				"Claudine/context-not-found": {
-					calls(llmfake.Call("crm__lookup_customer", `{"name":"Ada Lovelace"}`)),
-					text(`{"session": "C45653", "message": ""}`),
-				},
-				"Claudine/context-found": {text("📚 Ada Lovelace (C45653) has full cover.")},
-				"Elen/default":           {text("🧭 Claudine has answered.")},
-			}, "Elen", "Claudine")
-			r.llm.Handle(model.reply)
+			model := lookupModel(r)
 			section := httpSection(t, "crm", "10s")
 			if transport == "stdio" {
 				section, _ = stdioSection(t, "crm", "10s")
 			}
-			path := r.config(t, section+agentSection(claudineENS, "Claudine", "expert")+"tools = [\"crm/lookup_customer\"]\n"+
-				channelSection(elenENS, claudineENS))
+			path := r.config(t, lookupSections(section))
 			p := start(t, path, toolEnv)
 
 			r.slack.SendMessage(fakeslack.Message{Channel: testChannel, User: testPerson, Text: claudineENS + ", what cover does Ada Lovelace have?"})
@@ -498,8 +512,7 @@ func TestToolsFromPromptSettings(t *testing.T) {
 		"Elen/default":               {text("🧭 Good.")},
 	}, "Elen", "Claudine")
 	r.llm.Handle(model.reply)
-	path := r.config(t, httpSection(t, "crm", "10s")+agentSection(claudineENS, "Claudine", "expert")+"tools = [\"crm/lookup_customer\"]\n"+
-		channelSection(elenENS, claudineENS))
+	path := r.config(t, lookupSections(httpSection(t, "crm", "10s")))
 	templateRepo(t, path, map[string]string{
 		"expert/context-found.toml": "tools = []",
 		"facilitator/default.toml":  `tools = ["crm/fail", "crm/hang"]`,

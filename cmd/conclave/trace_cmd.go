@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -23,57 +22,6 @@ import (
 	"github.com/conclavehq/conclave/agents/llm"
 	"github.com/conclavehq/conclave/memory"
 )
-
-// secretValuesOf are the values a turn's trace or a debug log must never
-// show: the Slack tokens, the model profiles' keys and headers, the MCP
-// servers' env and headers (a "$NAME" reference read from the
-// environment), and URLs with credentials.
-func (c *Config) secretValuesOf(getenv func(string) string) []string {
-	var out []string
-	add := func(v string) {
-		if strings.HasPrefix(v, "$") {
-			v = getenv(strings.TrimPrefix(v, "$"))
-		}
-		if v != "" {
-			out = append(out, v)
-		}
-	}
-	for _, s := range c.secrets() {
-		if *s.dst != "" && isSecretValue(s.key, *s.dst) {
-			add(*s.dst)
-		}
-	}
-	profiles := []LLMProfileConfig{c.LLM.LLMProfileConfig}
-	for _, p := range c.LLM.Profiles {
-		profiles = append(profiles, p)
-	}
-	for _, p := range profiles {
-		if p.APIKey != nil {
-			add(*p.APIKey)
-		}
-		if p.APIKeyEnv != nil && *p.APIKeyEnv != "" {
-			add(getenv(*p.APIKeyEnv))
-		}
-		for _, v := range p.Headers {
-			add(v)
-		}
-	}
-	for _, srv := range c.MCP.Servers {
-		for _, kv := range []map[string]string{srv.Env, srv.Headers} {
-			for _, v := range kv {
-				add(v)
-			}
-		}
-	}
-	return out
-}
-
-// replicaName names this process in turn traces: the host (a pod's name
-// on Kubernetes) and the process id.
-func replicaName() string {
-	host, _ := os.Hostname()
-	return host + "/" + strconv.Itoa(os.Getpid())
-}
 
 // runTrace prints the turn traces of one conversation, found by a Slack
 // permalink, "C…/<thread_ts>" or its id.

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/conclavehq/conclave/agents"
-	"github.com/conclavehq/conclave/agents/llm/llmfake"
 	"github.com/conclavehq/conclave/bot/fakeslack"
 	"github.com/conclavehq/conclave/memory/redistest"
 )
@@ -51,17 +50,8 @@ func waitTraces(t *testing.T, environ map[string]string, path, ref string, n int
 func TestTraceOfAConversation(t *testing.T) {
 	db := redistest.New(t)
 	r := newRig(t, fakeslack.Options{EchoPosts: true})
-	model := newToolModel(map[string][]func(llmfake.Request) llmfake.Reply{
-		"Claudine/context-not-found": {
-			calls(llmfake.Call("crm__lookup_customer", `{"name":"Ada Lovelace"}`)),
-			text(`{"session": "C45653", "message": ""}`),
-		},
-		"Claudine/context-found": {text("📚 Ada Lovelace (C45653) has full cover.")},
-		"Elen/default":           {text("🧭 Claudine has answered.")},
-	}, "Elen", "Claudine")
-	r.llm.Handle(model.reply)
-	path := r.config(t, redisSection(db.URL, db.Prefix)+httpSection(t, "crm", "10s")+
-		agentSection(claudineENS, "Claudine", "expert")+"tools = [\"crm/lookup_customer\"]\n"+channelSection(elenENS, claudineENS))
+	lookupModel(r)
+	path := r.config(t, redisSection(db.URL, db.Prefix)+lookupSections(httpSection(t, "crm", "10s")))
 	p := start(t, path, toolEnv)
 
 	root := r.slack.SendMessage(fakeslack.Message{Channel: testChannel, User: testPerson, Text: claudineENS + ", what cover does Ada Lovelace have?"})
