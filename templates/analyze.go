@@ -17,15 +17,18 @@ import (
 type shape int
 
 const (
-	shapeAny     shape = iota // unknown: not checked
-	shapeData                 // the root
-	shapeRequest              // InitialRequest, LatestRequest, LatestPersonRequest
-	shapeMember               // a member
-	shapeMembers              // ChannelMembers
-	shapeStrings              // KnownSessions
-	shapeMap                  // Addresses, Attributes: any key may be missing
-	shapeScalar               // a string, number or boolean
-	shapeNil                  // no data: {{template "x"}} without a value
+	shapeAny      shape = iota // unknown: not checked
+	shapeData                  // the root
+	shapeRequest               // InitialRequest, LatestRequest, LatestPersonRequest
+	shapeMember                // a member
+	shapeMembers               // ChannelMembers
+	shapeStrings               // KnownSessions
+	shapeMap                   // Addresses, Attributes: any key may be missing
+	shapeScalar                // a string, number or boolean
+	shapeNil                   // no data: {{template "x"}} without a value
+	shapeMessages              // Messages
+	shapeMessage               // a message
+	shapeVars                  // Vars: a key no configuration defines is warned about
 )
 
 func fieldsOf(s shape) map[string]shape {
@@ -43,7 +46,12 @@ func fieldsOf(s shape) map[string]shape {
 			"ConcludeReason":           shapeScalar,
 			"KnownSessions":            shapeStrings,
 			"CloneOf":                  shapeMember,
+			"Messages":                 shapeMessages,
+			"ExchangeMessageCount":     shapeScalar,
+			"Vars":                     shapeVars,
 		}
+	case shapeMessage:
+		return map[string]shape{"Author": shapeMember, "Content": shapeScalar, "Time": shapeAny, "InExchange": shapeScalar}
 	case shapeRequest:
 		return map[string]shape{"Content": shapeScalar, "Author": shapeMember}
 	case shapeMember:
@@ -92,6 +100,9 @@ type analyzer struct {
 	// goes through a value that has no fields (and why), or not as far as
 	// the pass knows.
 	read func(tree *parse.Tree, n parse.Node, throughValue bool, msg string)
+	// vars, when set, are the operator variables defined: reading any
+	// other of .Vars is warned about.
+	vars map[string]bool
 }
 
 type scope struct {
@@ -103,9 +114,10 @@ func (sc scope) with(dot shape) scope {
 	return scope{dot: dot, vars: maps.Clone(sc.vars)}
 }
 
-// analyze checks t, whose dot is the template data.
-func analyze(t *template.Template, warn func(file string, line int, expr, msg string)) {
-	a := &analyzer{ns: t, seen: map[string]bool{}, warn: warn}
+// analyze checks t, whose dot is the template data; vars are the
+// operator variables defined (nil: not checked).
+func analyze(t *template.Template, vars map[string]bool, warn func(file string, line int, expr, msg string)) {
+	a := &analyzer{ns: t, seen: map[string]bool{}, warn: warn, vars: vars}
 	a.template(t, shapeData)
 }
 
@@ -148,9 +160,11 @@ func (a *analyzer) node(tree *parse.Tree, n parse.Node, sc scope) {
 		switch over {
 		case shapeMembers:
 			elem, key = shapeMember, shapeScalar
+		case shapeMessages:
+			elem, key = shapeMessage, shapeScalar
 		case shapeStrings:
 			elem, key = shapeScalar, shapeScalar
-		case shapeMap:
+		case shapeMap, shapeVars:
 			key = shapeScalar
 		}
 		switch len(n.Pipe.Decl) {
@@ -204,8 +218,15 @@ func (a *analyzer) command(tree *parse.Tree, cmd *parse.CommandNode, sc scope) s
 	if !ok {
 		return shapes[0]
 	}
-	if fn.Ident == "index" && len(cmd.Args) == 3 && shapes[1] == shapeMembers {
-		return shapeMember
+	// One element of a list: index with one position, first and last.
+	one := fn.Ident == "index" && len(cmd.Args) == 3 || (fn.Ident == "first" || fn.Ident == "last") && len(cmd.Args) == 2
+	if one && len(shapes) > 1 {
+		switch shapes[1] {
+		case shapeMembers:
+			return shapeMember
+		case shapeMessages:
+			return shapeMessage
+		}
 	}
 	return shapeAny
 }
@@ -251,11 +272,17 @@ func (a *analyzer) fields(tree *parse.Tree, n parse.Node, base shape, idents []s
 		case shapeMap:
 			s = shapeScalar // an address or attribute value
 			continue
+		case shapeVars:
+			if a.vars != nil && !a.vars[id] {
+				a.warnAt(tree, n, fmt.Sprintf("%s: no configuration defines the variable %s ([templates.vars] or a fixture's Vars), so it renders \"<no value>\"", n, id))
+			}
+			s = shapeScalar
+			continue
 		case shapeNil:
 			a.warnAt(tree, n, fmt.Sprintf("%s reads no data (the {{template}} call passes none, add a dot: {{template \"name\" .}}) and renders \"<no value>\"", n))
 			return shapeAny
-		case shapeScalar, shapeMembers, shapeStrings:
-			msg := fmt.Sprintf("%s: field %s cannot be read from a %s and renders \"<no value>\"", n, id, map[shape]string{shapeScalar: "text, number or boolean", shapeMembers: "list (use range or index)", shapeStrings: "list (use range or index)"}[s])
+		case shapeScalar, shapeMembers, shapeStrings, shapeMessages:
+			msg := fmt.Sprintf("%s: field %s cannot be read from a %s and renders \"<no value>\"", n, id, map[shape]string{shapeScalar: "text, number or boolean", shapeMembers: "list (use range or index)", shapeStrings: "list (use range or index)", shapeMessages: "list (use range or index)"}[s])
 			a.warnAt(tree, n, msg)
 			if a.read != nil {
 				through = true

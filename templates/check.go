@@ -27,6 +27,10 @@ type CheckOptions struct {
 	Fixtures []Fixture
 	// Clock is what now returns; nil means FixedClock.
 	Clock func() time.Time
+	// Vars are the operator variables of the configuration
+	// ([templates.vars]). Templates render with them, under a fixture's
+	// own Vars; a .Vars.x that neither defines is warned about.
+	Vars map[string]string
 }
 
 // Problem is one finding of Check.
@@ -87,7 +91,16 @@ func Check(dir string, opts CheckOptions) Report {
 	}
 	byRole := map[string][]variant{}
 	for _, role := range Roles() {
-		byRole[role] = variants(fixturesFor(role, opts.Fixtures))
+		byRole[role] = variants(fixturesFor(role, opts.Fixtures), opts.Vars)
+	}
+	c.vars = map[string]bool{}
+	for k := range opts.Vars {
+		c.vars[k] = true
+	}
+	for _, f := range opts.Fixtures {
+		for k := range f.Data.Vars {
+			c.vars[k] = true
+		}
 	}
 	for _, rel := range slices.Sorted(maps.Keys(r.prompts)) {
 		pf := r.prompts[rel]
@@ -161,6 +174,7 @@ func fixturesFor(role string, given []Fixture) []Fixture {
 type checker struct {
 	errors   map[string]Problem
 	warnings map[string]Problem
+	vars     map[string]bool // the operator variables defined
 }
 
 // error records p once for key: the same error met with several variants
@@ -199,7 +213,7 @@ func sortedProblems(m map[string]Problem) []Problem {
 // variant.
 func (c *checker) prompt(pf *promptFile, vs []variant) {
 	static := map[string][]string{} // file:line → expressions warned about
-	analyze(pf.tmpl, func(file string, line int, expr, msg string) {
+	analyze(pf.tmpl, c.vars, func(file string, line int, expr, msg string) {
 		at := fmt.Sprintf("%s:%d", file, line)
 		static[at] = append(static[at], expr)
 		c.warning(at+": "+msg, Problem{File: file, Line: line, Message: msg})
@@ -251,10 +265,16 @@ type variant struct {
 }
 
 // variants renders each fixture as written, with person authors and with
-// agent authors, so that a field only agents have is caught unguarded.
-func variants(fixtures []Fixture) []variant {
+// agent authors, so that a field only agents have is caught unguarded;
+// vars are the configured variables, under the fixture's own.
+func variants(fixtures []Fixture, vars map[string]string) []variant {
 	var out []variant
 	for _, f := range fixtures {
+		if len(vars) > 0 {
+			merged := maps.Clone(vars)
+			maps.Copy(merged, f.Data.Vars)
+			f.Data.Vars = merged
+		}
 		name := f.Name
 		if name == "" {
 			name = "a fixture"
@@ -296,6 +316,10 @@ func withAuthor(d Data, m Member) Data {
 	d.InitialRequest.Author = m
 	d.LatestRequest.Author = m
 	d.LatestPersonRequest.Author = m
+	d.Messages = slices.Clone(d.Messages)
+	for i := range d.Messages {
+		d.Messages[i].Author = m
+	}
 	return d
 }
 

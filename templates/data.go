@@ -9,6 +9,8 @@
 // tooling for template authors.
 package templates
 
+import "time"
+
 // Prompt names.
 const (
 	PromptSystem          = "system"
@@ -70,6 +72,27 @@ type Data struct {
 	// CloneOf is the human agent a clone was forked from; the zero Member
 	// otherwise, whose fields print "<no value>".
 	CloneOf Member
+	// Messages are the messages of this conversation the agent sees, its
+	// own replies included, oldest first: the discussion a template may
+	// quote.
+	Messages []Message
+	// ExchangeMessageCount counts the Messages of the current exchange
+	// (InExchange).
+	ExchangeMessageCount int
+	// Vars are the operator's variables ([templates.vars]); nil when none
+	// are configured.
+	Vars map[string]string
+}
+
+// Message is a message of the conversation as templates see it.
+type Message struct {
+	Author  Member
+	Content string
+	Time    time.Time
+	// InExchange says whether the message belongs to the current
+	// exchange: the one begun by the thread's root, or by the person's
+	// message that last reopened the concluded thread.
+	InExchange bool
 }
 
 // The values of Data.ConcludeReason.

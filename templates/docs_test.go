@@ -73,6 +73,9 @@ func TestDocExamples(t *testing.T) {
 	}
 }
 
+// docVars are the [templates.vars] the page's examples render with.
+var docVars = map[string]string{"company": "Acme Insurance", "escalation": "claims-lead@acme.example"}
+
 func renderExample(t *testing.T, src string) string {
 	t.Helper()
 	// As conclave loads a prompt: a repository of one file.
@@ -83,6 +86,7 @@ func renderExample(t *testing.T, src string) string {
 		return "error: " + pf.err.Error()
 	}
 	d := BuiltinFixture().Data
+	d.Vars = docVars // as the page says the configuration holds
 	out, err := execute(pf.tmpl, len(src), &d)
 	if err != nil {
 		return "error: " + err.Error()

@@ -28,7 +28,10 @@ var (
 //
 // In JSON the template fields keep their template names (ConversationId,
 // ChannelMembers, …) and the others are lowercase (role, messages,
-// session_history). A member is an object {"Name", "IsAgent", "EnsDomain",
+// session_history). The messages are also the template field .Messages,
+// each with an optional "at" time and "in_exchange" (default true);
+// ExchangeMessageCount defaults to the count of those in the exchange.
+// A member is an object {"Name", "IsAgent", "EnsDomain",
 // "Owner", "Addresses", "Attributes", "SessionFormat"}; an author (or CloneOf) may instead be a string,
 // the Name or EnsDomain of a channel member.
 type Fixture struct {
@@ -96,20 +99,22 @@ func LoadFixture(path string) (Fixture, error) {
 }
 
 type fixtureJSON struct {
-	Role                     string         `json:"role"`
-	ConversationId           string         `json:"ConversationId"`
-	ChannelDescription       string         `json:"ChannelDescription"`
-	ChannelMembers           []memberJSON   `json:"ChannelMembers"`
-	ConversationMessageCount int            `json:"ConversationMessageCount"`
-	MemorySessionId          string         `json:"MemorySessionId"`
-	InitialRequest           requestJSON    `json:"InitialRequest"`
-	LatestRequest            requestJSON    `json:"LatestRequest"`
-	LatestPersonRequest      *requestJSON   `json:"LatestPersonRequest"`
-	ConcludeReason           string         `json:"ConcludeReason"`
-	KnownSessions            []string       `json:"KnownSessions"`
-	CloneOf                  authorJSON     `json:"CloneOf"`
-	Messages                 []messageJSON  `json:"messages"`
-	SessionHistory           []HistoryEntry `json:"session_history"`
+	Role                     string            `json:"role"`
+	ConversationId           string            `json:"ConversationId"`
+	ChannelDescription       string            `json:"ChannelDescription"`
+	ChannelMembers           []memberJSON      `json:"ChannelMembers"`
+	ConversationMessageCount int               `json:"ConversationMessageCount"`
+	MemorySessionId          string            `json:"MemorySessionId"`
+	InitialRequest           requestJSON       `json:"InitialRequest"`
+	LatestRequest            requestJSON       `json:"LatestRequest"`
+	LatestPersonRequest      *requestJSON      `json:"LatestPersonRequest"`
+	ConcludeReason           string            `json:"ConcludeReason"`
+	KnownSessions            []string          `json:"KnownSessions"`
+	CloneOf                  authorJSON        `json:"CloneOf"`
+	ExchangeMessageCount     *int              `json:"ExchangeMessageCount"`
+	Vars                     map[string]string `json:"Vars"`
+	Messages                 []messageJSON     `json:"messages"`
+	SessionHistory           []HistoryEntry    `json:"session_history"`
 }
 
 type memberJSON struct {
@@ -132,6 +137,10 @@ type requestJSON struct {
 type messageJSON struct {
 	Author  authorJSON `json:"author"`
 	Content string     `json:"content"`
+	// At is when it was written; InExchange, whether it belongs to the
+	// current exchange (default true). Templates read them in .Messages.
+	At         time.Time `json:"at,omitzero"`
+	InExchange *bool     `json:"in_exchange"`
 }
 
 // authorJSON is a member object, or a string naming a channel member.
@@ -238,7 +247,16 @@ func (fj *fixtureJSON) fixture() (Fixture, error) {
 			return Fixture{}, fmt.Errorf("messages[%d]: %w", i, err)
 		}
 		f.Messages = append(f.Messages, FixtureMessage{Author: author, Content: mj.Content})
+		in := mj.InExchange == nil || *mj.InExchange
+		d.Messages = append(d.Messages, Message{Author: author, Content: mj.Content, Time: mj.At, InExchange: in})
+		if in {
+			d.ExchangeMessageCount++
+		}
 	}
+	if fj.ExchangeMessageCount != nil {
+		d.ExchangeMessageCount = *fj.ExchangeMessageCount
+	}
+	d.Vars = fj.Vars
 	for i, h := range fj.SessionHistory {
 		switch h.Role {
 		case "user", "assistant", "system":

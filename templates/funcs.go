@@ -1,8 +1,11 @@
 package templates
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"reflect"
+	"regexp"
 	"strings"
 	"text/template"
 	"time"
@@ -26,6 +29,17 @@ func funcMap(clock func() time.Time) template.FuncMap {
 		"default":  defaultValue,
 		"now":      func() time.Time { return clock() },
 		"index":    index,
+
+		"contains":  func(sub string, v any) bool { return v != nil && strings.Contains(text(v), sub) },
+		"hasPrefix": func(prefix string, v any) bool { return v != nil && strings.HasPrefix(text(v), prefix) },
+		"hasSuffix": func(suffix string, v any) bool { return v != nil && strings.HasSuffix(text(v), suffix) },
+		"replace":   replace,
+		"split":     split,
+		"matches":   matches,
+		"toJSON":    toJSON,
+		"first":     func(list any) (any, error) { return element(list, true) },
+		"last":      func(list any) (any, error) { return element(list, false) },
+		"required":  required,
 	}
 }
 
@@ -196,4 +210,116 @@ func isEmpty(v any) bool {
 		return rv.IsNil()
 	}
 	return rv.IsZero()
+}
+
+// replace replaces every old in v with new.
+func replace(old, new string, v any) string {
+	return mapText(v, func(s string) string { return strings.ReplaceAll(s, old, new) })
+}
+
+// split cuts v around each sep; a missing value is an empty list.
+func split(sep string, v any) []string {
+	if v == nil {
+		return []string{}
+	}
+	return strings.Split(text(v), sep)
+}
+
+// matches reports whether v holds a match of the regular expression re
+// (Go syntax, unanchored).
+func matches(re string, v any) (bool, error) {
+	rx, err := regexp.Compile(re)
+	if err != nil {
+		return false, fmt.Errorf("matches: %w", err)
+	}
+	return v != nil && rx.MatchString(text(v)), nil
+}
+
+// toJSON writes v as JSON, views as their full view (keys sorted), with
+// no HTML escaping: a prompt is not a web page.
+func toJSON(v any) (string, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(fullView(v)); err != nil {
+		return "", fmt.Errorf("toJSON: %w", err)
+	}
+	return strings.TrimSuffix(b.String(), "\n"), nil
+}
+
+// fullView is v with every fast view inside it replaced by its full view,
+// so that what toJSON writes does not depend on the view a render used.
+func fullView(v any) any {
+	switch v := v.(type) {
+	case agentFields:
+		return v.full
+	case personFields:
+		return v.full
+	case requestFields:
+		return v.req.templateView()
+	case messageFields:
+		return v.msg.templateView()
+	case dataFields:
+		return v.data.templateView()
+	case []any:
+		out := make([]any, len(v))
+		for i, e := range v {
+			out[i] = fullView(e)
+		}
+		return out
+	}
+	return v
+}
+
+// element is the first (or last) item of a list, or character of a text;
+// no value when it is empty or missing.
+func element(list any, first bool) (any, error) {
+	if list == nil {
+		return nil, nil
+	}
+	v := reflect.ValueOf(list)
+	switch v.Kind() {
+	case reflect.String:
+		r := []rune(v.String())
+		if len(r) == 0 {
+			return nil, nil
+		}
+		if first {
+			return string(r[0]), nil
+		}
+		return string(r[len(r)-1]), nil
+	case reflect.Slice, reflect.Array:
+		if v.Len() == 0 {
+			return nil, nil
+		}
+		if first {
+			return v.Index(0).Interface(), nil
+		}
+		return v.Index(v.Len() - 1).Interface(), nil
+	}
+	return nil, fmt.Errorf("first and last need a list, not %T", list)
+}
+
+// requiredError is what required fails with: the author's message.
+type requiredError struct{ what string }
+
+func (e *requiredError) Error() string { return e.what }
+
+// required is v, or an error saying what when v is missing, a text of
+// nothing but white space, or an empty list or map. Numbers and booleans
+// are never missing.
+func required(what string, v any) (any, error) {
+	empty := v == nil
+	switch rv := reflect.ValueOf(v); {
+	case empty:
+	case rv.Kind() == reflect.String:
+		empty = strings.TrimSpace(rv.String()) == ""
+	case rv.Kind() == reflect.Slice || rv.Kind() == reflect.Map || rv.Kind() == reflect.Array:
+		_, isView := v.(view)
+		empty = !isView && rv.Len() == 0
+	}
+	if empty {
+		return nil, &requiredError{what: what}
+	}
+	return v, nil
 }

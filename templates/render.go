@@ -253,6 +253,11 @@ func execError(name string, err error) *Error {
 	if errors.As(err, &agentOnly) {
 		msg = agentOnly.Error()
 	}
+	var req *requiredError
+	if errors.As(err, &req) {
+		// The author wrote the whole message.
+		return &Error{File: m[1], Line: line, Message: req.what, err: err}
+	}
 	return &Error{File: m[1], Line: line, Message: fmt.Sprintf("at <%s>: %s", m[3], msg), err: err}
 }
 

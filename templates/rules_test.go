@@ -114,7 +114,7 @@ func TestFunctionSet(t *testing.T) {
 	for name := range funcMap(time.Now) {
 		names = append(names, name)
 	}
-	if got, want := strings.Join(slices.Sorted(slices.Values(names)), " "), "default index join lower now trim truncate upper"; got != want {
+	if got, want := strings.Join(slices.Sorted(slices.Values(names)), " "), "contains default first hasPrefix hasSuffix index join last lower matches now replace required split toJSON trim truncate upper"; got != want {
 		t.Errorf("functions %q, want %q", got, want)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 )
 
 // Templates read the data through views, of two kinds holding the same
@@ -62,6 +63,15 @@ type requestFields struct {
 	req     Request
 }
 
+// messageFields is the fast view of a message.
+type messageFields struct {
+	Content    string
+	Author     any
+	InExchange bool
+	Time       time.Time
+	msg        Message
+}
+
 // dataFields is the fast view of the data.
 type dataFields struct {
 	ConversationId           string
@@ -75,6 +85,9 @@ type dataFields struct {
 	ConcludeReason           string
 	KnownSessions            []string
 	CloneOf                  any
+	Messages                 []any
+	ExchangeMessageCount     int
+	Vars                     map[string]any
 	data                     *Data
 }
 
@@ -193,6 +206,9 @@ func (v personFields) Format(f fmt.State, verb rune) { formatLike(f, verb, v.ful
 // Format prints the request as its full view prints.
 func (v requestFields) Format(f fmt.State, verb rune) { formatLike(f, verb, v.req.templateView()) }
 
+// Format prints the message as its full view prints.
+func (v messageFields) Format(f fmt.State, verb rune) { formatLike(f, verb, v.msg.templateView()) }
+
 // Format prints the data as its full view prints.
 func (v dataFields) Format(f fmt.State, verb rune) { formatLike(f, verb, v.data.templateView()) }
 
@@ -209,6 +225,7 @@ func (personView) isView()    {}
 func (agentFields) isView()   {}
 func (personFields) isView()  {}
 func (requestFields) isView() {}
+func (messageFields) isView() {}
 func (dataFields) isView()    {}
 
 // absent reports whether m is the zero Member, which a member field that
@@ -242,12 +259,25 @@ func (r Request) fastView() requestFields {
 	return requestFields{Content: r.Content, Author: r.Author.views().fast, req: r}
 }
 
+// templateView is the message's full view.
+func (m Message) templateView() map[string]any {
+	return map[string]any{"Author": m.Author.templateView(), "Content": m.Content, "Time": m.Time, "InExchange": m.InExchange}
+}
+
+func (m Message) fastView() messageFields {
+	return messageFields{Content: m.Content, Author: m.Author.views().fast, InExchange: m.InExchange, Time: m.Time, msg: m}
+}
+
 // templateView is the full view of the data, the root value a template
 // executes on.
 func (d *Data) templateView() map[string]any {
 	members := make([]any, len(d.ChannelMembers))
 	for i, m := range d.ChannelMembers {
 		members[i] = m.templateView()
+	}
+	messages := make([]any, len(d.Messages))
+	for i, m := range d.Messages {
+		messages[i] = m.templateView()
 	}
 	return map[string]any{
 		"ConversationId":           d.ConversationId,
@@ -261,6 +291,9 @@ func (d *Data) templateView() map[string]any {
 		"ConcludeReason":           d.ConcludeReason,
 		"KnownSessions":            d.knownSessions(),
 		"CloneOf":                  d.CloneOf.optionalViews().full,
+		"Messages":                 messages,
+		"ExchangeMessageCount":     d.ExchangeMessageCount,
+		"Vars":                     d.vars(),
 	}
 }
 
@@ -269,6 +302,10 @@ func (d *Data) fastView() dataFields {
 	members := make([]any, len(d.ChannelMembers))
 	for i, m := range d.ChannelMembers {
 		members[i] = m.views().fast
+	}
+	messages := make([]any, len(d.Messages))
+	for i, m := range d.Messages {
+		messages[i] = m.fastView()
 	}
 	return dataFields{
 		ConversationId:           d.ConversationId,
@@ -282,6 +319,9 @@ func (d *Data) fastView() dataFields {
 		ConcludeReason:           d.ConcludeReason,
 		KnownSessions:            d.knownSessions(),
 		CloneOf:                  d.CloneOf.optionalViews().fast,
+		Messages:                 messages,
+		ExchangeMessageCount:     d.ExchangeMessageCount,
+		Vars:                     d.vars(),
 		data:                     d,
 	}
 }
@@ -294,3 +334,7 @@ func (d *Data) knownSessions() []string {
 	}
 	return d.KnownSessions
 }
+
+// vars is Vars as templates read it: a map of any, never nil, so that a
+// variable no configuration defines prints "<no value>" at any depth.
+func (d *Data) vars() map[string]any { return anyMap(d.Vars) }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 	"text/template"
+	"time"
 )
 
 // renderOn renders t on one kind of view only, as execute does on each.
@@ -130,6 +131,7 @@ func TestViewsExposeNoFunctions(t *testing.T) {
 		"templates.personFields":  "Format",
 		"templates.requestFields": "Format",
 		"templates.dataFields":    "Format",
+		"templates.messageFields": "Format",
 		"templates.absentMember":  "String",
 	}
 	var walk func(path string, v reflect.Value)
@@ -142,6 +144,11 @@ func TestViewsExposeNoFunctions(t *testing.T) {
 			return
 		}
 		typ := v.Type()
+		if typ == reflect.TypeFor[time.Time]() {
+			// .Messages' .Time, as now returns one: its methods read the
+			// value or return a new one, and it holds no exported field.
+			return
+		}
 		var methods []string
 		for i := range reflect.PointerTo(typ).NumMethod() {
 			methods = append(methods, reflect.PointerTo(typ).Method(i).Name)
