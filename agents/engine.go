@@ -101,6 +101,10 @@ type Options struct {
 	PostTimeout     time.Duration
 	WorkingReaction string // slack.working_reaction
 
+	// TemplateVars are the operator's variables every template reads as
+	// .Vars ([templates.vars]).
+	TemplateVars map[string]string
+
 	Channels    []ChannelConfig
 	Agents      map[string]AgentSettings // by ENS name
 	BotUserID   string                   // conclave's own Slack user

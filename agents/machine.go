@@ -127,6 +127,7 @@ func (m *machine) receive(in inbound, triggers bool, now time.Time) routed {
 			return out
 		}
 		m.restart()
+		st.ExchangeStart = in.TS
 		out.Restarted = true
 	}
 	if st.Reopened && isPersonKind(in.Kind) {

@@ -86,6 +86,10 @@ type convState struct {
 	// are not requests (.LatestPersonRequest).
 	SinceReopen  []string `json:"since_reopen,omitempty"`
 	Acknowledged []string `json:"acknowledged,omitempty"`
+	// ExchangeStart is the ts of the person's message that last reopened
+	// the concluded thread: the current exchange begins there; empty, it
+	// begins with the root (.Messages' InExchange).
+	ExchangeStart string `json:"exchange_start,omitempty"`
 	// Working counts, per message ts, the turns it triggered that have not
 	// ended; the message carries the working reaction while it is non-zero.
 	Working map[string]int `json:"working,omitempty"`

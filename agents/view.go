@@ -142,7 +142,9 @@ func (c view) data(ctx context.Context, a ens.Agent, visible []memory.Message, s
 		ChannelMembers:           c.members(ctx, a),
 		ConversationMessageCount: count,
 		MemorySessionId:          sessionID,
+		Vars:                     c.opts.TemplateVars,
 	}
+	d.Messages, d.ExchangeMessageCount = c.discussion(ctx, visible)
 	if a.Role == ens.RoleClone && a.CloneOf != "" {
 		if human, ok := c.agent(ctx, a.CloneOf); ok {
 			d.CloneOf = c.memberOf(human)
@@ -179,6 +181,34 @@ func (c view) data(ctx context.Context, a ens.Agent, visible []memory.Message, s
 		}
 	}
 	return d
+}
+
+// discussion is .Messages for an agent that sees visible, and how many of
+// them belong to the current exchange: those from the message that began
+// it (the root, or the person's message that last reopened the thread).
+func (c view) discussion(ctx context.Context, visible []memory.Message) ([]templates.Message, int) {
+	inExchange := make(map[string]bool, len(c.msgs))
+	started := c.st.ExchangeStart == ""
+	for _, m := range c.msgs {
+		started = started || m.TS == c.st.ExchangeStart
+		inExchange[m.TS] = started
+	}
+	if !started { // the reopening message is gone from the thread
+		clear(inExchange)
+		for _, m := range c.msgs {
+			inExchange[m.TS] = true
+		}
+	}
+	out := make([]templates.Message, len(visible))
+	count := 0
+	for i, m := range visible {
+		in := inExchange[m.TS]
+		if in {
+			count++
+		}
+		out[i] = templates.Message{Author: c.member(ctx, m), Content: capText(m.Text, c.opts.MaxMessageChars), Time: m.At, InExchange: in}
+	}
+	return out, count
 }
 
 // isPersonRequest reports whether a message asks something of the

@@ -100,6 +100,16 @@ func TestTemplatesCheckCommand(t *testing.T) {
 			t.Errorf("--strict: exit %d, want 1 and the warning as an error\n%s%s", code, out, errOut)
 		}
 	})
+	t.Run("operator variables come from the configuration", func(t *testing.T) {
+		dir := writeFiles(t, map[string]string{
+			"facilitator/default.tmpl": "For {{.Vars.company}}, ask {{.Vars.escalation}}.\n",
+			"conclave.toml":            "[templates.vars]\ncompany = \"Acme\"\n",
+		})
+		code, out, errOut := cli(t, nil, "templates", "check", "--config", filepath.Join(dir, "conclave.toml"), "--dir", dir)
+		if code != 0 || !strings.Contains(out, "the variable escalation") || strings.Contains(out, "the variable company") {
+			t.Errorf("exit %d, want 0 and a warning about escalation only\n%s%s", code, out, errOut)
+		}
+	})
 	t.Run("files outside the layout are noted", func(t *testing.T) {
 		dir := writeFiles(t, map[string]string{
 			"ci.toml":                  "model = \"x\"\n",

@@ -161,6 +161,11 @@ type MemoryConfig struct {
 // TemplatesConfig is [templates].
 type TemplatesConfig struct {
 	Dir string `toml:"dir"`
+	// Vars are the operator's variables, .Vars in every template.
+	Vars map[string]string `toml:"vars"`
+	// JudgeProfile is the llm profile that grades `templates test
+	// --live` judge assertions; "" is the default profile.
+	JudgeProfile string `toml:"judge_profile"`
 	// SetBy names where Dir came from, for messages: "" for the default,
 	// the configuration file's path, or the variable or flag that named
 	// it. Explicit (a variable or a flag) makes a directory that is
@@ -588,6 +593,9 @@ func (c *Config) validate() error {
 		p.bad("llm.max_tool_calls_per_round", "must be > 0")
 	}
 	c.validateMCP(&p)
+	if _, ok := c.LLM.Profiles[c.Templates.JudgeProfile]; c.Templates.JudgeProfile != "" && !ok {
+		p.bad("templates.judge_profile", "%q is not a profile of [llm.profiles]", c.Templates.JudgeProfile)
+	}
 	c.validateChannels(&p, static)
 	c.validateConversation(&p)
 	c.validateHTTP(&p)

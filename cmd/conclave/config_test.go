@@ -285,6 +285,7 @@ func TestConfigValidationNamesKey(t *testing.T) {
 		{"llm url with credentials", "[llm]\nbase_url = \"ftp://ada:hunter2@llm.example/v1\"", `llm.base_url: "ftp://****@llm.example/v1" is not an http(s) URL`},
 		{"profile temperature", "[llm.profiles.hot]\ntemperature = 3.0", "llm.profiles.hot.temperature"},
 		{"public url", "[http]\npublic_url = \"wallet.example.com\"", "http.public_url"},
+		{"unknown judge profile", "[templates]\njudge_profile = \"nope\"", `templates.judge_profile: "nope" is not a profile`},
 		{"log level", "[log]\nlevel = \"loud\"", "log.level"},
 		{"tool rounds", "[llm]\nmax_tool_rounds = 0", "llm.max_tool_rounds: must be > 0"},
 		{"tool calls per round", "[llm]\nmax_tool_calls_per_round = 0", "llm.max_tool_calls_per_round: must be > 0"},

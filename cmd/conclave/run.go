@@ -466,6 +466,7 @@ func engineOptions(cfg Config, botUserID string) agents.Options {
 		Feedback:         cfg.Slack.Feedback,
 		Replica:          replicaName(),
 		Secrets:          cfg.secretValues,
+		TemplateVars:     cfg.Templates.Vars,
 
 		MaxToolCallsPerRound: cfg.LLM.MaxToolCallsPerRound,
 	}

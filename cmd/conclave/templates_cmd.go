@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"strings"
 
 	"github.com/conclavehq/conclave/agents"
@@ -26,6 +27,7 @@ func (f *fixtureList) Set(v string) error { *f = append(*f, v); return nil }
 // stderr.
 func runTemplatesCheck(_ context.Context, args []string, e env) error {
 	fs := newFlags("templates check", e)
+	load := configFlag(fs, e) // its [templates.vars]
 	dir := fs.String("dir", "templates", "the config repository of prompts")
 	strict := fs.Bool("strict", false, "fail on warnings too (an unknown field, a value that renders <no value>)")
 	var fixtures fixtureList
@@ -33,7 +35,11 @@ func runTemplatesCheck(_ context.Context, args []string, e env) error {
 	if err := parseFlags(fs, args, e); err != nil {
 		return err
 	}
-	opts := templates.CheckOptions{}
+	cfg, _, err := load()
+	if err != nil {
+		return err
+	}
+	opts := templates.CheckOptions{Vars: cfg.Templates.Vars}
 	for _, path := range fixtures {
 		f, err := templates.LoadFixture(path)
 		if err != nil {
@@ -97,6 +103,7 @@ func runTemplatesRender(ctx context.Context, args []string, e env) error {
 	if err != nil {
 		return err
 	}
+	fixture.Data.Vars = withVars(cfg.Templates.Vars, fixture.Data.Vars)
 	lib, _, err := openConfiguredTemplates(tc, templates.Options{Clock: templates.FixedClock},
 		func(level slog.Level, msg string) {
 			if level >= slog.LevelWarn {
@@ -170,6 +177,9 @@ func printRenderedRequest(cfg Config, set *templates.Set, agent ens.Agent, promp
 	}
 	fmt.Fprintf(e.stderr, "POST %s (profile %q, ~%d of %d input tokens, %d history message(s) cut)\n",
 		url, cmp.Or(req.Profile, "default"), info.Tokens, info.Budget, info.Dropped)
+	if commit := set.Commit(); commit != "" {
+		fmt.Fprintf(e.stderr, "prompts of commit %s\n", commit)
+	}
 	for _, w := range info.Warnings {
 		fmt.Fprintln(e.stderr, "warning: "+w)
 	}
@@ -201,4 +211,15 @@ func renderAgent(ctx context.Context, dir *ens.Directory, name string, f templat
 	default:
 		return ens.Agent{}, err
 	}
+}
+
+// withVars is the configuration's operator variables under a fixture's
+// own: a fixture may set or change some for a render.
+func withVars(configured, fixture map[string]string) map[string]string {
+	if len(configured) == 0 {
+		return fixture
+	}
+	out := maps.Clone(configured)
+	maps.Copy(out, fixture)
+	return out
 }
