@@ -23,6 +23,7 @@ const (
 	attrNotice       = attribute.Key("conclave.notice")
 	attrChannel      = attribute.Key("conclave.channel")
 	attrThread       = attribute.Key("conclave.thread_ts")
+	attrCommit       = attribute.Key("conclave.prompts.commit")
 
 	attrOperation     = attribute.Key("gen_ai.operation.name")
 	attrProvider      = attribute.Key("gen_ai.provider.name")
@@ -64,6 +65,9 @@ func (c turnTracer) emitSpans(tr *Trace) {
 	ctx, turn := c.deps.Tracer.Start(context.Background(), "conclave.turn", opts...)
 	if tr.Notice != "" {
 		turn.SetAttributes(attrNotice.String(tr.Notice))
+	}
+	if tr.PromptsCommit != "" {
+		turn.SetAttributes(attrCommit.String(tr.PromptsCommit))
 	}
 	if tr.Outcome == "failed" {
 		turn.SetStatus(codes.Error, cmp.Or(tr.Notice, "failed"))

@@ -44,10 +44,13 @@ type Trace struct {
 	Replica      string        `json:"replica,omitempty"`
 	Started      time.Time     `json:"started"`
 	Prompts      []TracePrompt `json:"prompts,omitempty"`
-	Calls        []TraceCall   `json:"calls,omitempty"`
-	Tools        []TraceTool   `json:"tools,omitempty"`
-	Timings      TraceTimings  `json:"timings"`
-	Outcome      string        `json:"outcome"`
+	// PromptsCommit is the config repository's commit the prompts were
+	// read from, when templates.dir is a git work tree.
+	PromptsCommit string       `json:"prompts_commit,omitempty"`
+	Calls         []TraceCall  `json:"calls,omitempty"`
+	Tools         []TraceTool  `json:"tools,omitempty"`
+	Timings       TraceTimings `json:"timings"`
+	Outcome       string       `json:"outcome"`
 	// Notice is the reason class of the ⚠️ notice the turn posted.
 	Notice string `json:"notice,omitempty"`
 	// Posted are the Slack ts of the messages the turn posted.
@@ -134,6 +137,10 @@ type promptSources interface {
 	Source(agentENS, role, prompt string) (file, hash string)
 }
 
+// promptCommit is what a prompt set tells of its version
+// (templates.Set): the config repository's commit.
+type promptCommit interface{ Commit() string }
+
 // turnTracer starts a conversation's turn traces (each kept in its turn)
 // and makes a finished one's record and spans.
 type turnTracer struct {
@@ -165,6 +172,9 @@ func (t *turn) tracePrompts(prompt string, took time.Duration) {
 		return
 	}
 	tr.Timings.RenderMS += took.Milliseconds()
+	if src, ok := t.prompts.(promptCommit); ok {
+		tr.PromptsCommit = src.Commit()
+	}
 	for _, p := range []string{templates.PromptSystem, prompt} {
 		if slices.ContainsFunc(tr.Prompts, func(tp TracePrompt) bool { return tp.Prompt == p }) {
 			continue

@@ -197,7 +197,7 @@ func (l *Library) poll() {
 		}
 		return
 	}
-	if sameFiles(files, l.Current().files) {
+	if sameFiles(files, l.Current().files) && RepoCommit(l.dir) == l.Current().commit {
 		return
 	}
 	l.install(files)
@@ -205,7 +205,7 @@ func (l *Library) poll() {
 
 // install builds a Set from files and makes it current. Callers hold mu.
 func (l *Library) install(files map[string]fileData) {
-	set := &Set{files: files, repo: buildRepo(files, l.display, l.funcs), builtin: l.builtin}
+	set := &Set{files: files, repo: buildRepo(files, l.display, l.funcs), builtin: l.builtin, commit: RepoCommit(l.dir)}
 	l.current.Store(set)
 	l.log.Info("templates: loaded", logKeyDir, l.dir, logKeyFiles, len(files), logKeyProblems, len(set.repo.problems))
 	// Files outside the layout are ignored and summed up in one line (a

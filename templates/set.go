@@ -12,7 +12,13 @@ type Set struct {
 	files   map[string]fileData // as read, to tell whether the repository changed
 	repo    *repo
 	builtin *repo
+	commit  string // the config repository's commit when it is a git work tree
 }
+
+// Commit is the commit of the git work tree the prompts were read from
+// (RepoCommit of the templates directory, at the load); "" when the
+// directory is in no work tree or for the built-in prompts alone.
+func (s *Set) Commit() string { return s.commit }
 
 // Render renders prompt for the agent named agentENS (a normalised ENS
 // name) of the given role (facilitator, expert or clone).

@@ -213,6 +213,9 @@ func writeTurnBlock(w io.Writer, t agents.Trace) {
 	if len(prompts) > 0 {
 		line("prompts", "%s", strings.Join(prompts, ", "))
 	}
+	if t.PromptsCommit != "" {
+		line("commit", "%s (the config repository's)", t.PromptsCommit)
+	}
 	for _, c := range t.Calls {
 		if c.Error != "" {
 			line("error", "%s (after %s)", c.Error, fmtMS(c.DurationMS))
