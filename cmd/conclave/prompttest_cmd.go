@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/conclavehq/conclave/agents"
 	"github.com/conclavehq/conclave/agents/llm"
@@ -29,6 +30,7 @@ func runTemplatesTest(ctx context.Context, args []string, e env) error {
 	channel := fs.String("channel", "", "the channel the conversations are held in (default: the first [[channels]])")
 	update := fs.Bool("update", false, "write the golden files (and remove those no request matches) instead of comparing")
 	verbose := fs.Bool("v", false, "print every conversation, not only a failed one's")
+	live := fs.Bool("live", false, "play the conversations against the configured model: check the \"?\" assertions, not the scripted replies and golden files")
 	dir, err := parseFlagsDir(fs, args, e)
 	if err != nil {
 		return err
@@ -70,13 +72,21 @@ func runTemplatesTest(ctx context.Context, args []string, e env) error {
 		return configError{err}
 	}
 	defer directory.Close()
-	sum, err := prompttest.Run(ctx, prompttest.Options{
+	o := prompttest.Options{
 		Dir: dir, Channel: *channel, Agents: static, Profiles: profiles,
 		Now: templates.FixedClock, Update: *update, Verbose: *verbose, Out: e.stdout,
 		Start: func(p prompttest.Ports) (prompttest.Wiring, error) {
 			return testEngine(cfg, p, lib.Current(), directory), nil
 		},
-	})
+	}
+	if *live {
+		if *update {
+			return fmt.Errorf("%w: --live writes no golden files; drop -update", errUsage)
+		}
+		o.Live = &prompttest.Live{Model: profiles, JudgeProfile: cfg.Templates.JudgeProfile}
+		o.StepTimeout = liveStepTimeout
+	}
+	sum, err := prompttest.Run(ctx, o)
 	switch {
 	case errors.Is(err, prompttest.ErrNoTests):
 		return fmt.Errorf("%w: %v (write a conversation there, see docs/authoring.md)", errUsage, err)
@@ -87,6 +97,10 @@ func runTemplatesTest(ctx context.Context, args []string, e env) error {
 	}
 	return nil
 }
+
+// liveStepTimeout bounds the wait for the agents after a person's line
+// when a real model answers: several turns, each with retries.
+const liveStepTimeout = 5 * time.Minute
 
 // testEngine is the engine of one prompt test: the configured agents,
 // conversation rules and prompts, over an in-process store of its own and

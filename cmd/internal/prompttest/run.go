@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"text/template"
 	"time"
 
 	"github.com/conclavehq/conclave/agents"
@@ -61,6 +63,9 @@ type Options struct {
 	// StepTimeout bounds the wait for the agents to settle after a
 	// person's line; default one minute.
 	StepTimeout time.Duration
+	// Live, when set, plays the scripts against a real model: no
+	// scripted replies, no golden files, the "?" assertions checked.
+	Live *Live
 }
 
 // Summary counts the tests run.
@@ -158,11 +163,12 @@ func runOne(ctx context.Context, o Options, path string) result {
 	res.problems = p.run(ctx, steps)
 	requests := p.model.received()
 	res.problems = append(res.problems, p.model.takeProblems()...)
-	res.requests = len(requests)
+	res.requests = len(requests) + int(p.liveRequests.Load())
 	res.transcript, res.log = p.transcript.String(), p.log.String()
 	goldenDir := filepath.Join(o.Dir, "tests", name+".golden")
 	files := goldenFiles(requests)
 	switch {
+	case o.Live != nil: // a real model's requests differ from run to run
 	case o.Update && res.ok():
 		if err := writeGolden(goldenDir, files); err != nil {
 			res.problems = append(res.problems, err.Error())
@@ -283,6 +289,11 @@ type play struct {
 	chat       *postLog
 	transcript testlog.Buffer // written by the engine's goroutines and the script
 	log        testlog.Buffer
+	// judgePrompt grades judge assertions when the play is live; judgeErr
+	// says why there is none.
+	judgePrompt  *template.Template
+	judgeErr     error
+	liveRequests atomic.Int64 // the agents' requests to the live model
 }
 
 func newPlay(o Options, path string, c cast) *play {
@@ -294,13 +305,20 @@ func newPlay(o Options, path string, c cast) *play {
 		Names: func(_ context.Context, name string) string { return c.display(name) },
 	})
 	p.chat = &postLog{Terminal: p.term}
+	if o.Live != nil {
+		p.judgePrompt, p.judgeErr = judgePrompt(o.Dir)
+	}
 	return p
 }
 
 // run plays the steps and returns what failed; it stops at a step whose
 // agents do not settle.
 func (p *play) run(ctx context.Context, steps []boundStep) (problems []string) {
-	w, err := p.o.Start(Ports{Chat: p.chat, Model: p.model, Owns: p.term.Owns, Log: &p.log})
+	var model agents.Model = p.model
+	if p.o.Live != nil {
+		model = countedModel{Model: p.o.Live.Model, n: &p.liveRequests}
+	}
+	w, err := p.o.Start(Ports{Chat: p.chat, Model: model, Owns: p.term.Owns, Log: &p.log})
 	if err != nil {
 		return []string{err.Error()}
 	}
@@ -326,7 +344,9 @@ func (p *play) run(ctx context.Context, steps []boundStep) (problems []string) {
 	}()
 	eng := scriptEngine{w.Engine}
 	for _, st := range steps {
-		p.model.expect(st.Say.N, st.replies)
+		if p.o.Live == nil {
+			p.model.expect(st.Say.N, st.replies)
+		}
 		mark := p.chat.count()
 		thread := ""
 		if st.Say.InThread {
@@ -342,6 +362,10 @@ func (p *play) run(ctx context.Context, steps []boundStep) (problems []string) {
 		}
 		if timedOut {
 			return append(problems, fmt.Sprintf("%s:%d: the agents had not settled %s after this line", p.path, st.Say.N, p.o.StepTimeout))
+		}
+		if p.o.Live != nil {
+			problems = append(problems, p.checkAsserts(ctx, st, p.chat.since(mark))...)
+			continue
 		}
 		problems = append(problems, p.model.takeProblems()...)
 		for _, u := range p.model.unused() {

@@ -25,6 +25,7 @@ const (
 	Say    Kind = iota // "> Name: text": a person or human agent speaks
 	Reply              // "< agent: reply": the model's reply to the agent's next request
 	Expect             // "= agent: text": a post of the agent contains text
+	Assert             // "? agent: contains \"text\"": checked on the posts by --live only
 )
 
 // Line is one line of a script that does something.
@@ -43,6 +44,7 @@ type Step struct {
 	Say     Line
 	Replies []Line
 	Expects []Line
+	Asserts []Assertion // checked only when the test runs live
 }
 
 // Script is a parsed .chat file.
@@ -52,7 +54,7 @@ type Script struct {
 }
 
 // syntax is what a line may be, for the parse error.
-const syntax = `"> Name: text", "> Name in thread: text", "< agent: reply", "= agent: text", "# comment" or a blank line`
+const syntax = `"> Name: text", "> Name in thread: text", "< agent: reply", "= agent: text", "? agent: contains \"text\"", "# comment" or a blank line`
 
 // inThread ends the name of a reply in the current thread.
 const inThread = " in thread"
@@ -72,7 +74,7 @@ func Parse(path string, r io.Reader) (Script, error) {
 		if raw == "" || strings.HasPrefix(raw, "#") {
 			continue
 		}
-		kind, ok := map[byte]Kind{'>': Say, '<': Reply, '=': Expect}[raw[0]]
+		kind, ok := map[byte]Kind{'>': Say, '<': Reply, '=': Expect, '?': Assert}[raw[0]]
 		if !ok {
 			fail(n, "expected %s; got %q", syntax, clipped(raw))
 			continue
@@ -96,7 +98,15 @@ func Parse(path string, r io.Reader) (Script, error) {
 		case kind == Say:
 			s.Steps = append(s.Steps, Step{Say: l})
 		case len(s.Steps) == 0:
-			fail(n, "%s before the first person's line: it belongs to the person's line above it", map[Kind]string{Reply: "a scripted reply", Expect: "an expected post"}[kind])
+			fail(n, "%s before the first person's line: it belongs to the person's line above it", map[Kind]string{Reply: "a scripted reply", Expect: "an expected post", Assert: "an assertion"}[kind])
+		case kind == Assert:
+			a, err := parseAssertion(l)
+			if err != nil {
+				fail(n, "%v", err)
+				continue
+			}
+			last := &s.Steps[len(s.Steps)-1]
+			last.Asserts = append(last.Asserts, a)
 		case kind == Reply:
 			last := &s.Steps[len(s.Steps)-1]
 			last.Replies = append(last.Replies, l)
@@ -121,6 +131,8 @@ func example(k Kind) string {
 		return `"< agent: reply"`
 	case Expect:
 		return `"= agent: text"`
+	case Assert:
+		return `"? agent: contains \"text\""`
 	}
 	return `"> Name: text"`
 }

@@ -35,7 +35,7 @@ func TestParseErrors(t *testing.T) {
 		name, src string
 		want      []string
 	}{
-		{"a line of no kind", "> Ada: hi\nhello\n", []string{`t.chat:2: expected "> Name: text", "> Name in thread: text", "< agent: reply", "= agent: text", "# comment" or a blank line; got "hello"`}},
+		{"a line of no kind", "> Ada: hi\nhello\n", []string{`t.chat:2: expected "> Name: text", "> Name in thread: text", "< agent: reply", "= agent: text", "? agent: contains \"text\"", "# comment" or a blank line; got "hello"`}},
 		{"no colon", "> Ada: hi\n< elen hello\n", []string{`t.chat:2: expected a colon after the name, as in "< agent: reply"; got "< elen hello"`}},
 		{"no name", "> Ada: hi\n= : covered\n", []string{`t.chat:2: expected a name before the colon, as in "= agent: text"`}},
 		{"no text", "> Ada:\n", []string{`t.chat:1: expected text after the colon, as in "> Name: text"`}},
