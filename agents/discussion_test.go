@@ -113,3 +113,42 @@ func TestMessagesFieldsAndExchange(t *testing.T) {
 		t.Errorf("first message %q by %s", first.Content, first.Author.Name())
 	}
 }
+
+// A prompt that stops on required, or renders to nothing, fails the turn:
+// its ⚠️ notice names the template's file and line and says why, and no
+// request reaches the model.
+func TestRequiredAndEmptyPromptFailTheTurn(t *testing.T) {
+	for _, c := range []struct {
+		name, tmpl, want string
+	}{
+		{"required", "Answer the person.\nRegion: {{required \"the region ([templates.vars] region)\" .Vars.region}}.",
+			"facilitator/default.tmpl:2: the region ([templates.vars] region) (ref "},
+		{"white space", "{{if .ConcludeReason}}Conclude.{{end}}\n\t\n",
+			"facilitator/default.tmpl: the prompt renders to nothing but white space (ref "},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := os.MkdirAll(filepath.Join(dir, "facilitator"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, "facilitator", "default.tmpl"), []byte(c.tmpl), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			r := newRig(t)
+			lib, err := templates.Open(dir, templates.Options{Clock: r.clock.Now})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.e = r.engine(lib.Current())
+			r.send("", "U1", "Alice", "hello")
+			r.settle()
+			posts := r.chat.texts()
+			if len(posts) != 1 || !strings.Contains(posts[0], "⚠️") || !strings.Contains(posts[0], c.want) {
+				t.Errorf("posts %q, want one ⚠️ notice with %q", posts, c.want)
+			}
+			if n := len(r.model.calls(elen, "")); n != 0 {
+				t.Errorf("%d request(s) reached the model", n)
+			}
+		})
+	}
+}

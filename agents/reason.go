@@ -18,10 +18,16 @@ func noticeReason(err error) string {
 		return errTurnDeadline.Error()
 	}
 	if te, ok := errors.AsType[*templates.Error](err); ok {
+		where := te.File
 		if te.Line > 0 {
-			return fmt.Sprintf("template error in %s:%d", te.File, te.Line)
+			where = fmt.Sprintf("%s:%d", te.File, te.Line)
 		}
-		return "template error in " + te.File
+		// The author wrote a required's message, and conclave the empty
+		// prompt's: neither holds data from the conversation.
+		if errors.Is(err, templates.ErrRequired) || errors.Is(err, templates.ErrEmptyPrompt) {
+			return "template error in " + where + ": " + te.Message
+		}
+		return "template error in " + where
 	}
 	if le, ok := errors.AsType[*llm.Error](err); ok {
 		switch {

@@ -3,6 +3,7 @@ package templates
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"regexp"
@@ -300,10 +301,16 @@ func element(list any, first bool) (any, error) {
 	return nil, fmt.Errorf("first and last need a list, not %T", list)
 }
 
+// ErrRequired is what a render that required stopped wraps: the
+// template's author wrote its message, which may be shown to people.
+var ErrRequired = errors.New("templates: a required value is missing")
+
 // requiredError is what required fails with: the author's message.
 type requiredError struct{ what string }
 
 func (e *requiredError) Error() string { return e.what }
+
+func (e *requiredError) Unwrap() error { return ErrRequired }
 
 // required is v, or an error saying what when v is missing, a text of
 // nothing but white space, or an empty list or map. Numbers and booleans

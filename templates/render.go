@@ -261,6 +261,10 @@ func execError(name string, err error) *Error {
 	return &Error{File: m[1], Line: line, Message: fmt.Sprintf("at <%s>: %s", m[3], msg), err: err}
 }
 
+// ErrEmptyPrompt is what a render that gave nothing but white space
+// wraps.
+var ErrEmptyPrompt = errors.New("the prompt renders to nothing but white space")
+
 // maxOutput caps what a prompt may render to: far more than any model
 // input, small enough that a runaway loop fails its turn instead of
 // filling memory.
@@ -301,7 +305,7 @@ func execute(t *template.Template, sizeHint int, d *Data) (string, error) {
 	}
 	out := strings.TrimSpace(b.String())
 	if out == "" {
-		return "", &Error{File: t.Name(), Message: "the prompt renders to nothing but white space"}
+		return "", &Error{File: t.Name(), Message: ErrEmptyPrompt.Error(), err: ErrEmptyPrompt}
 	}
 	return out, nil
 }

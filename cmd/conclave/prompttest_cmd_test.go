@@ -160,7 +160,7 @@ func TestTemplatesTestFailures(t *testing.T) {
 		want   []string
 	}{
 		{"a line that does not parse", "> Ada: hello\nhello there\n> Ada Is it covered?\n", []string{
-			`claims.chat:2: expected "> Name: text", "> Name in thread: text", "< agent: reply", "= agent: text", "# comment" or a blank line; got "hello there"`,
+			`claims.chat:2: expected "> Name: text", "> Name in thread: text", "< agent: reply", "= agent: text", "? agent: contains \"text\"", "# comment" or a blank line; got "hello there"`,
 			`claims.chat:3: expected a colon after the name, as in "> Name: text"; got "> Ada Is it covered?"`,
 		}},
 		{"a reply in thread first", "> Ada in thread: hello\n", []string{
