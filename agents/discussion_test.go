@@ -21,12 +21,7 @@ Previous discussion:
 {{range .Messages}}- {{.Author.Name}}{{if .Author.IsAgent}} ({{.Author.Attributes.role}}){{end}}'s answer is: {{.Content}}
 {{end -}}
 Answer the person.`
-	if err := os.MkdirAll(filepath.Join(dir, "facilitator"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "facilitator", "default.tmpl"), []byte(tmpl), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writeFacilitatorPrompt(t, dir, tmpl)
 	r := newRig(t, func(r *rig) { r.opts.TemplateVars = map[string]string{"company": "Acme Insurance"} })
 	lib, err := templates.Open(dir, templates.Options{Clock: r.clock.Now})
 	if err != nil {
@@ -128,12 +123,7 @@ func TestRequiredAndEmptyPromptFailTheTurn(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
-			if err := os.MkdirAll(filepath.Join(dir, "facilitator"), 0o755); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(filepath.Join(dir, "facilitator", "default.tmpl"), []byte(c.tmpl), 0o644); err != nil {
-				t.Fatal(err)
-			}
+			writeFacilitatorPrompt(t, dir, c.tmpl)
 			r := newRig(t)
 			lib, err := templates.Open(dir, templates.Options{Clock: r.clock.Now})
 			if err != nil {
@@ -150,5 +140,17 @@ func TestRequiredAndEmptyPromptFailTheTurn(t *testing.T) {
 				t.Errorf("%d request(s) reached the model", n)
 			}
 		})
+	}
+}
+
+// writeFacilitatorPrompt writes the facilitator's default prompt into the
+// config repository dir.
+func writeFacilitatorPrompt(t *testing.T, dir, body string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Join(dir, "facilitator"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "facilitator", "default.tmpl"), []byte(body), 0o644); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -21,12 +20,7 @@ func commitPrompts(t *testing.T, dir string) string {
 	if _, err := exec.LookPath("git"); err != nil {
 		t.Skip("no git binary to build a repository with")
 	}
-	if err := os.MkdirAll(filepath.Join(dir, "facilitator"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "facilitator", "default.tmpl"), []byte("Answer the person.\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writeFacilitatorPrompt(t, dir, "Answer the person.\n")
 	script := "git init -q && git add . && git -c user.name=t -c user.email=t@example.com -c commit.gpgsign=false commit -q -m prompts && git rev-parse HEAD"
 	cmd := exec.Command("sh", "-c", script)
 	cmd.Dir = dir
