@@ -3,32 +3,14 @@ package fakeslack_test
 import (
 	"context"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/slack-go/slack"
 
+	"github.com/conclavehq/conclave/agents/testclock"
 	"github.com/conclavehq/conclave/bot/fakeslack"
 )
-
-// clock is a settable time for the fake's stream expiry.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
 
 func streamRig(t *testing.T, opts fakeslack.Options) (*fakeslack.Server, *slack.Client, string, context.Context) {
 	t.Helper()
@@ -90,7 +72,7 @@ func TestStreamStartAppendStop(t *testing.T) {
 
 // Slack's checks on the streaming methods, each answered with its error.
 func TestStreamChecks(t *testing.T) {
-	clk := &clock{now: time.Unix(1_700_000_000, 0)}
+	clk := testclock.New(time.Time{})
 	fake, api, root, ctx := streamRig(t, fakeslack.Options{Now: clk.Now, StreamExpiry: time.Minute})
 	start := func(opts ...slack.MsgOption) (string, error) {
 		_, ts, err := api.StartStreamContext(ctx, "C1", append([]slack.MsgOption{slack.MsgOptionTS(root)}, opts...)...)
@@ -134,7 +116,7 @@ func TestStreamChecks(t *testing.T) {
 		}, "message_not_in_streaming_state"},
 		{"append past the expiry", func() error {
 			ts := open()
-			clk.advance(time.Minute)
+			clk.Advance(time.Minute)
 			return appendTo(ts, "y")
 		}, "message_not_in_streaming_state"},
 		{"chat.update of an open stream", func() error {
@@ -143,7 +125,7 @@ func TestStreamChecks(t *testing.T) {
 		}, "cant_update_message"},
 		{"stop past the expiry", func() error {
 			ts := open()
-			clk.advance(2 * time.Minute)
+			clk.Advance(2 * time.Minute)
 			_, _, err := api.StopStreamContext(ctx, "C1", ts)
 			return err
 		}, "message_not_in_streaming_state"},

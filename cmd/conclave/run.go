@@ -318,6 +318,7 @@ func (p *instance) startSlack(s *slackSide) error {
 		HTTPClient:      p.web,
 		Timeout:         p.cfg.Slack.Timeout.Duration,
 		HandleParallel:  16,
+		StreamMethod:    p.cfg.Slack.StreamMethod,
 		Registerer:      p.reg,
 		Tracer:          p.tracer,
 	}, p.log)
