@@ -2,6 +2,7 @@ package fakeslack_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -73,7 +74,8 @@ func TestStreamStartAppendStop(t *testing.T) {
 // Slack's checks on the streaming methods, each answered with its error.
 func TestStreamChecks(t *testing.T) {
 	clk := testclock.New(time.Time{})
-	fake, api, root, ctx := streamRig(t, fakeslack.Options{Now: clk.Now, StreamExpiry: time.Minute})
+	scopes := append(slices.Clone(fakeslack.DefaultScopes), "assistant:write")
+	fake, api, root, ctx := streamRig(t, fakeslack.Options{Now: clk.Now, StreamExpiry: time.Minute, Scopes: scopes})
 	start := func(opts ...slack.MsgOption) (string, error) {
 		_, ts, err := api.StartStreamContext(ctx, "C1", append([]slack.MsgOption{slack.MsgOptionTS(root)}, opts...)...)
 		return ts, err
