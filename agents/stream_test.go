@@ -179,6 +179,37 @@ func (s *streamCrashStore) Commit(ctx context.Context, l memory.Lock, c memory.C
 	return pending, err
 }
 
+// complete is the reply a run again writes after a crash mid-stream.
+const complete = "A first sentence. Then the rest, complete."
+
+// crashMidStream runs a replica under first whose store dies at the
+// commit of the streamed message's ts (before or after it), while the
+// model writes a first sentence and never goes on; it returns the
+// person's message once the process is dead.
+func crashMidStream(ctx context.Context, r *deliveryRig, first context.Context, afterRecord bool) fakeslack.Delivery {
+	r.t.Helper()
+	var crash *streamCrashStore
+	r.replica(first, func(rep *replica) {
+		crash = &streamCrashStore{dyingStore: &dyingStore{Store: rep.store}, afterRecord: afterRecord}
+		rep.store = crash
+	})
+	r.llm.Reply(llmfake.Reply{Content: "A first sentence. Never finished",
+		Chunks: []string{"A first sentence. ", "Never finished"}, Pace: make(chan struct{})})
+	root := r.ask("", "q1")
+	r.until(ctx, "the process did not reach its crash", crash.dead.Load)
+	return root
+}
+
+// runAgainAfterCrash starts a second replica whose model writes complete
+// at once; it returns what stops its sweeps.
+func runAgainAfterCrash(t *testing.T, r *deliveryRig, complete string) func() {
+	t.Helper()
+	r.llm.Reply(llmfake.Text(complete))
+	second, _ := runCtx(t)
+	r.replica(second)
+	return r.pump(time.Second)
+}
+
 func TestStreamedReplyExactlyOnceAfterACrash(t *testing.T) {
 	for _, tt := range []struct {
 		name        string
@@ -193,24 +224,10 @@ func TestStreamedReplyExactlyOnceAfterACrash(t *testing.T) {
 			r.lockTTL = time.Second // a dead process's lock lapses quickly
 			ctx := waitCtx(t)
 			first, kill := runCtx(t)
-			var crash *streamCrashStore
-			r.replica(first, func(rep *replica) {
-				crash = &streamCrashStore{dyingStore: &dyingStore{Store: rep.store}, afterRecord: tt.afterRecord}
-				rep.store = crash
-			})
-			// The model writes a first sentence, then never goes on.
-			r.llm.Reply(llmfake.Reply{Content: "A first sentence. Never finished",
-				Chunks: []string{"A first sentence. ", "Never finished"}, Pace: make(chan struct{})})
-			root := r.ask("", "q1")
-			r.until(ctx, "the process did not reach its crash", crash.dead.Load)
+			root := crashMidStream(ctx, r, first, tt.afterRecord)
 			posted := r.waitPosts(ctx, root.TS, 1)[0]
 			kill()
-
-			const complete = "A first sentence. Then the rest, complete."
-			r.llm.Reply(llmfake.Text(complete))
-			second, _ := runCtx(t)
-			r.replica(second)
-			stop := r.pump(time.Second)
+			stop := runAgainAfterCrash(t, r, complete)
 			defer stop()
 			r.settled(ctx, root.TS, 1)
 
@@ -292,26 +309,13 @@ func TestNativeStreamedReplyExactlyOnceAfterACrash(t *testing.T) {
 	r.lockTTL = time.Second // a dead process's lock lapses quickly
 	ctx := waitCtx(t)
 	first, kill := runCtx(t)
-	var crash *streamCrashStore
-	r.replica(first, func(rep *replica) {
-		crash = &streamCrashStore{dyingStore: &dyingStore{Store: rep.store}, afterRecord: true}
-		rep.store = crash
-	})
-	r.llm.Reply(llmfake.Reply{Content: "A first sentence. Never finished",
-		Chunks: []string{"A first sentence. ", "Never finished"}, Pace: make(chan struct{})})
-	root := r.ask("", "q1")
-	r.until(ctx, "the process did not reach its crash", crash.dead.Load)
+	root := crashMidStream(ctx, r, first, true)
 	starts, err := r.slack.WaitCalls(ctx, "chat.startStream", 1)
 	if err != nil || starts[0].Error != "" {
 		t.Fatalf("no stream started: %v %+v", err, starts)
 	}
 	kill()
-
-	const complete = "A first sentence. Then the rest, complete."
-	r.llm.Reply(llmfake.Text(complete))
-	second, _ := runCtx(t)
-	r.replica(second)
-	stop := r.pump(time.Second)
+	stop := runAgainAfterCrash(t, r, complete)
 	defer stop()
 	r.settled(ctx, root.TS, 0)
 

@@ -116,46 +116,46 @@ func (s *webAPI) chatStartStream(form url.Values) answer {
 	return answer{body: map[string]any{"channel": ch, "ts": ts}}
 }
 
-func (s *webAPI) chatAppendStream(form url.Values) answer {
+// openStreamLocked checks a call on an open stream: the channel, the
+// ts, the text (required when needText) and the stream's state. It
+// returns the message, or Slack's error.
+func (s *webAPI) openStreamLocked(form url.Values, needText bool) (*stored, string) {
 	ch, ts, text := form.Get("channel"), form.Get("ts"), form.Get("markdown_text")
 	if e := s.checkChannelLocked(ch); e != "" {
-		return answer{err: e}
+		return nil, e
 	}
-	if ts == "" || text == "" {
-		return answer{err: "invalid_arguments"}
+	if ts == "" || needText && text == "" {
+		return nil, "invalid_arguments"
 	}
 	if e := checkMarkdownText(text); e != "" {
-		return answer{err: e}
+		return nil, e
 	}
 	m := s.findLocked(ch, ts)
 	if m == nil {
-		return answer{err: "message_not_found"}
+		return nil, "message_not_found"
 	}
 	if !s.streamOpenLocked(m) {
-		return answer{err: "message_not_in_streaming_state"}
+		return nil, "message_not_in_streaming_state"
 	}
-	s.replaceLocked(ch, m, m.text+text, "", nil)
-	return answer{body: map[string]any{"channel": ch, "ts": ts}}
+	return m, ""
+}
+
+func (s *webAPI) chatAppendStream(form url.Values) answer {
+	m, e := s.openStreamLocked(form, true)
+	if e != "" {
+		return answer{err: e}
+	}
+	ch := form.Get("channel")
+	s.replaceLocked(ch, m, m.text+form.Get("markdown_text"), "", nil)
+	return answer{body: map[string]any{"channel": ch, "ts": m.ts}}
 }
 
 func (s *webAPI) chatStopStream(form url.Values) answer {
-	ch, ts, text := form.Get("channel"), form.Get("ts"), form.Get("markdown_text")
-	if e := s.checkChannelLocked(ch); e != "" {
+	m, e := s.openStreamLocked(form, false)
+	if e != "" {
 		return answer{err: e}
 	}
-	if ts == "" {
-		return answer{err: "invalid_arguments"}
-	}
-	if e := checkMarkdownText(text); e != "" {
-		return answer{err: e}
-	}
-	m := s.findLocked(ch, ts)
-	if m == nil {
-		return answer{err: "message_not_found"}
-	}
-	if !s.streamOpenLocked(m) {
-		return answer{err: "message_not_in_streaming_state"}
-	}
+	ch, ts, text := form.Get("channel"), m.ts, form.Get("markdown_text")
 	blocks := form.Get("blocks")
 	if blocks != "" {
 		if e := checkBlocks(blocks); e != "" {
