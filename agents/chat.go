@@ -72,6 +72,9 @@ type Reply struct {
 	// Feedback, when set, puts 👍/👎 buttons under the last part; a press
 	// hands it back to Engine.RecordFeedback.
 	Feedback string
+	// Recipient is the person the reply answers (a Slack user id): a
+	// reply streamed natively in a channel is streamed to them.
+	Recipient string
 }
 
 // PostError is a failed post as the transport classifies it. An error of

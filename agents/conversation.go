@@ -614,6 +614,7 @@ func (s turnStep) call(ctx context.Context) error {
 	}
 	t := s.run.newTurn(q.ID, a, "")
 	t.report.Wait = now.Sub(q.Queued)
+	s.run.working(t)
 	defer s.finish(t)
 	endCall := func() {
 		c.m.endCall(q, c.e.now())
@@ -722,6 +723,7 @@ func (s turnStep) facilitator(ctx context.Context) error {
 	c := s.c
 	f := c.agents[c.roster.facilitator]
 	t := s.run.newTurn(c.turnIDFor(f.EnsDomain, templates.PromptDefault), f, templates.PromptDefault)
+	s.run.working(t)
 	defer s.finish(t)
 	// Messages that arrive during the turn are routed after it and wake
 	// the facilitator again.
@@ -770,6 +772,7 @@ func (s turnStep) conclude(ctx context.Context) error {
 		return nil
 	}
 	t := s.run.newTurn(c.turnIDFor(f.EnsDomain, templates.PromptConclude), f, templates.PromptConclude)
+	s.run.working(t)
 	defer s.finish(t)
 	text, err := s.run.conclusion(ctx, t, r)
 	s.apply(t)

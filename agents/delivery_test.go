@@ -1,6 +1,7 @@
 package agents_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -61,6 +62,9 @@ type deliveryRig struct {
 	slackTimeout time.Duration
 	// engine, when set, adjusts each replica's engine options and deps.
 	engine func(*agents.Options, *agents.Deps)
+	// streamMethod is slack.stream_method; these tests show streamed
+	// replies with chat.update unless they say otherwise.
+	streamMethod string
 }
 
 func newDeliveryRig(t *testing.T) *deliveryRig {
@@ -132,7 +136,7 @@ func (r *deliveryRig) replica(parent context.Context, change ...func(*replica)) 
 	}
 	web := bot.NewWebAPI(bot.Options{
 		AppToken: fakeslack.AppToken, BotToken: fakeslack.BotToken, APIURL: r.slack.APIURL(),
-		Timeout: r.slackTimeout,
+		Timeout: r.slackTimeout, StreamMethod: cmp.Or(r.streamMethod, bot.StreamUpdate),
 	}, log)
 	id, err := web.Identify(ctx)
 	if err != nil {

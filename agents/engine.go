@@ -183,6 +183,9 @@ type Deps struct {
 	Logger   *slog.Logger       // nil: discard
 	Now      func() time.Time   // nil: time.Now
 	OnTurn   func(r TurnReport) // optional: metrics, called after each turn
+	// Working, optional, is told when turns start and end (a thread's
+	// status while agents work).
+	Working Working
 	// Traces, optional, keeps the feedback people give (RecordFeedback);
 	// OnFeedback, optional (metrics), is called for each press recorded.
 	Traces     TraceLog

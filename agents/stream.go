@@ -110,7 +110,7 @@ func (c runner) newStreamer(t *turn, sm StreamModel, mention bool) *streamer {
 	}
 	s.reply = Reply{
 		Channel: c.conv.Channel, ThreadTS: c.conv.ThreadTS, Username: t.agent.Name, IconURL: t.agent.Avatar,
-		TurnID: t.id, Partial: true,
+		TurnID: t.id, Partial: true, Recipient: c.lastPerson(),
 	}
 	if m, ok := c.st.Streamed[t.id]; ok {
 		// An earlier run of this turn streamed (or tried to): its message
@@ -118,6 +118,18 @@ func (c runner) newStreamer(t *turn, sm StreamModel, mention bool) *streamer {
 		s.marked, s.ts = true, m.TS
 	}
 	return s
+}
+
+// lastPerson is the Slack user who wrote last in the thread: whom a
+// reply streamed natively in a channel is streamed to.
+func (c runner) lastPerson() string {
+	msgs := *c.msgs
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if isPersonKind(msgs[i].Kind) && msgs[i].UserID != "" {
+			return msgs[i].UserID
+		}
+	}
+	return ""
 }
 
 // complete's model call: streamed when the turn streams.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/conclavehq/conclave/agents"
 	"github.com/conclavehq/conclave/agents/llm/llmfake"
+	"github.com/conclavehq/conclave/bot"
 	"github.com/conclavehq/conclave/bot/fakeslack"
 	"github.com/conclavehq/conclave/memory"
 )
@@ -178,6 +179,37 @@ func (s *streamCrashStore) Commit(ctx context.Context, l memory.Lock, c memory.C
 	return pending, err
 }
 
+// complete is the reply a run again writes after a crash mid-stream.
+const complete = "A first sentence. Then the rest, complete."
+
+// crashMidStream runs a replica under first whose store dies at the
+// commit of the streamed message's ts (before or after it), while the
+// model writes a first sentence and never goes on; it returns the
+// person's message once the process is dead.
+func crashMidStream(ctx context.Context, r *deliveryRig, first context.Context, afterRecord bool) fakeslack.Delivery {
+	r.t.Helper()
+	var crash *streamCrashStore
+	r.replica(first, func(rep *replica) {
+		crash = &streamCrashStore{dyingStore: &dyingStore{Store: rep.store}, afterRecord: afterRecord}
+		rep.store = crash
+	})
+	r.llm.Reply(llmfake.Reply{Content: "A first sentence. Never finished",
+		Chunks: []string{"A first sentence. ", "Never finished"}, Pace: make(chan struct{})})
+	root := r.ask("", "q1")
+	r.until(ctx, "the process did not reach its crash", crash.dead.Load)
+	return root
+}
+
+// runAgainAfterCrash starts a second replica whose model writes complete
+// at once; it returns what stops its sweeps.
+func runAgainAfterCrash(t *testing.T, r *deliveryRig, complete string) func() {
+	t.Helper()
+	r.llm.Reply(llmfake.Text(complete))
+	second, _ := runCtx(t)
+	r.replica(second)
+	return r.pump(time.Second)
+}
+
 func TestStreamedReplyExactlyOnceAfterACrash(t *testing.T) {
 	for _, tt := range []struct {
 		name        string
@@ -192,24 +224,10 @@ func TestStreamedReplyExactlyOnceAfterACrash(t *testing.T) {
 			r.lockTTL = time.Second // a dead process's lock lapses quickly
 			ctx := waitCtx(t)
 			first, kill := runCtx(t)
-			var crash *streamCrashStore
-			r.replica(first, func(rep *replica) {
-				crash = &streamCrashStore{dyingStore: &dyingStore{Store: rep.store}, afterRecord: tt.afterRecord}
-				rep.store = crash
-			})
-			// The model writes a first sentence, then never goes on.
-			r.llm.Reply(llmfake.Reply{Content: "A first sentence. Never finished",
-				Chunks: []string{"A first sentence. ", "Never finished"}, Pace: make(chan struct{})})
-			root := r.ask("", "q1")
-			r.until(ctx, "the process did not reach its crash", crash.dead.Load)
+			root := crashMidStream(ctx, r, first, tt.afterRecord)
 			posted := r.waitPosts(ctx, root.TS, 1)[0]
 			kill()
-
-			const complete = "A first sentence. Then the rest, complete."
-			r.llm.Reply(llmfake.Text(complete))
-			second, _ := runCtx(t)
-			r.replica(second)
-			stop := r.pump(time.Second)
+			stop := runAgainAfterCrash(t, r, complete)
 			defer stop()
 			r.settled(ctx, root.TS, 1)
 
@@ -278,5 +296,44 @@ func TestStreamedReplyOfAFailedTurn(t *testing.T) {
 	got, _ := r.slack.Current(deliveryChannel, first.TS)
 	if !strings.HasPrefix(got.Text, "⚠️ Elen could not answer") {
 		t.Errorf("the streamed message reads %q, want the notice in its place", got.Text)
+	}
+}
+
+// Streamed natively (chat.startStream), a reply whose process dies after
+// recording the stream's ts is completed in that message by the run
+// again: the stream stopped, the message updated, nothing posted.
+func TestNativeStreamedReplyExactlyOnceAfterACrash(t *testing.T) {
+	r := newDeliveryRig(t)
+	r.streamMethod = bot.StreamAuto
+	streaming(nil)(r)
+	r.lockTTL = time.Second // a dead process's lock lapses quickly
+	ctx := waitCtx(t)
+	first, kill := runCtx(t)
+	root := crashMidStream(ctx, r, first, true)
+	starts, err := r.slack.WaitCalls(ctx, "chat.startStream", 1)
+	if err != nil || starts[0].Error != "" {
+		t.Fatalf("no stream started: %v %+v", err, starts)
+	}
+	kill()
+	stop := runAgainAfterCrash(t, r, complete)
+	defer stop()
+	r.settled(ctx, root.TS, 0)
+
+	if n := len(r.slack.Posts()); n != 0 {
+		t.Errorf("%d posts beside the stream", n)
+	}
+	if c := r.slack.CallsTo("chat.startStream"); len(c) != 1 {
+		t.Errorf("%d streams started, want 1", len(c))
+	}
+	u := r.slack.Updates()
+	if len(u) == 0 {
+		t.Fatal("no chat.update: the message was not completed in place")
+	}
+	got, _ := r.slack.Current(deliveryChannel, u[len(u)-1].TS)
+	if md := got.MarkdownTexts(); !reflect.DeepEqual(md, []string{complete}) || got.ThreadTS != root.TS {
+		t.Errorf("the streamed message reads %q, want it completed: %q", md, complete)
+	}
+	if r.slack.Streaming(deliveryChannel, got.TS) {
+		t.Error("the first run's stream is still open")
 	}
 }

@@ -132,6 +132,9 @@ func (c runner) done(t *turn) (memory.TurnTrace, bool) {
 	if c.deps.OnTurn != nil {
 		c.deps.OnTurn(r)
 	}
+	if c.deps.Working != nil {
+		c.deps.Working.TurnEnded(c.work(t))
+	}
 	return tr, ok
 }
 

@@ -94,6 +94,12 @@ type Options struct {
 	// burst of events across threads be acknowledged without queueing
 	// behind one another's store round trips.
 	HandleParallel int
+	// StreamMethod is how a reply being written is shown
+	// (slack.stream_method): StreamAuto (Slack's native streaming, with
+	// chat.update as its fallback; the default) or StreamUpdate.
+	StreamMethod string
+	// Now is the clock of native streams; nil: time.Now.
+	Now func() time.Time
 
 	HTTPClient *http.Client          // optional
 	Registerer prometheus.Registerer // optional: Slack metrics are registered here
@@ -114,6 +120,12 @@ func (o *Options) setDefaults() {
 	}
 	if o.HandleParallel <= 0 {
 		o.HandleParallel = 1
+	}
+	if o.StreamMethod == "" {
+		o.StreamMethod = StreamAuto
+	}
+	if o.Now == nil {
+		o.Now = time.Now
 	}
 }
 

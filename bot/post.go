@@ -93,16 +93,32 @@ func (w *WebAPI) PostReply(ctx context.Context, r agents.Reply) ([]string, error
 			blocks = append(blocks, w.feedbackBlock(r.Feedback)...)
 		}
 		content := []slack.MsgOption{slack.MsgOptionText(fallback, false), slack.MsgOptionBlocks(blocks...)}
+		var meta *slack.SlackMetadata
 		if r.TurnID != "" {
-			content = append(content, slack.MsgOptionMetadata(slack.SlackMetadata{
+			meta = &slack.SlackMetadata{
 				EventType: turnEventType,
 				EventPayload: map[string]any{
 					"turn_id": r.TurnID, "part": i + 1, "parts": len(parts),
 					"post_id": fmt.Sprintf("%s/%d", r.TurnID, i+1),
 				},
-			}))
+			}
+			content = append(content, slack.MsgOptionMetadata(*meta))
 		}
-		ts, err := w.sendPart(ctx, r, i, common, content)
+		var ts string
+		var err error
+		done := false
+		if i == 0 {
+			ts, done, err = w.streamFirst(ctx, streamArgs{
+				reply: r, text: part, mentions: len(mentions) > 0, metadata: meta, common: common,
+				extra: slices.DeleteFunc(slices.Clone(blocks), func(b slack.Block) bool { return b.BlockType() != slack.MBTContextActions }),
+			})
+		}
+		if !done {
+			ts, err = w.sendPart(ctx, r, i, common, content)
+			if i == 0 && err == nil {
+				w.trackFallback(r, ts)
+			}
+		}
 		if err != nil {
 			_, after := rateLimit(err)
 			return posted, &agents.PostError{

@@ -34,8 +34,9 @@ var RequiredScopes = []string{
 // over it.
 type WebAPI struct {
 	*client
-	opts  Options
-	names *directory
+	opts    Options
+	names   *directory
+	streams *streams
 
 	mu         sync.Mutex
 	self       Identity
@@ -63,7 +64,7 @@ func NewWebAPI(opts Options, logger *slog.Logger) *WebAPI {
 		timeout: opts.Timeout,
 		http:    opts.HTTPClient,
 	}
-	return &WebAPI{client: c, opts: opts, names: newDirectory(c)}
+	return &WebAPI{client: c, opts: opts, names: newDirectory(c), streams: newStreams()}
 }
 
 // client makes Web API calls: each bounded by slack.timeout, rate limits
@@ -128,6 +129,8 @@ func (w *WebAPI) checkScopes(header string) {
 			slog.String("missing", strings.Join(missing, ",")))
 	}
 }
+
+func (w *WebAPI) now() time.Time { return w.opts.Now() }
 
 func (w *WebAPI) identity() Identity {
 	w.mu.Lock()

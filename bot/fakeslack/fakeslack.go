@@ -75,6 +75,11 @@ type Options struct {
 	Route    Route
 	Users    []User
 	Channels []Channel
+	// Now is the fake's clock for stream expiry; nil: time.Now.
+	Now func() time.Time
+	// StreamExpiry is how long a stream stays open; default
+	// DefaultStreamExpiry.
+	StreamExpiry time.Duration
 }
 
 // User is a workspace member as users.info reports it.
@@ -166,6 +171,9 @@ type state struct {
 	users      map[string]User
 	channels   map[string]Channel
 	messages   map[string][]*stored // channel → messages in ts order
+	// refusedStreams are the channel types where chat.startStream is
+	// refused (Faults.RefuseStreams).
+	refusedStreams map[string]bool
 }
 
 // New starts a fake Slack that is shut down when the test ends.
@@ -195,6 +203,9 @@ func New(t testing.TB, opts Options) *Server {
 	if opts.MaxRetries == 0 {
 		opts.MaxRetries = 3
 	}
+	if opts.StreamExpiry <= 0 {
+		opts.StreamExpiry = DefaultStreamExpiry
+	}
 	st := &state{
 		t:         t,
 		opts:      opts,
@@ -210,6 +221,8 @@ func New(t testing.TB, opts Options) *Server {
 		users:     map[string]User{},
 		channels:  map[string]Channel{},
 		messages:  map[string][]*stored{},
+
+		refusedStreams: map[string]bool{},
 	}
 	sock := &Socket{st}
 	faults := &Faults{st}

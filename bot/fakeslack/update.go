@@ -36,6 +36,8 @@ func (s *webAPI) chatUpdate(form url.Values) answer {
 		return answer{err: "message_not_found"}
 	case m.botID != s.opts.BotID || m.user != s.opts.BotUserID:
 		return answer{err: "cant_update_message"}
+	case s.streamOpenLocked(m):
+		return answer{err: "cant_update_message"} // a stream is stopped first
 	}
 	text, blocks := form.Get("text"), form.Get("blocks")
 	if text == "" && blocks == "" {

@@ -25,6 +25,7 @@ type stored struct {
 	files    []File
 	metadata json.RawMessage
 	blocks   json.RawMessage
+	stream   *stream // set for a message started by chat.startStream
 }
 
 // answer is a Web API method's reply: a JSON object, or an ok:false error.
@@ -48,6 +49,12 @@ var methods = map[string]method{
 	"users.info":            (*webAPI).usersInfo,
 	"users.conversations":   (*webAPI).usersConversations,
 	"views.publish":         (*webAPI).viewsPublish,
+
+	"chat.startStream":                      (*webAPI).chatStartStream,
+	"chat.appendStream":                     (*webAPI).chatAppendStream,
+	"chat.stopStream":                       (*webAPI).chatStopStream,
+	"assistant.threads.setStatus":           (*webAPI).assistantThreadsSetStatus,
+	"assistant.threads.setSuggestedPrompts": (*webAPI).assistantThreadsSetSuggestedPrompts,
 }
 
 func (s *webAPI) serveAPI(w http.ResponseWriter, r *http.Request) {
@@ -89,6 +96,8 @@ func (s *webAPI) serveAPI(w http.ResponseWriter, r *http.Request) {
 		a = answer{err: "unknown_method"}
 	} else if (name == "apps.connections.open") != (auth == "app") || auth == "" {
 		a = answer{err: "invalid_auth"}
+	} else if missing, ok := s.missingScopeLocked(name); ok {
+		a = missing
 	} else {
 		a = m(s, form)
 	}

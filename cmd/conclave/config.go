@@ -99,6 +99,9 @@ type SlackConfig struct {
 	// Streaming replies.
 	Stream         bool     `toml:"stream"`
 	StreamInterval Duration `toml:"stream_interval"`
+	StreamMethod   string   `toml:"stream_method"` // auto (native, chat.update fallback) | update
+	// Status shows who is working in the thread (assistant.threads.setStatus).
+	Status bool `toml:"status"`
 	// Feedback buttons: answers, all or off.
 	Feedback string `toml:"feedback"`
 }
@@ -296,6 +299,8 @@ func defaultConfig() Config {
 			Timeout:         Duration{10 * time.Second},
 			PostRetryWindow: Duration{eng.PostRetryWindow},
 			StreamInterval:  Duration{eng.StreamInterval},
+			StreamMethod:    bot.StreamAuto,
+			Status:          true,
 			Feedback:        agents.FeedbackAnswers,
 		},
 		LLM: LLMConfig{LLMProfileConfig: LLMProfileConfig{
@@ -848,6 +853,11 @@ func (c *Config) validateConversation(p *problems) {
 	p.positive("slack.timeout", c.Slack.Timeout)
 	p.positive("slack.post_retry_window", c.Slack.PostRetryWindow)
 	p.positive("slack.stream_interval", c.Slack.StreamInterval)
+	switch c.Slack.StreamMethod {
+	case bot.StreamAuto, bot.StreamUpdate:
+	default:
+		p.bad("slack.stream_method", "%q is not one of auto, update", c.Slack.StreamMethod)
+	}
 	for key, v := range map[string]int{
 		"conversation.max_queued":          c.Conversation.MaxQueued,
 		"conversation.max_turns":           c.Conversation.MaxTurns,

@@ -291,6 +291,7 @@ func TestConfigValidationNamesKey(t *testing.T) {
 		{"tool calls per round", "[llm]\nmax_tool_calls_per_round = 0", "llm.max_tool_calls_per_round: must be > 0"},
 		{"stream interval", "[slack]\nstream_interval = \"0s\"", "slack.stream_interval: must be a positive duration"},
 		{"feedback", "[slack]\nfeedback = \"some\"", `slack.feedback: must be answers, all or off (got "some")`},
+		{"stream method", "[slack]\nstream_method = \"native\"", `slack.stream_method: "native" is not one of auto, update`},
 		{"otel endpoint", "[otel]\nendpoint = \"localhost:4318\"", "otel.endpoint: must be an http(s) URL"},
 		{"trace retention", "[trace]\nretention = \"0s\"", "trace.retention: must be a positive duration"},
 		{"trace bound", "[trace]\nmax_bytes_per_conversation = 0", "trace.max_bytes_per_conversation: must be > 0"},

@@ -318,6 +318,7 @@ func (p *instance) startSlack(s *slackSide) error {
 		HTTPClient:      p.web,
 		Timeout:         p.cfg.Slack.Timeout.Duration,
 		HandleParallel:  16,
+		StreamMethod:    p.cfg.Slack.StreamMethod,
 		Registerer:      p.reg,
 		Tracer:          p.tracer,
 	}, p.log)
@@ -326,6 +327,12 @@ func (p *instance) startSlack(s *slackSide) error {
 		return err
 	}
 	p.summary.slackTeam = teamName(id.Team, id.TeamID)
+	var working agents.Working
+	if p.cfg.Slack.Status {
+		status := bot.NewStatus(web, nil)
+		working = status
+		s.parts.Go(part(s.slackCtx, p.log, "slack status", status.Run))
+	}
 	eng := agents.New(engineOptions(p.cfg, id.UserID), agents.Deps{
 		Store:    p.store,
 		Chat:     web,
@@ -335,6 +342,7 @@ func (p *instance) startSlack(s *slackSide) error {
 		Tools:    p.toolbox,
 		Logger:   p.log,
 		OnTurn:   p.metrics.observeTurn,
+		Working:  working,
 
 		OnPostAbandoned: p.metrics.observePostAbandoned,
 		Traces:          p.store,
