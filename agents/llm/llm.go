@@ -68,13 +68,17 @@ type Request struct {
 
 // Finish reasons the engine branches on.
 const (
-	FinishStop   = "stop"
-	FinishLength = "length" // cut by the token limit: the content is partial
+	FinishStop          = "stop"
+	FinishLength        = "length"         // cut by the token limit: the content is partial
+	FinishContentFilter = "content_filter" // cut by the endpoint's content filter: the content is partial
 )
 
 // Response is a completion's outcome.
 type Response struct {
-	Content          string
+	Content string // the reply, its reasoning and any tool call written as text removed
+	// Reasoning is what the model thought aloud: its <think> blocks and
+	// its reasoning_content field. It is for traces; nothing reads it.
+	Reasoning        string
 	ToolCalls        []ToolCall // the calls the model asked for (only when the request offered tools)
 	FinishReason     string     // "stop", "length", "tool_calls", …
 	Model            string
@@ -91,6 +95,10 @@ type Response struct {
 // content is partial.
 func (r Response) Truncated() bool { return r.FinishReason == FinishLength }
 
+// Filtered reports whether the endpoint's content filter stopped the
+// reply, so the content is partial.
+func (r Response) Filtered() bool { return r.FinishReason == FinishContentFilter }
+
 // Profile is one endpoint and its defaults. New fills the zero values
 // marked "default" below and rejects a profile without a model; it does not
 // merge profiles with each other (the configuration does that, since only it
@@ -103,7 +111,10 @@ type Profile struct {
 	Temperature    *float64      // nil leaves it to the endpoint; 0 is sent as 0
 	MaxTokens      int           // 0 leaves it to the endpoint
 	MaxInputTokens int           // the prompt budget; used by the engine, not sent
-	Timeout        time.Duration // per attempt; default 60s
+	Timeout        time.Duration // per attempt of a call not streamed; default 60s
+	// IdleTimeout ends a streamed attempt that receives no chunk for
+	// that long; default 30s. A stream is not bounded by Timeout.
+	IdleTimeout    time.Duration
 	TotalTimeout   time.Duration // all attempts and waits; default 150s
 	MaxRetries     int           // retries after the first call; 0 means none
 	// Headers are set on every request, replacing same-named ones (so a
