@@ -242,7 +242,7 @@ func (r *roster) mentions(m memory.Message) []string {
 // inbound is a thread message as the state machine sees it.
 func (c *convo) inbound(m memory.Message) inbound {
 	in := inbound{TS: m.TS, Kind: m.Kind, Author: author(m), UserID: m.UserID, Name: m.Name, At: m.At,
-		End: strings.Contains(m.Text, endToken)}
+		End: hasEnd(m.Text)}
 	for _, n := range c.mentions(m) {
 		in.Named = append(in.Named, namedAgent{Agent: n, Role: c.agents[n].Role})
 	}

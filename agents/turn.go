@@ -167,8 +167,8 @@ func (c runner) build(t *turn, prompt string, data templates.Data, history, tail
 var errTurnDeadline = errors.New("the turn passed its deadline")
 
 // ask calls the model, and the tools it calls, within what is left of the
-// turn's deadline (Options.TurnTimeout from its start). A reply cut by the
-// token limit is marked with " …".
+// turn's deadline (Options.TurnTimeout from its start). A partial reply is
+// marked (markCut).
 func (c runner) ask(ctx context.Context, t *turn, req llm.Request) (string, error) {
 	mctx, cancel := context.WithDeadline(ctx, t.deadline)
 	defer cancel()
@@ -179,11 +179,26 @@ func (c runner) ask(ctx context.Context, t *turn, req llm.Request) (string, erro
 	if err != nil {
 		return "", err
 	}
+	return markCut(resp), nil
+}
+
+// filteredMark ends a reply the endpoint's content filter cut short.
+const filteredMark = "(cut by the model's content filter)"
+
+// markCut is a reply's text, marked when it is partial: " …" when the
+// token limit cut it, the filteredMark when the content filter did.
+func markCut(resp llm.Response) string {
 	text := resp.Content
-	if resp.Truncated() && strings.TrimSpace(text) != "" {
-		text = strings.TrimRight(text, " \n\t") + " …"
+	if strings.TrimSpace(text) == "" {
+		return text
 	}
-	return text, nil
+	switch {
+	case resp.Truncated():
+		text = strings.TrimRight(text, " \n\t") + " …"
+	case resp.Filtered():
+		text = strings.TrimRight(text, " \n\t") + " … " + filteredMark
+	}
+	return text
 }
 
 // failed records a failed turn in its report; the step then posts a ⚠️
