@@ -88,6 +88,10 @@ type convState struct {
 	// are not requests (.LatestPersonRequest).
 	SinceReopen  []string `json:"since_reopen,omitempty"`
 	Acknowledged []string `json:"acknowledged,omitempty"`
+	// Recent are the facilitator's last two default replies posted since
+	// a person or human agent last wrote, newest first: a reply equal to
+	// one of them stalls the conversation (stall.go).
+	Recent []string `json:"recent,omitempty"`
 	// Working counts, per message ts, the turns it triggered that have not
 	// ended; the message carries the working reaction while it is non-zero.
 	Working map[string]int `json:"working,omitempty"`
