@@ -185,4 +185,3 @@ func (r *roster) unreached(m memory.Message) []miss {
 	out := unreachedCalls(m.Text, r.served(), r.forms, author(m))
 	return slices.DeleteFunc(out, func(x miss) bool { return x.agent.Role == ens.RoleFacilitator })
 }
-

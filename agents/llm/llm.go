@@ -114,9 +114,9 @@ type Profile struct {
 	Timeout        time.Duration // per attempt of a call not streamed; default 60s
 	// IdleTimeout ends a streamed attempt that receives no chunk for
 	// that long; default 30s. A stream is not bounded by Timeout.
-	IdleTimeout    time.Duration
-	TotalTimeout   time.Duration // all attempts and waits; default 150s
-	MaxRetries     int           // retries after the first call; 0 means none
+	IdleTimeout  time.Duration
+	TotalTimeout time.Duration // all attempts and waits; default 150s
+	MaxRetries   int           // retries after the first call; 0 means none
 	// Headers are set on every request, replacing same-named ones (so a
 	// gateway's own auth header can be used). Values of headers whose names
 	// mention a key, token, secret or auth are redacted from errors.
