@@ -73,12 +73,11 @@ const (
 	FinishContentFilter = "content_filter" // cut by the endpoint's content filter: the content is partial
 )
 
-// Response is a completion's outcome.
+// Response is a completion's outcome. Its Content never holds the model's
+// reasoning or a tool call written as text (quirks.go).
 type Response struct {
-	Content string // the reply, its reasoning and any tool call written as text removed
-	// Reasoning is what the model thought aloud: its <think> blocks and
-	// its reasoning_content field. It is for traces; nothing reads it.
-	Reasoning        string
+	Content          string
+	Reasoning        string     // removed from Content (<think> blocks, reasoning_content): for traces only
 	ToolCalls        []ToolCall // the calls the model asked for (only when the request offered tools)
 	FinishReason     string     // "stop", "length", "tool_calls", …
 	Model            string
@@ -112,11 +111,9 @@ type Profile struct {
 	MaxTokens      int           // 0 leaves it to the endpoint
 	MaxInputTokens int           // the prompt budget; used by the engine, not sent
 	Timeout        time.Duration // per attempt of a call not streamed; default 60s
-	// IdleTimeout ends a streamed attempt that receives no chunk for
-	// that long; default 30s. A stream is not bounded by Timeout.
-	IdleTimeout  time.Duration
-	TotalTimeout time.Duration // all attempts and waits; default 150s
-	MaxRetries   int           // retries after the first call; 0 means none
+	IdleTimeout    time.Duration // a streamed attempt ends after this long without a chunk; default 30s
+	TotalTimeout   time.Duration // all attempts and waits; default 150s
+	MaxRetries     int           // retries after the first call; 0 means none
 	// Headers are set on every request, replacing same-named ones (so a
 	// gateway's own auth header can be used). Values of headers whose names
 	// mention a key, token, secret or auth are redacted from errors.
