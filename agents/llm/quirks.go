@@ -92,18 +92,20 @@ func indexFold(s, sub string) int {
 }
 
 // visibleSoFar is what a stream shows of the content written so far: the
-// reasoning removed, an open block hidden, and nothing while the text
-// could still be the start of a reasoning tag or a text tool call.
+// reasoning removed, an open block hidden, and nothing of a tag still
+// being written (a "<thi" or "<|python" at the end).
 func visibleSoFar(content string) string {
-	trimmed := strings.TrimSpace(content)
-	for _, tag := range append([]string{"|python_tag|>", "tool_call>"}, reasoningTags...) {
-		if t := "<" + tag; len(trimmed) < len(t) && strings.HasPrefix(t, strings.ToLower(trimmed)) {
-			return ""
-		}
-	}
 	reply, _ := splitReasoning(content)
 	if i := textCallStart(reply); i >= 0 {
 		reply = reply[:i]
+	}
+	if i := strings.LastIndexByte(reply, '<'); i >= 0 {
+		tail := strings.ToLower(reply[i:])
+		for _, m := range append([]string{pythonTag, toolCallOpen}, "<think>", "<thinking>", "<reasoning>") {
+			if len(tail) < len(m) && strings.HasPrefix(m, tail) {
+				return strings.TrimSpace(reply[:i])
+			}
+		}
 	}
 	return reply
 }
