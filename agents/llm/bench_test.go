@@ -1,6 +1,7 @@
 package llm_test
 
 import (
+	"strings"
 	"testing"
 
 	openai "github.com/sashabaranov/go-openai"
@@ -60,6 +61,34 @@ func BenchmarkGoOpenAI(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, err := api.CreateChatCompletion(b.Context(), req); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// thinkReply is a reasoning model's reply: a 4,000-character <think>
+// block, then the answer.
+func thinkReply() string {
+	thought := strings.Repeat("The user asks about claim C45653; the policy covers glass. ", 70)[:4000]
+	return "<think>\n" + thought + "\n</think>\n\nThe claim goes to review."
+}
+
+// BenchmarkCompleteThink is BenchmarkComplete answered by a reasoning
+// model: the <think> block is removed before the content is returned.
+// Run on a build without the removal, it measures what the removal adds.
+func BenchmarkCompleteThink(b *testing.B) {
+	fake := llmfake.New(b)
+	reply := thinkReply()
+	fake.Handle(func(llmfake.Request) llmfake.Reply { return llmfake.Text(reply) })
+	c, err := llm.New(llm.Profile{BaseURL: fake.URL(), APIKey: "sk-bench", Model: "fake-model", Temperature: ptr(0.0), MaxTokens: 256, JSONMode: true,
+		Headers: map[string]string{"X-Team": "acme"}}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	req := llm.Request{Messages: benchMessages(), JSON: true}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := c.Complete(b.Context(), req); err != nil {
 			b.Fatal(err)
 		}
 	}
