@@ -27,9 +27,13 @@ func benchMessages() []llm.Message {
 // BenchmarkComplete is one call through the client against the fake, the
 // fake's own work included; compare with BenchmarkGoOpenAI for the
 // client's overhead.
-func BenchmarkComplete(b *testing.B) {
+func BenchmarkComplete(b *testing.B) { benchComplete(b, "The claim goes to review.") }
+
+// benchComplete makes one call through the client a loop, the fake
+// answering reply.
+func benchComplete(b *testing.B, reply string) {
 	fake := llmfake.New(b)
-	fake.Handle(func(llmfake.Request) llmfake.Reply { return llmfake.Text("The claim goes to review.") })
+	fake.Handle(func(llmfake.Request) llmfake.Reply { return llmfake.Text(reply) })
 	c, err := llm.New(llm.Profile{BaseURL: fake.URL(), APIKey: "sk-bench", Model: "fake-model", Temperature: ptr(0.0), MaxTokens: 256, JSONMode: true,
 		Headers: map[string]string{"X-Team": "acme"}}, nil)
 	if err != nil {
@@ -76,20 +80,4 @@ func thinkReply() string {
 // BenchmarkCompleteThink is BenchmarkComplete answered by a reasoning
 // model: the <think> block is removed before the content is returned.
 // Run on a build without the removal, it measures what the removal adds.
-func BenchmarkCompleteThink(b *testing.B) {
-	fake := llmfake.New(b)
-	reply := thinkReply()
-	fake.Handle(func(llmfake.Request) llmfake.Reply { return llmfake.Text(reply) })
-	c, err := llm.New(llm.Profile{BaseURL: fake.URL(), APIKey: "sk-bench", Model: "fake-model", Temperature: ptr(0.0), MaxTokens: 256, JSONMode: true,
-		Headers: map[string]string{"X-Team": "acme"}}, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	req := llm.Request{Messages: benchMessages(), JSON: true}
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := c.Complete(b.Context(), req); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
+func BenchmarkCompleteThink(b *testing.B) { benchComplete(b, thinkReply()) }
