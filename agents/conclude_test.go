@@ -48,7 +48,7 @@ func TestEndReplyAndConclusionPosts(t *testing.T) {
 		r.opts.Channels = []ChannelConfig{{ID: chanA, Agents: []string{elen, cora, tina}}}
 	})
 	r.pair("UT", tina)
-	r.model.on(elen, templates.PromptDefault, "All clear.  :end:  Bye.")
+	r.model.on(elen, templates.PromptDefault, "All clear. Bye.\n:end:")
 	r.model.on(elen, templates.PromptConclude, "Summary: "+cora+" and "+tina+" follow up.")
 	root := r.send("", "U1", "Alice", "Is claim C1 covered?")
 	r.settle()
@@ -67,11 +67,12 @@ func TestEndReplyAndConclusionPosts(t *testing.T) {
 		t.Errorf("state after the conclusion: calls %+v, queue %+v, status %q", st.Calls, st.Queue, st.Status)
 	}
 	conclude := r.model.calls(elen, templates.PromptConclude)[0]
-	if indexOf(conclude, "All clear. Bye.") >= 0 {
+	// Only the :end: reply itself, sent verbatim second to last, holds it.
+	if i := indexOf(conclude, "All clear. Bye."); i >= 0 && i != len(conclude.Messages)-2 {
 		t.Errorf("the posted remainder of the :end: reply is in the conclude history:\n%s", strings.Join(contents(conclude), "\n"))
 	}
 	n := len(conclude.Messages)
-	if conclude.Messages[n-2] != (llm.Message{Role: llm.RoleAssistant, Content: "All clear.  :end:  Bye."}) {
+	if conclude.Messages[n-2] != (llm.Message{Role: llm.RoleAssistant, Content: "All clear. Bye.\n:end:"}) {
 		t.Errorf("the :end: reply is not sent verbatim: %q", conclude.Messages[n-2])
 	}
 }

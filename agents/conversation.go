@@ -242,7 +242,7 @@ func (r *roster) mentions(m memory.Message) []string {
 // inbound is a thread message as the state machine sees it.
 func (c *convo) inbound(m memory.Message) inbound {
 	in := inbound{TS: m.TS, Kind: m.Kind, Author: author(m), UserID: m.UserID, Name: m.Name, At: m.At,
-		End: strings.Contains(m.Text, endToken)}
+		End: hasEnd(m.Text)}
 	for _, n := range c.mentions(m) {
 		in.Named = append(in.Named, namedAgent{Agent: n, Role: c.agents[n].Role})
 	}
@@ -395,6 +395,22 @@ func (c *convo) routeOne(ctx context.Context, m memory.Message, triggers bool) {
 		c.appendHuman(ctx, m)
 	}
 	c.noticeUnknown(ctx, m)
+	if triggers && c.st.Status == statusOpen && c.st.Conclude == nil {
+		for _, x := range c.unreached(m) {
+			if isPersonKind(m.Kind) {
+				// Once per name per conversation; an unknown name has
+				// its notice already (noticeUnknown).
+				if x.agent.EnsDomain != "" {
+					c.notice(ctx, m, "unreached:"+x.agent.EnsDomain, x.agent.EnsDomain, x.hint())
+				}
+			} else if m.Kind == kindAgent && c.facilitator != "" {
+				// The facilitator is told at once, whoever wrote it.
+				c.log.Info("a call reaches no one; the facilitator is told", slog.String("wrote", x.wrote),
+					slog.String(logAgent, x.agent.EnsDomain), slog.String("by", m.Agent), slog.String("ts", m.TS))
+				c.m.addNote(x.note(), c.e.now(), true)
+			}
+		}
+	}
 	// A message naming an agent is visible to it, content or not.
 	for _, n := range in.Named {
 		if n.Agent != in.Author {
@@ -739,6 +755,17 @@ func (s turnStep) facilitator(ctx context.Context) error {
 		return s.failed(ctx, t, err)
 	}
 	rest, hadEnd := stripEnd(text)
+	if hadEnd && c.callsAgents(rest, f.EnsDomain) {
+		// A call beats an :end: in the same reply: the agent answers first.
+		c.log.Info("the facilitator's reply calls an agent and holds :end:; the :end: is ignored", slog.String(logTurn, t.id))
+		hadEnd = false
+	}
+	if !hadEnd {
+		if why := c.stalled(rest, f.EnsDomain, c.st.Recent, c.st.AgentTurns, c.e.opts.MaxTurnsPerAgent); why != "" {
+			return s.stall(ctx, t, why)
+		}
+		c.st.Recent = remember(c.st.Recent, rest)
+	}
 	if hadEnd {
 		r := &concludeRequest{Reason: concludeByEnd, EndReply: text, PrevPrompt: prompt}
 		// In a reopened thread, a reply without words acknowledges

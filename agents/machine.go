@@ -133,6 +133,9 @@ func (m *machine) receive(in inbound, triggers bool, now time.Time) routed {
 	if st.Reopened && isPersonKind(in.Kind) {
 		st.SinceReopen = append(st.SinceReopen, in.TS)
 	}
+	if isPersonKind(in.Kind) {
+		st.Recent = nil // a new exchange: the facilitator may say again what it said
+	}
 	if st.Conclude != nil {
 		return out
 	}
@@ -335,6 +338,7 @@ func (m *machine) restart() {
 	st.Status = statusOpen
 	st.Reopened = true
 	st.SinceReopen = nil
+	st.Recent = nil
 	st.Turns = 0
 	st.AgentTurns = make(map[string]int)
 	for k := range st.Noticed {

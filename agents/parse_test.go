@@ -304,17 +304,26 @@ func TestStripEnd(t *testing.T) {
 	}{
 		{"Thanks all :end:", "Thanks all", true},
 		{":end:", "", true},
-		{"Done. :end: Bye", "Done. Bye", true},
-		{"a:end:b", "ab", true},
-		{"line one :end:\nline two", "line one\nline two", true},
-		{"All clear.  :end:  Bye.", "All clear. Bye.", true},
-		{"Done.:end: Bye", "Done. Bye", true},
-		{"Done :end:, thanks", "Done, thanks", true},
-		{"a :end: :end: b", "a b", true},
 		{":end::end:", "", true},
-		{"line one\n:end: line two", "line one\nline two", true},
-		{":END: is not the token", ":END: is not the token", false},
+		{"Thanks all :end: :end:", "Thanks all", true},
+		{"Done.:end:", "Done.", true},
 		{"  keep   inner  spacing ", "  keep   inner  spacing ", false},
+		// A token, not a substring (SPEC §14.7): in any case, wrapped in
+		// emphasis, code or quotes, last or alone on its line.
+		{"All settled. :END:", "All settled.", true},
+		{"All settled. **:end:**", "All settled.", true},
+		{"All settled. `:end:`", "All settled.", true},
+		{"All settled. \":End:\"", "All settled.", true},
+		{"All settled. _:end:_ 🧭", "All settled. 🧭", true},
+		{"All settled.\n:end:\n— Elen", "All settled.\n— Elen", true},
+		{"line one\n  *:end:*  \nline two", "line one\nline two", true},
+		{"no :end: yet, Cora is checking", "no :end: yet, Cora is checking", false},
+		{"Done. :end: Bye", "Done. :end: Bye", false},
+		{"a:end:b", "a:end:b", false},
+		{"Done :end:, thanks", "Done :end:, thanks", false},
+		{"line one\n:end: line two", "line one\n:end: line two", false},
+		{":END: is not the token here", ":END: is not the token here", false},
+		{"x:end:", "x:end:", false},
 	}
 	for _, tt := range tests {
 		got, had := stripEnd(tt.in)

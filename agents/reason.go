@@ -37,6 +37,10 @@ func noticeReason(err error) string {
 			return "the model endpoint timed out"
 		case le.Reason == llm.ReasonConnection:
 			return "the model endpoint could not be reached"
+		case le.Reason == llm.ReasonLength:
+			return "the model stopped at its length limit"
+		case le.Reason == llm.ReasonFiltered:
+			return "the model's content filter stopped the reply"
 		case le.Reason == llm.ReasonEmpty:
 			return "the model endpoint returned an empty reply"
 		case le.Reason == llm.ReasonMalformed:

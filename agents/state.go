@@ -27,6 +27,7 @@ const (
 	concludeByPerson  = "person"  // a person or human agent wrote :end:
 	concludeByTimeout = "timeout" // no message for conversation.timeout
 	concludeByGuard   = "guard"   // conversation.max_turns reached
+	concludeByStall   = "stalled" // the facilitator repeated itself, or called only agents at their cap
 )
 
 // concludeReasons are the reasons as templates read them
@@ -36,6 +37,7 @@ var concludeReasons = map[string]string{
 	concludeByPerson:  templates.ConcludePerson,
 	concludeByTimeout: templates.ConcludeInactivity,
 	concludeByGuard:   templates.ConcludeMaxTurns,
+	concludeByStall:   templates.ConcludeStalled,
 }
 
 // convState is the engine's state of one conversation, stored as JSON.
@@ -90,6 +92,10 @@ type convState struct {
 	// the concluded thread: the current exchange begins there; empty, it
 	// begins with the root (.Messages' InExchange).
 	ExchangeStart string `json:"exchange_start,omitempty"`
+	// Recent are the facilitator's last two default replies posted since
+	// a person or human agent last wrote, newest first: a reply equal to
+	// one of them stalls the conversation (stall.go).
+	Recent []string `json:"recent,omitempty"`
 	// Working counts, per message ts, the turns it triggered that have not
 	// ended; the message carries the working reaction while it is non-zero.
 	Working map[string]int `json:"working,omitempty"`

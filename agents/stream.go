@@ -184,7 +184,7 @@ func (s *streamer) loop(ctx context.Context) {
 		}
 		raw, text := s.latest()
 		// A reply asking for the conclusion calls nobody: no mentions.
-		ending := strings.Contains(raw, endToken)
+		ending := hasEnd(raw)
 		switch {
 		case !started:
 			if firstSentence(raw) && hasWords(text) {

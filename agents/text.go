@@ -3,11 +3,13 @@ package agents
 import (
 	"strings"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/conclavehq/conclave/agents/clip"
 )
 
-// endToken is the literal, case-sensitive token that asks for a conclusion.
+// endToken is the token that asks for a conclusion (endSpan says where
+// it counts).
 const endToken = ":end:"
 
 // truncatedMark ends a text cut to the message-size cap.
@@ -26,21 +28,74 @@ func firstLine(s string) string {
 	return capText(s, 300)
 }
 
-// stripEnd removes every endToken from s, tidying the spaces it leaves
-// ("a :end: b" → "a b", "done :end:, bye" → "done, bye"), and reports
-// whether there was one.
+// stripEnd removes the endTokens of s that count (endSpan), tidying the
+// spaces they leave ("Done. :end:" → "Done."), and reports whether there
+// was one. An :end: inside a sentence ("no :end: yet") is text and stays.
 func stripEnd(s string) (string, bool) {
-	if !strings.Contains(s, endToken) {
-		return s, false
-	}
+	had := false
 	for {
-		i := strings.Index(s, endToken)
-		if i < 0 {
+		a, b := endSpan(s)
+		if a < 0 {
 			break
 		}
-		s = joinTidy(s[:i], s[i+len(endToken):])
+		had = true
+		s = joinTidy(s[:a], s[b:])
+	}
+	if !had {
+		return s, false
 	}
 	return strings.TrimSpace(s), true
+}
+
+// hasEnd reports whether s holds an endToken that counts.
+func hasEnd(s string) bool {
+	a, _ := endSpan(s)
+	return a >= 0
+}
+
+// endWrappers may surround the token: markdown emphasis, code and quotes.
+const endWrappers = "*_~`\"'"
+
+// endSpan finds the last endToken of s that counts, with what wraps it:
+// in any case, with markdown emphasis, backticks or quotes around it,
+// when nothing with a letter or digit follows it in s (the reply's last
+// token, a signature emoji aside) or it stands alone on its line. It
+// returns the byte span (the whole line when the token is alone on it),
+// or -1, -1. An :end: glued to a word ("a:end:b")
+// or inside a sentence is text.
+func endSpan(s string) (int, int) {
+	low := lowerASCII(s)
+	for to := len(low); ; {
+		i := strings.LastIndex(low[:to], endToken)
+		if i < 0 {
+			return -1, -1
+		}
+		to = i
+		a, b := i, i+len(endToken)
+		for a > 0 && strings.IndexByte(endWrappers, s[a-1]) >= 0 {
+			a--
+		}
+		for b < len(s) && strings.IndexByte(endWrappers, s[b]) >= 0 {
+			b++
+		}
+		if r, _ := utf8.DecodeLastRuneInString(s[:a]); a > 0 && (unicode.IsLetter(r) || unicode.IsDigit(r)) {
+			continue
+		}
+		lineStart := strings.LastIndexByte(s[:a], '\n') + 1
+		lineEnd := len(s)
+		if k := strings.IndexByte(s[b:], '\n'); k >= 0 {
+			lineEnd = b + k
+		}
+		if strings.TrimSpace(s[lineStart:a]) == "" && strings.TrimSpace(s[b:lineEnd]) == "" {
+			return lineStart, min(lineEnd+1, len(s)) // the whole line goes
+		}
+		if !hasWords(s[b:]) {
+			return a, b
+		}
+		if strings.TrimSpace(s[lineStart:a]) == "" && !hasWords(s[b:lineEnd]) {
+			return a, b
+		}
+	}
 }
 
 // joinTidy joins the text around a removed token: the blanks on both sides

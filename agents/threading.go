@@ -93,7 +93,8 @@ func decodeThreading(s string) (threadingReply, error) {
 		return threadingReply{}, errNotObject
 	}
 	var r threadingReply
-	switch v := obj["session"].(type) {
+	session, _ := sessionField(obj)
+	switch v := session.(type) {
 	case nil:
 	case string:
 		r.Session = strings.TrimSpace(v)

@@ -86,7 +86,10 @@ type TraceCall struct {
 
 // TraceResponse is what a model call answered.
 type TraceResponse struct {
-	Content          string          `json:"content"`
+	Content string `json:"content"`
+	// Reasoning is what the model thought aloud, removed from Content
+	// (llm.Response.Reasoning): kept here, never posted.
+	Reasoning        string          `json:"reasoning,omitempty"`
 	ToolCalls        []TraceToolCall `json:"tool_calls,omitempty"`
 	FinishReason     string          `json:"finish_reason"`
 	Model            string          `json:"model,omitempty"`
@@ -208,7 +211,7 @@ func (c turnTracer) traceCall(t *turn, req llm.Request, resp llm.Response, err e
 		call.Error = noticeReason(err)
 	} else {
 		call.Response = &TraceResponse{
-			Content: resp.Content, FinishReason: resp.FinishReason, Model: resp.Model,
+			Content: resp.Content, Reasoning: resp.Reasoning, FinishReason: resp.FinishReason, Model: resp.Model,
 			PromptTokens: resp.PromptTokens, CompletionTokens: resp.CompletionTokens,
 		}
 		for _, tc := range resp.ToolCalls {

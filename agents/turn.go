@@ -170,23 +170,44 @@ func (c runner) build(t *turn, prompt string, data templates.Data, history, tail
 var errTurnDeadline = errors.New("the turn passed its deadline")
 
 // ask calls the model, and the tools it calls, within what is left of the
-// turn's deadline (Options.TurnTimeout from its start). A reply cut by the
-// token limit is marked with " …".
+// turn's deadline (Options.TurnTimeout from its start). A partial reply is
+// marked (markCut).
 func (c runner) ask(ctx context.Context, t *turn, req llm.Request) (string, error) {
+	resp, err := c.askResponse(ctx, t, req)
+	if err != nil {
+		return "", err
+	}
+	return markCut(resp), nil
+}
+
+// askResponse is ask, answering the model's response as it came.
+func (c runner) askResponse(ctx context.Context, t *turn, req llm.Request) (llm.Response, error) {
 	mctx, cancel := context.WithDeadline(ctx, t.deadline)
 	defer cancel()
 	resp, err := c.complete(mctx, t, req)
 	if err != nil && ctx.Err() == nil && mctx.Err() != nil {
 		err = fmt.Errorf("%w (%s): %w", errTurnDeadline, c.opts.TurnTimeout, err)
 	}
-	if err != nil {
-		return "", err
-	}
+	return resp, err
+}
+
+// filteredMark ends a reply the endpoint's content filter cut short.
+const filteredMark = "(cut by the model's content filter)"
+
+// markCut is a reply's text, marked when it is partial: " …" when the
+// token limit cut it, the filteredMark when the content filter did.
+func markCut(resp llm.Response) string {
 	text := resp.Content
-	if resp.Truncated() && strings.TrimSpace(text) != "" {
-		text = strings.TrimRight(text, " \n\t") + " …"
+	if strings.TrimSpace(text) == "" {
+		return text
 	}
-	return text, nil
+	switch {
+	case resp.Truncated():
+		text = strings.TrimRight(text, " \n\t") + " …"
+	case resp.Filtered():
+		text = strings.TrimRight(text, " \n\t") + " … " + filteredMark
+	}
+	return text
 }
 
 // failed records a failed turn in its report; the step then posts a ⚠️
@@ -259,10 +280,22 @@ func (c runner) threading(ctx context.Context, t *turn, known []string) (threade
 	if err != nil {
 		return threaded{}, err
 	}
-	raw, err := c.ask(ctx, t, req)
+	resp, err := c.askResponse(ctx, t, req)
+	if err == nil && resp.Truncated() {
+		// A cut reply is asked again, not repaired: a repaired cut
+		// would bind half a key.
+		c.log.Info("threading reply cut by the length limit; asking again", slog.String(logAgent, a.EnsDomain))
+		resp, err = c.askResponse(ctx, t, req)
+		if err == nil && resp.Truncated() {
+			c.log.Warn("threading reply cut by the length limit twice; the expert stays unbound", slog.String(logAgent, a.EnsDomain))
+			return threaded{meta: map[string]string{"threading": threadingFailed},
+				unanswered: "its reply was cut by the model's length limit"}, nil
+		}
+	}
 	if err != nil {
 		return threaded{}, err
 	}
+	raw := markCut(resp)
 	reply, outcome, perr := parseThreading(raw)
 	if perr != nil {
 		c.log.Info("threading reply unreadable; retrying", slog.String(logAgent, a.EnsDomain), slog.Any(logError, perr))
@@ -282,8 +315,34 @@ func (c runner) threading(ctx context.Context, t *turn, known []string) (threade
 	}
 	c.log.Info("threading reply read", slog.String(logAgent, a.EnsDomain), slog.String(logTurn, t.id),
 		slog.String("outcome", outcome), slog.String("key", reply.Session))
+	ps := placeholdersOf(req.Messages[len(req.Messages)-1].Content) // the rendered context-not-found
+	if isPlaceholder(reply.Message, ps.message) {
+		c.log.Info("threading message repeats the template's placeholder; not posted", slog.String(logAgent, a.EnsDomain))
+		reply.Message = ""
+	}
 	th := threaded{text: reply.Message, meta: map[string]string{"threading": outcome}}
-	key, refused, err := c.chooseSession(ctx, a, reply.Session)
+	wrote := reply.Session
+	var why string
+	reply.Session, why = checkKey(reply.Session, ps, c.patterns[a.EnsDomain])
+	if why != "" && why != keyHasSpaces {
+		c.log.Warn("threading key refused", slog.String(logAgent, a.EnsDomain), slog.String("key", wrote), slog.String("why", why))
+		if reply.Message == "" {
+			th.text, th.unanswered = "", fmt.Sprintf("its key %q was refused: %s", wrote, why)
+			return th, nil
+		}
+	}
+	var key, refused string
+	if why == keyHasSpaces {
+		// A phrase may still name a session the expert has (matching
+		// ignores blanks); it never starts one.
+		key, refused, err = c.chooseSession(ctx, a, wrote, false)
+		if err == nil && key == "" {
+			c.log.Warn("threading key refused", slog.String(logAgent, a.EnsDomain), slog.String("key", wrote), slog.String("why", why))
+			refused = fmt.Sprintf("its key %q was refused: %s", wrote, why)
+		}
+	} else {
+		key, refused, err = c.chooseSession(ctx, a, reply.Session, true)
+	}
 	switch {
 	case err != nil:
 		return threaded{}, err
@@ -297,9 +356,9 @@ func (c runner) threading(ctx context.Context, t *turn, known []string) (threade
 }
 
 // chooseSession matches a threading key against the expert's sessions and
-// applies its new-session policy. "" leaves the expert unbound; refused
+// applies its new-session policy (mayStart false: no new session). "" leaves the expert unbound; refused
 // then says why when the policy refused a new session.
-func (c runner) chooseSession(ctx context.Context, a ens.Agent, key string) (session, refused string, err error) {
+func (c runner) chooseSession(ctx context.Context, a ens.Agent, key string, mayStart bool) (session, refused string, err error) {
 	if key == "" {
 		return "", "", nil
 	}
@@ -315,6 +374,9 @@ func (c runner) chooseSession(ctx context.Context, a ens.Agent, key string) (ses
 				slog.String("session", match), slog.String("match", kind), slog.Float64("score", score))
 		}
 		return match, "", nil
+	}
+	if !mayStart {
+		return "", "", nil
 	}
 	s := c.opts.Agents[a.EnsDomain]
 	switch s.SessionPolicy {

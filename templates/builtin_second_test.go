@@ -39,6 +39,7 @@ func TestBuiltinFacilitatorCasesGolden(t *testing.T) {
 		"conclude.reason-person":     {PromptConclude, reasonData(ConcludePerson)},
 		"conclude.reason-inactivity": {PromptConclude, reasonData(ConcludeInactivity)},
 		"conclude.reason-max_turns":  {PromptConclude, reasonData(ConcludeMaxTurns)},
+		"conclude.reason-stalled":    {PromptConclude, reasonData(ConcludeStalled)},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -91,6 +92,7 @@ func TestBuiltinFacilitatorSaysTrueThings(t *testing.T) {
 		ConcludePerson:     "the person ended it.",
 		ConcludeInactivity: "say in one sentence that the answer may be incomplete",
 		ConcludeMaxTurns:   "it stopped at its limit of agent turns.",
+		ConcludeStalled:    "the agents could not settle it",
 	} {
 		got := render(PromptConclude, reasonData(reason)())
 		if strings.Contains(got, "The thread has") == (reason == ConcludeEnd) {

@@ -62,7 +62,8 @@ type Data struct {
 	// when there is none.
 	LatestPersonRequest Request
 	// ConcludeReason says why the facilitator's conclude prompt runs:
-	// ConcludeEnd, ConcludePerson, ConcludeInactivity or ConcludeMaxTurns;
+	// ConcludeEnd, ConcludePerson, ConcludeInactivity, ConcludeMaxTurns or
+	// ConcludeStalled;
 	// empty in every other prompt.
 	ConcludeReason string
 	// KnownSessions are the memory keys the agent already has, most
@@ -101,6 +102,7 @@ const (
 	ConcludePerson     = "person"     // a person or human agent wrote :end:
 	ConcludeInactivity = "inactivity" // no message for conversation.timeout
 	ConcludeMaxTurns   = "max_turns"  // conversation.max_turns was reached
+	ConcludeStalled    = "stalled"    // the facilitator went round in circles (a repeated reply, or calls only to capped agents)
 )
 
 // Request is a message as templates see it.

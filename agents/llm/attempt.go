@@ -129,6 +129,7 @@ func copyBody(req *http.Request) []byte {
 // outcome is one attempt's result, classified.
 type outcome struct {
 	reply      openai.ChatCompletionResponse
+	reasoning  string // removed from the reply (tidyReply)
 	body       []byte // the request's, as sent
 	usage      usage
 	sent       bool // the request reached the HTTP client
@@ -155,6 +156,7 @@ func (out outcome) response(model string, attempts int, used usage) Response {
 	}
 	return Response{
 		Content:          choice.Message.Content,
+		Reasoning:        out.reasoning,
 		ToolCalls:        calls,
 		FinishReason:     string(choice.FinishReason),
 		Model:            cmp.Or(out.reply.Model, model),
@@ -165,11 +167,20 @@ func (out outcome) response(model string, attempts int, used usage) Response {
 	}
 }
 
-// attempt makes one call bounded by timeout, streamed when onText is
-// set, and classifies its result.
+// attempt makes one call, and classifies its result: a plain call is
+// bounded by timeout, a streamed one (onText set) by the profile's
+// IdleTimeout between chunks. A successful reply is tidied (tidyReply)
+// before it is judged empty.
 func (ep *endpoint) attempt(ctx context.Context, call openai.ChatCompletionRequest, timeout time.Duration, onText func(string)) outcome {
 	var tr trace
-	actx, cancel := context.WithTimeout(context.WithValue(ctx, traceKey{}, &tr), timeout)
+	base := context.WithValue(ctx, traceKey{}, &tr)
+	var actx context.Context
+	var cancel context.CancelFunc
+	if onText == nil {
+		actx, cancel = context.WithTimeout(base, timeout)
+	} else {
+		actx, cancel = context.WithCancel(base) // bounded by its silences instead (stream)
+	}
 	defer cancel()
 	var reply openai.ChatCompletionResponse
 	var err error
@@ -180,6 +191,7 @@ func (ep *endpoint) attempt(ctx context.Context, call openai.ChatCompletionReque
 	}
 	out := outcome{body: tr.body, sent: tr.sent, status: tr.status, retryAfter: tr.retryAfter, cause: err}
 	if err == nil {
+		out.reasoning = tidyReply(&reply, len(call.Tools) > 0)
 		out.reply = reply
 		out.usage = usage{reply.Usage.PromptTokens, reply.Usage.CompletionTokens}
 		switch {
@@ -187,7 +199,8 @@ func (ep *endpoint) attempt(ctx context.Context, call openai.ChatCompletionReque
 			out.reason, out.retry, out.cause = ReasonEmpty, true, ErrEmptyReply
 			out.msg = "empty reply: no choice"
 		case strings.TrimSpace(reply.Choices[0].Message.Content) == "" && len(reply.Choices[0].Message.ToolCalls) == 0:
-			out.reason, out.retry, out.cause = ReasonEmpty, true, ErrEmptyReply
+			out.reason, out.cause = emptyReason(reply.Choices[0].FinishReason), ErrEmptyReply
+			out.retry = out.reason == ReasonEmpty // a limit or a filter stops the next try too
 			out.msg = fmt.Sprintf("empty reply: blank content (finish_reason %q)", reply.Choices[0].FinishReason)
 		}
 		return out
@@ -198,6 +211,9 @@ func (ep *endpoint) attempt(ctx context.Context, call openai.ChatCompletionReque
 	switch {
 	case ctx.Err() != nil:
 		out.reason, out.msg = ReasonCanceled, ctx.Err().Error()
+	case errors.Is(err, errIdle):
+		out.reason, out.retry = ReasonTimeout, true
+		out.msg = fmt.Sprintf("no chunk for %s (idle_timeout)", ep.profile.IdleTimeout)
 	case actx.Err() != nil:
 		out.reason, out.retry = ReasonTimeout, true
 		out.msg = fmt.Sprintf("no reply within %s", timeout.Round(time.Millisecond))
@@ -223,6 +239,18 @@ func (ep *endpoint) attempt(ctx context.Context, call openai.ChatCompletionReque
 		out.reason, out.msg = ReasonInvalid, err.Error()
 	}
 	return out
+}
+
+// emptyReason classifies a blank reply by its finish reason: the length
+// limit and the content filter say why, and would stop a retry too.
+func emptyReason(finish openai.FinishReason) string {
+	switch finish {
+	case openai.FinishReasonLength:
+		return ReasonLength
+	case openai.FinishReasonContentFilter:
+		return ReasonFiltered
+	}
+	return ReasonEmpty
 }
 
 // classifyStatus says why a status failed and whether to try again: 429

@@ -1,6 +1,7 @@
 package llm_test
 
 import (
+	"strings"
 	"testing"
 
 	openai "github.com/sashabaranov/go-openai"
@@ -26,9 +27,13 @@ func benchMessages() []llm.Message {
 // BenchmarkComplete is one call through the client against the fake, the
 // fake's own work included; compare with BenchmarkGoOpenAI for the
 // client's overhead.
-func BenchmarkComplete(b *testing.B) {
+func BenchmarkComplete(b *testing.B) { benchComplete(b, "The claim goes to review.") }
+
+// benchComplete makes one call through the client a loop, the fake
+// answering reply.
+func benchComplete(b *testing.B, reply string) {
 	fake := llmfake.New(b)
-	fake.Handle(func(llmfake.Request) llmfake.Reply { return llmfake.Text("The claim goes to review.") })
+	fake.Handle(func(llmfake.Request) llmfake.Reply { return llmfake.Text(reply) })
 	c, err := llm.New(llm.Profile{BaseURL: fake.URL(), APIKey: "sk-bench", Model: "fake-model", Temperature: ptr(0.0), MaxTokens: 256, JSONMode: true,
 		Headers: map[string]string{"X-Team": "acme"}}, nil)
 	if err != nil {
@@ -64,3 +69,15 @@ func BenchmarkGoOpenAI(b *testing.B) {
 		}
 	}
 }
+
+// thinkReply is a reasoning model's reply: a 4,000-character <think>
+// block, then the answer.
+func thinkReply() string {
+	thought := strings.Repeat("The user asks about claim C45653; the policy covers glass. ", 70)[:4000]
+	return "<think>\n" + thought + "\n</think>\n\nThe claim goes to review."
+}
+
+// BenchmarkCompleteThink is BenchmarkComplete answered by a reasoning
+// model: the <think> block is removed before the content is returned.
+// Run on a build without the removal, it measures what the removal adds.
+func BenchmarkCompleteThink(b *testing.B) { benchComplete(b, thinkReply()) }

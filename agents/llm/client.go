@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	openai "github.com/sashabaranov/go-openai"
@@ -23,6 +24,7 @@ import (
 const (
 	DefaultBaseURL      = "https://api.openai.com/v1"
 	DefaultTimeout      = 60 * time.Second
+	DefaultIdleTimeout  = 30 * time.Second
 	DefaultTotalTimeout = 150 * time.Second
 	defaultProfileName  = "default"
 )
@@ -71,6 +73,9 @@ type endpoint struct {
 	profile Profile
 	api     *openai.Client
 	redact  redactor
+	// noResponseFormat: the endpoint refused response_format once; JSON
+	// requests go without it from then on (dropResponseFormat).
+	noResponseFormat atomic.Bool
 }
 
 // New checks the profiles and builds a client: def answers requests that
@@ -123,6 +128,9 @@ func (c *Client) newEndpoint(p Profile) (*endpoint, error) {
 	if p.Timeout == 0 {
 		p.Timeout = DefaultTimeout
 	}
+	if p.IdleTimeout == 0 {
+		p.IdleTimeout = DefaultIdleTimeout
+	}
 	if p.TotalTimeout == 0 {
 		p.TotalTimeout = DefaultTotalTimeout
 	}
@@ -155,6 +163,7 @@ func checkProfile(p Profile, red redactor) error {
 		{"max_input_tokens", int64(p.MaxInputTokens)},
 		{"max_retries", int64(p.MaxRetries)},
 		{"timeout", int64(p.Timeout)},
+		{"idle_timeout", int64(p.IdleTimeout)},
 		{"total_timeout", int64(p.TotalTimeout)},
 	} {
 		if n.v < 0 {
@@ -231,7 +240,7 @@ func (c *Client) send(ctx context.Context, req Request, onText func(string)) (Re
 	if err != nil {
 		return Response{}, err
 	}
-	call, err := buildCall(ep.profile, req)
+	call, err := buildCall(ep.callProfile(), req)
 	if err != nil {
 		return Response{}, ep.fail(call.Model, 0, outcome{reason: ReasonInvalid, msg: err.Error(), cause: err})
 	}
@@ -249,6 +258,7 @@ func (c *Client) run(ctx context.Context, ep *endpoint, call openai.ChatCompleti
 	total, cancel := context.WithTimeout(ctx, p.TotalTimeout)
 	defer cancel()
 	var used usage
+	fallbacks := 0 // attempts that were not retries: the request went again without response_format
 	for attempt := 1; ; attempt++ {
 		remaining := deadline.Sub(c.now())
 		if remaining <= 0 {
@@ -263,6 +273,10 @@ func (c *Client) run(ctx context.Context, ep *endpoint, call openai.ChatCompleti
 		if !out.sent { // refused by the library, or canceled before sending
 			made--
 		}
+		if c.dropResponseFormat(ctx, ep, &call, out) {
+			fallbacks++
+			continue
+		}
 		switch {
 		case ctx.Err() != nil:
 			return Response{}, ep.fail(call.Model, made, canceledOutcome(ctx))
@@ -270,7 +284,7 @@ func (c *Client) run(ctx context.Context, ep *endpoint, call openai.ChatCompleti
 			return Response{}, ep.fail(call.Model, made, deadlineOutcome(p))
 		case !out.retry:
 			return Response{}, ep.fail(call.Model, made, out)
-		case attempt > p.MaxRetries:
+		case attempt-fallbacks > p.MaxRetries:
 			out.msg += fmt.Sprintf(" (max_retries %d reached)", p.MaxRetries)
 			return Response{}, ep.fail(call.Model, made, out)
 		}
@@ -331,7 +345,7 @@ func (c *Client) RequestBody(req Request) (endpointURL string, body []byte, err 
 	if err != nil {
 		return "", nil, err
 	}
-	call, err := buildCall(ep.profile, req)
+	call, err := buildCall(ep.callProfile(), req)
 	if err != nil {
 		return "", nil, fmt.Errorf("llm: profile %q: %w", ep.profile.Name, err)
 	}

@@ -450,7 +450,7 @@ func TestRetries(t *testing.T) {
 		},
 		{
 			name:     "blank content is retried",
-			replies:  []llmfake.Reply{llmfake.Blank(), llmfake.Reply{Content: "", FinishReason: "length"}, llmfake.Text("ok")},
+			replies:  []llmfake.Reply{llmfake.Blank(), llmfake.Reply{Content: "\t"}, llmfake.Text("ok")},
 			wantText: "ok", wantSleeps: []time.Duration{ms(250), ms(500)},
 		},
 		{

@@ -11,7 +11,8 @@ import (
 
 // ErrEmptyReply reports a reply with no choice or only white space; it is
 // retried like a server error and returned, wrapped in *Error, when the
-// retries run out.
+// retries run out. An empty reply the model ended at its length limit or
+// its content filter stopped is not retried (Reason says which).
 var ErrEmptyReply = errors.New("empty reply")
 
 // Reasons of a failed completion, short enough for a notice in a thread.
@@ -21,6 +22,8 @@ const (
 	ReasonTimeout     = "timed out"
 	ReasonConnection  = "connection failed"
 	ReasonEmpty       = "empty reply"
+	ReasonLength      = "length limit"   // an empty reply cut by the token limit: not retried
+	ReasonFiltered    = "content filter" // an empty reply stopped by the content filter: not retried
 	ReasonMalformed   = "malformed reply"
 	ReasonRejected    = "request rejected" // a 4xx other than 429: not retried
 	ReasonInvalid     = "invalid request"  // refused before sending

@@ -68,13 +68,16 @@ type Request struct {
 
 // Finish reasons the engine branches on.
 const (
-	FinishStop   = "stop"
-	FinishLength = "length" // cut by the token limit: the content is partial
+	FinishStop          = "stop"
+	FinishLength        = "length"         // cut by the token limit: the content is partial
+	FinishContentFilter = "content_filter" // cut by the endpoint's content filter: the content is partial
 )
 
-// Response is a completion's outcome.
+// Response is a completion's outcome. Its Content never holds the model's
+// reasoning or a tool call written as text (quirks.go).
 type Response struct {
 	Content          string
+	Reasoning        string     // removed from Content (<think> blocks, reasoning_content): for traces only
 	ToolCalls        []ToolCall // the calls the model asked for (only when the request offered tools)
 	FinishReason     string     // "stop", "length", "tool_calls", …
 	Model            string
@@ -91,6 +94,10 @@ type Response struct {
 // content is partial.
 func (r Response) Truncated() bool { return r.FinishReason == FinishLength }
 
+// Filtered reports whether the endpoint's content filter stopped the
+// reply, so the content is partial.
+func (r Response) Filtered() bool { return r.FinishReason == FinishContentFilter }
+
 // Profile is one endpoint and its defaults. New fills the zero values
 // marked "default" below and rejects a profile without a model; it does not
 // merge profiles with each other (the configuration does that, since only it
@@ -103,7 +110,8 @@ type Profile struct {
 	Temperature    *float64      // nil leaves it to the endpoint; 0 is sent as 0
 	MaxTokens      int           // 0 leaves it to the endpoint
 	MaxInputTokens int           // the prompt budget; used by the engine, not sent
-	Timeout        time.Duration // per attempt; default 60s
+	Timeout        time.Duration // per attempt of a call not streamed; default 60s
+	IdleTimeout    time.Duration // a streamed attempt ends after this long without a chunk; default 30s
 	TotalTimeout   time.Duration // all attempts and waits; default 150s
 	MaxRetries     int           // retries after the first call; 0 means none
 	// Headers are set on every request, replacing same-named ones (so a

@@ -6,9 +6,13 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	openai "github.com/sashabaranov/go-openai"
 )
+
+// errIdle is a stream that sent no chunk for the profile's IdleTimeout.
+var errIdle = errors.New("the stream went silent")
 
 // errStreamCut is a stream that ended before the model finished: the
 // connection dropped, or the body ended without a finish reason.
@@ -31,18 +35,33 @@ func (c *Client) Stream(ctx context.Context, req Request, onText func(content st
 // stream makes one streamed call and gathers its chunks into the reply a
 // plain call would have returned.
 func (ep *endpoint) stream(ctx context.Context, call openai.ChatCompletionRequest, onText func(string)) (openai.ChatCompletionResponse, error) {
+	// Silence, not length, ends a stream: the timer is wound up again by
+	// every chunk.
+	idle := ep.profile.IdleTimeout
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	timer := time.AfterFunc(idle, func() { cancel(errIdle) })
+	defer timer.Stop()
+	silent := func(err error) error {
+		if context.Cause(ctx) == errIdle {
+			return fmt.Errorf("%w: %w", errIdle, err)
+		}
+		return err
+	}
 	s, err := ep.api.CreateChatCompletionStream(ctx, call)
 	if err != nil {
-		return openai.ChatCompletionResponse{}, err
+		return openai.ChatCompletionResponse{}, silent(err)
 	}
 	defer s.Close()
 	var (
-		reply    = openai.ChatCompletionResponse{Model: call.Model}
-		content  strings.Builder
-		calls    []openai.ToolCall
-		finish   openai.FinishReason
-		chosen   bool
-		quietNow bool // tool calls began: the content is no longer shown
+		reply     = openai.ChatCompletionResponse{Model: call.Model}
+		content   strings.Builder
+		reasoning strings.Builder
+		shown     string
+		calls     []openai.ToolCall
+		finish    openai.FinishReason
+		chosen    bool
+		quietNow  bool // tool calls began: the content is no longer shown
 	)
 	for {
 		chunk, err := s.Recv()
@@ -51,10 +70,11 @@ func (ep *endpoint) stream(ctx context.Context, call openai.ChatCompletionReques
 		}
 		if err != nil {
 			if ctx.Err() != nil {
-				return reply, err
+				return reply, silent(err)
 			}
 			return reply, fmt.Errorf("%w: %w", errStreamCut, err)
 		}
+		timer.Reset(idle)
 		if chunk.Model != "" {
 			reply.Model = chunk.Model
 		}
@@ -73,10 +93,13 @@ func (ep *endpoint) stream(ctx context.Context, call openai.ChatCompletionReques
 				quietNow = true
 				calls = mergeToolCall(calls, d)
 			}
+			reasoning.WriteString(ch.Delta.ReasoningContent)
 			if ch.Delta.Content != "" {
 				content.WriteString(ch.Delta.Content)
-				if !quietNow {
-					onText(content.String())
+				// Reasoning and text tool calls are never shown.
+				if v := visibleSoFar(content.String()); !quietNow && v != shown {
+					shown = v
+					onText(v)
 				}
 			}
 		}
@@ -88,7 +111,8 @@ func (ep *endpoint) stream(ctx context.Context, call openai.ChatCompletionReques
 		return reply, fmt.Errorf("%w: no finish reason", errStreamCut)
 	}
 	reply.Choices = []openai.ChatCompletionChoice{{
-		Message:      openai.ChatCompletionMessage{Role: RoleAssistant, Content: content.String(), ToolCalls: calls},
+		Message: openai.ChatCompletionMessage{Role: RoleAssistant, Content: content.String(),
+			ReasoningContent: reasoning.String(), ToolCalls: calls},
 		FinishReason: finish,
 	}}
 	return reply, nil

@@ -118,6 +118,7 @@ type LLMProfileConfig struct {
 	MaxInputTokens   *int              `toml:"max_input_tokens"`
 	Timeout          *Duration         `toml:"timeout"`
 	TotalTimeout     *Duration         `toml:"total_timeout"`
+	IdleTimeout      *Duration         `toml:"idle_timeout"`
 	MaxRetries       *int              `toml:"max_retries"`
 	Headers          map[string]string `toml:"headers"`
 	JSONMode         *bool             `toml:"json_mode"`
@@ -313,6 +314,7 @@ func defaultConfig() Config {
 			MaxInputTokens:   ptr(eng.MaxInputTokens),
 			Timeout:          &Duration{llm.DefaultTimeout},
 			TotalTimeout:     &Duration{llm.DefaultTotalTimeout},
+			IdleTimeout:      &Duration{llm.DefaultIdleTimeout},
 			MaxRetries:       ptr(3),
 			JSONMode:         ptr(true),
 			MergeConsecutive: ptr(false),
@@ -954,6 +956,9 @@ func (c *Config) validateProfile(key string, p LLMProfileConfig, bad func(string
 	}
 	if p.TotalTimeout != nil && p.TotalTimeout.Duration <= 0 {
 		bad(key+".total_timeout", "must be a positive duration")
+	}
+	if p.IdleTimeout != nil && p.IdleTimeout.Duration <= 0 {
+		bad(key+".idle_timeout", "must be a positive duration")
 	}
 }
 

@@ -135,8 +135,11 @@ func TestTemplatesTestLoop(t *testing.T) {
 
 // A human agent speaks in the script; the engine waits for nobody.
 func TestTemplatesTestHumanAgent(t *testing.T) {
+	// Arnaud is not an agent of the channel: naming him reaches no one,
+	// so Elen is told at once (SPEC §14.7) and answers that first.
 	config, _ := promptRepo(t, map[string]string{"human.chat": `> Ada: Is claim CLM-1 covered?
 < elen: arnaud.acme.137.protocol6022.eth, can you confirm CLM-1?
+< elen: Let us wait for Arnaud.
 > Arnaud in thread: Confirmed, CLM-1 is covered.
 < elen: 🧭 Arnaud confirms: CLM-1 is covered.
 = elen: Arnaud confirms
@@ -145,7 +148,7 @@ func TestTemplatesTestHumanAgent(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
-	for _, s := range []string{"PASS human (2 request(s), golden files written)", "    > Arnaud in thread: Confirmed, CLM-1 is covered.\n    Elen: 🧭 Arnaud confirms"} {
+	for _, s := range []string{"PASS human (3 request(s), golden files written)", "    > Arnaud in thread: Confirmed, CLM-1 is covered.\n    Elen: 🧭 Arnaud confirms"} {
 		if !strings.Contains(stdout, s) {
 			t.Errorf("stdout lacks %q:\n%s", s, stdout)
 		}

@@ -55,6 +55,9 @@ func mergeProfile(p llm.Profile, c LLMProfileConfig) llm.Profile {
 	if c.TotalTimeout != nil {
 		p.TotalTimeout = c.TotalTimeout.Duration
 	}
+	if c.IdleTimeout != nil {
+		p.IdleTimeout = c.IdleTimeout.Duration
+	}
 	if c.MaxRetries != nil {
 		p.MaxRetries = *c.MaxRetries
 	}

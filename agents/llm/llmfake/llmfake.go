@@ -29,6 +29,9 @@ type Reply struct {
 	// Content is the assistant message. Blank content is a valid reply
 	// (which a careful client treats as empty).
 	Content string
+	// ReasoningContent is sent as the message's reasoning_content field
+	// (DeepSeek's and vLLM's reasoning parsers), streamed before Content.
+	ReasoningContent string
 	// ToolCalls are function calls the assistant asks for (see Calls).
 	ToolCalls []ToolCall
 	// FinishReason defaults to "stop", or "tool_calls" with ToolCalls.
@@ -179,6 +182,7 @@ type Server struct {
 	queue    []Reply
 	handler  func(Request) Reply
 	apiKey   string
+	noFormat bool // RefuseResponseFormat
 	requests []Request
 	changed  chan struct{} // closed and replaced whenever a request is recorded
 }
@@ -235,6 +239,15 @@ func (s *Server) RequireAPIKey(key string) {
 	s.apiKey = key
 }
 
+// RefuseResponseFormat makes the server answer 400, naming the
+// parameter, to every request that carries response_format, as some
+// local servers and gateways do; such a request takes no scripted reply.
+func (s *Server) RefuseResponseFormat() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.noFormat = true
+}
+
 // Requests returns a copy of every request recorded so far, oldest first.
 func (s *Server) Requests() []Request {
 	s.mu.Lock()
@@ -281,7 +294,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	s.requests = append(s.requests, req)
 	close(s.changed)
 	s.changed = make(chan struct{})
-	wantKey := s.apiKey
+	wantKey, noFormat := s.apiKey, s.noFormat
 	s.mu.Unlock()
 
 	switch {
@@ -293,6 +306,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	case wantKey != "" && r.Header.Get("Authorization") != "Bearer "+wantKey:
 		writeError(w, Error(http.StatusUnauthorized, "llmfake: wrong or missing API key"))
+		return
+	case noFormat && req.Has("response_format"):
+		writeError(w, refusedFormat())
 		return
 	}
 
@@ -459,9 +475,10 @@ type (
 		TotalTokens      int `json:"total_tokens"`
 	}
 	wireMessage struct {
-		Role      string         `json:"role,omitempty"`
-		Content   string         `json:"content,omitempty"`
-		ToolCalls []wireToolCall `json:"tool_calls,omitempty"`
+		Role             string         `json:"role,omitempty"`
+		Content          string         `json:"content,omitempty"`
+		ReasoningContent string         `json:"reasoning_content,omitempty"`
+		ToolCalls        []wireToolCall `json:"tool_calls,omitempty"`
 	}
 	wireToolCall struct {
 		Index    *int   `json:"index,omitempty"`
@@ -498,7 +515,8 @@ func completion(req Request, reply Reply) wireCompletion {
 	if !reply.NoChoices {
 		finish := finishOf(reply)
 		c.Choices = append(c.Choices, wireChoice{
-			Message:      &wireMessage{Role: "assistant", Content: reply.Content, ToolCalls: wireCalls(reply, false)},
+			Message: &wireMessage{Role: "assistant", Content: reply.Content, ReasoningContent: reply.ReasoningContent,
+				ToolCalls: wireCalls(reply, false)},
 			FinishReason: &finish,
 		})
 	}
@@ -576,6 +594,9 @@ func writeStream(w http.ResponseWriter, req Request, reply Reply, pace func() bo
 	}
 	if !reply.NoChoices {
 		send([]wireChoice{{Delta: &wireMessage{Role: "assistant"}}}, nil)
+		if reply.ReasoningContent != "" {
+			send([]wireChoice{{Delta: &wireMessage{ReasoningContent: reply.ReasoningContent}}}, nil)
+		}
 		for i, piece := range pieces(reply) {
 			if i > 0 && reply.Pace != nil && !pace() {
 				return
