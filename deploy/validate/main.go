@@ -95,5 +95,12 @@ func kubernetesBundles(root string) ([]*bundle, []string) {
 	for _, c := range chartCases {
 		add(renderChart(chart, c))
 	}
+	metrics, err := knownMetrics(root)
+	if err != nil {
+		problems = append(problems, fmt.Sprintf("metrics conclave exports: %v", err))
+	}
+	for _, b := range bundles {
+		b.metrics = metrics
+	}
 	return bundles, problems
 }

@@ -7,8 +7,10 @@ import (
 	"strings"
 	"testing"
 
+	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
@@ -217,6 +219,51 @@ func TestKubernetesChecks(t *testing.T) {
 			one := int32(1)
 			b.deployments[0].Spec.Replicas = &one
 		}, "want several replicas"},
+		{"ops port open to every namespace", "default values", func(b *bundle) {
+			b.policies[0].Spec.Ingress[1].From = []networkingv1.NetworkPolicyPeer{{NamespaceSelector: &metav1.LabelSelector{}}}
+		}, "ingress rule 2 lets every namespace reach the operations port 9090"},
+		{"egress CIDR that is not one", inCluster, func(b *bundle) {
+			b.policies[0].Spec.Egress[1].To[0].IPBlock.CIDR = "10.0.0.0/33"
+		}, `egress rule 2: ipBlock "10.0.0.0/33" is not a CIDR`},
+		{"in-cluster model blocked", inCluster, func(b *bundle) {
+			b.policies[0].Spec.Egress = slices.DeleteFunc(b.policies[0].Spec.Egress, func(r networkingv1.NetworkPolicyEgressRule) bool {
+				return allowsPort(corev1.Container{}, r.Ports, 11434, corev1.ProtocolTCP)
+			})
+		}, "egress does not allow llm.base_url (TCP 11434)"},
+		{"Sentinel blocked", inCluster, func(b *bundle) {
+			b.policies[0].Spec.Egress[1].Ports = b.policies[0].Spec.Egress[1].Ports[:1]
+		}, "egress does not allow memory.redis_url (TCP 26379)"},
+		{"ServiceMonitor on the public port", inCluster, func(b *bundle) {
+			b.serviceMonitors[0].Spec.Endpoints[0].Port = "http"
+		}, `ServiceMonitor conclave: scrapes port "http", which reaches container port 8080, not the ops port 9090`},
+		{"ServiceMonitor selecting another Service", inCluster, func(b *bundle) {
+			b.serviceMonitors[0].Spec.Selector.MatchLabels = map[string]string{"app.kubernetes.io/name": "other"}
+		}, "ServiceMonitor conclave: does not select the Service conclave"},
+		{"PrometheusRule without its ServiceMonitor", inCluster, func(b *bundle) {
+			b.serviceMonitors = nil
+		}, "want a ServiceMonitor and a PrometheusRule only when metrics are enabled; found 0 and 1"},
+		{"alert on a metric conclave does not export", inCluster, func(b *bundle) {
+			setExpr(b, "ConclaveNoticeRate", `sum(rate(conclave_turns_failed_total{job="conclave"}[15m])) > 0`)
+		}, "ConclaveNoticeRate reads conclave_turns_failed_total, which conclave does not export"},
+		{"alert over every release", inCluster, func(b *bundle) {
+			setExpr(b, "ConclaveOutboxBacklog", "max(conclave_posts_pending) > 20")
+		}, `ConclaveOutboxBacklog reads conclave_posts_pending without job="conclave"`},
+		{"alert that does not parse", inCluster, func(b *bundle) {
+			setExpr(b, "ConclaveOutboxBacklog", `max(conclave_posts_pending{job="conclave"} > 20`)
+		}, "ConclaveOutboxBacklog: unbalanced brackets"},
+		{"no budget alert", inCluster, func(b *bundle) {
+			g := &b.rules[0].Spec.Groups[0]
+			g.Rules = slices.DeleteFunc(g.Rules, func(r monitoringv1.Rule) bool { return strings.HasPrefix(r.Alert, "ConclaveBudget") })
+		}, "no alert on budget use (conclave_budget_used_ratio)"},
+		{"Ingress to the ops port", inCluster, func(b *bundle) {
+			b.ingresses[0].Spec.Rules[0].HTTP.Paths[0].Backend.Service.Port.Name = "ops"
+		}, "path / reaches container port 9090, not the wallet page's 8080"},
+		{"Ingress for every host", inCluster, func(b *bundle) {
+			b.ingresses[0].Spec.Rules[0].Host = ""
+		}, "Ingress conclave: a rule without a host"},
+		{"Ingress nobody asked for", "default values", func(b *bundle) {
+			b.ingresses = loaded(t, inCluster).ingresses
+		}, "want an Ingress only when ingress.enabled; found 1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -224,6 +271,18 @@ func TestKubernetesChecks(t *testing.T) {
 			tt.edit(b)
 			wantProblem(t, b.check(), tt.want)
 		})
+	}
+}
+
+// inCluster is the chart case with every option on.
+const inCluster = "in-cluster endpoints"
+
+// setExpr sets the expression of the PrometheusRule's alert.
+func setExpr(b *bundle, alert, expr string) {
+	for i := range b.rules[0].Spec.Groups[0].Rules {
+		if r := &b.rules[0].Spec.Groups[0].Rules[i]; r.Alert == alert {
+			r.Expr = intstr.FromString(expr)
+		}
 	}
 }
 
@@ -320,11 +379,31 @@ func TestChartValues(t *testing.T) {
 		{"subPath leaving the checkout", "gitSync: {subPath: ../etc}\n", "at '/gitSync/subPath': '../etc' does not match"},
 		{"too many replicas for Slack", "replicaCount: 11\n", "at '/replicaCount'"},
 		{"template outside the layout", "templates: {notes.md: hi}\n", "'notes.md' does not match pattern"},
+		{"credentials in the repository URL", "gitSync: {enabled: true, repo: \"https://bot:ghp_s3cret@github.com/acme/p\"}\n", "gitSync.repo holds credentials in its URL"},
+		{"a token as the URL's user", "gitSync: {repo: \"https://ghp_s3cret@github.com/acme/p\"}\n", "put GITSYNC_USERNAME and GITSYNC_PASSWORD (a token) in a Secret"},
+		{"a password in an SSH URL", "gitSync: {enabled: true, repo: \"ssh://git:ghp_s3cret@github.com/acme/p\"}\n", "gitSync.repo holds credentials"},
+		{"egress CIDRs without ports", "networkPolicy: {egress: {model: {ports: [], cidrs: [10.0.0.0/8]}}}\n", "networkPolicy.egress.model has cidrs but no ports"},
+		{"egress CIDR without a prefix", "networkPolicy: {egress: {otel: {ports: [4318], cidrs: [10.1.2.3]}}}\n", "at '/networkPolicy/egress/otel/cidrs/0'"},
+		{"misspelt egress endpoint", "networkPolicy: {egress: {ollama: {ports: [11434], cidrs: []}}}\n", "additional properties 'ollama' not allowed"},
+		{"Ingress without a host", "ingress: {enabled: true}\n", "ingress.enabled needs ingress.host"},
+		{"a ratio over one", "metrics: {prometheusRule: {noticeRatio: 5}}\n", "at '/metrics/prometheusRule/noticeRatio'"},
+		{"misspelt metrics key", "metrics: {serviceMonitors: {enabled: true}}\n", "additional properties 'serviceMonitors' not allowed"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, problems := renderChart(chart, chartCase{name: tt.name, values: tt.values})
 			wantProblem(t, problems, tt.want)
+			if p := strings.Join(problems, "\n"); strings.Contains(p, "s3cret") {
+				t.Errorf("the refusal repeats the credential:\n%s", p)
+			}
+		})
+	}
+	// Repositories without credentials render.
+	for _, repo := range []string{"https://github.com/acme/p", "git@github.com:acme/p", "ssh://git@github.com/acme/p"} {
+		t.Run("accepted "+repo, func(t *testing.T) {
+			if _, problems := renderChart(chart, chartCase{values: "gitSync: {enabled: true, repo: \"" + repo + "\"}\n"}); len(problems) > 0 {
+				t.Errorf("refused: %s", strings.Join(problems, "\n"))
+			}
 		})
 	}
 }
@@ -337,6 +416,9 @@ func TestStrictDecoding(t *testing.T) {
 		{"wrong type", "apiVersion: v1\nkind: Service\nmetadata: {name: conclave}\nspec: {ports: {name: http}}\n", "cannot unmarshal object into Go struct field ServiceSpec.spec.ports"},
 		{"unknown kind", "apiVersion: v1\nkind: Pod\nmetadata: {name: conclave}\n", "unexpected kind v1 Pod"},
 		{"no kind", "metadata: {name: conclave}\n", "a document without apiVersion and kind"},
+		{"misspelt ServiceMonitor field", "apiVersion: monitoring.coreos.com/v1\nkind: ServiceMonitor\nmetadata: {name: conclave}\nspec: {endpoint: [{port: ops}]}\n", `unknown field "endpoint"`},
+		{"misspelt PrometheusRule field", "apiVersion: monitoring.coreos.com/v1\nkind: PrometheusRule\nmetadata: {name: conclave}\nspec: {groups: [{name: g, rules: [{alert: A, expression: up}]}]}\n", `unknown field "expression"`},
+		{"misspelt Ingress field", "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata: {name: conclave}\nspec: {rule: []}\n", `unknown field "rule"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
