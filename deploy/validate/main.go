@@ -1,7 +1,8 @@
 // Command validate checks the deployment files offline, as CI does:
 //
 //   - deploy/compose.yaml with compose-go (the loader and schema that
-//     `docker compose config` uses), and its hardening;
+//     `docker compose config` uses), its hardening, and that it passes
+//     every variable of .env.example;
 //   - deploy/kubernetes as written, as `kubectl apply -k` builds it
 //     (kustomize's own Go API), and with the git-sync component added;
 //   - the Helm chart deploy/helm/conclave rendered with Helm's own chart
@@ -49,7 +50,9 @@ func main() {
 
 // validate runs every check on the repository at root.
 func validate(root string) []string {
-	problems := checkCompose(filepath.Join(root, "deploy", "compose.yaml"))
+	compose := filepath.Join(root, "deploy", "compose.yaml")
+	problems := checkCompose(compose)
+	problems = append(problems, checkComposeEnv(compose, filepath.Join(root, ".env.example"))...)
 	problems = append(problems, checkRelease(filepath.Join(root, ".github", "workflows", "release.yml"))...)
 	bundles, more := kubernetesBundles(root)
 	problems = append(problems, more...)

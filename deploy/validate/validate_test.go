@@ -19,7 +19,9 @@ const repoRoot = "../.."
 // TestRepositoryFiles: the files as committed pass every check but
 // conclave's own (which `go run .` adds).
 func TestRepositoryFiles(t *testing.T) {
-	problems := checkCompose(filepath.Join(repoRoot, "deploy", "compose.yaml"))
+	compose := filepath.Join(repoRoot, "deploy", "compose.yaml")
+	problems := checkCompose(compose)
+	problems = append(problems, checkComposeEnv(compose, filepath.Join(repoRoot, ".env.example"))...)
 	problems = append(problems, checkRelease(filepath.Join(repoRoot, ".github", "workflows", "release.yml"))...)
 	bundles, more := kubernetesBundles(repoRoot)
 	problems = append(problems, more...)
@@ -87,6 +89,24 @@ func TestComposeHardening(t *testing.T) {
 			wantProblem(t, checkCompose(edited(t, "deploy/compose.yaml", tt.pairs...)), tt.want)
 		})
 	}
+}
+
+// TestComposeEnvironment: a variable .env.example lists that compose does
+// not pass to conclave is named.
+func TestComposeEnvironment(t *testing.T) {
+	envExample := filepath.Join(repoRoot, ".env.example")
+	t.Run("dropped", func(t *testing.T) {
+		compose := edited(t, "deploy/compose.yaml", "      OPENAI_BASE_URL: ${OPENAI_BASE_URL:-}\n", "")
+		wantProblem(t, checkComposeEnv(compose, envExample), "conclave does not get OPENAI_BASE_URL, which .env.example lists")
+	})
+	t.Run("a new variable", func(t *testing.T) {
+		example := edited(t, ".env.example", "CRM_TOKEN=", "ACME_TOKEN=\nCRM_TOKEN=")
+		wantProblem(t, checkComposeEnv(filepath.Join(repoRoot, "deploy", "compose.yaml"), example), "conclave does not get ACME_TOKEN")
+	})
+	t.Run("build argument", func(t *testing.T) {
+		compose := edited(t, "deploy/compose.yaml", "COMMIT: ${CONCLAVE_COMMIT:-unknown}", "COMMIT: unknown")
+		wantProblem(t, checkComposeEnv(compose, envExample), "conclave does not get CONCLAVE_COMMIT")
+	})
 }
 
 func TestReleaseWorkflow(t *testing.T) {
