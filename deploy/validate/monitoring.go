@@ -24,12 +24,17 @@ var pendingMetrics = []string{"conclave_budget_used_ratio", "conclave_llm_cost_u
 // metricName finds conclave's series in a PromQL expression.
 var metricName = regexp.MustCompile(`\bconclave_[a-z0-9_]+`)
 
-// metricLiteral finds a metric's name as the Go source registers it.
-var metricLiteral = regexp.MustCompile(`"(conclave_[a-z0-9_]+)"`)
+// metricLiteral finds a metric's name as the Go source registers it, and
+// histogramLiteral a histogram's.
+var (
+	metricLiteral    = regexp.MustCompile(`"(conclave_[a-z0-9_]+)"`)
+	histogramLiteral = regexp.MustCompile(`HistogramOpts\{\s*Name:\s*"(conclave_[a-z0-9_]+)"`)
+)
 
 // knownMetrics is every conclave_ name the repository's Go source (not
-// its tests, not deploy/) writes as a string, plus pendingMetrics: the
-// series conclave can export.
+// its tests, not deploy/) writes as a string, with the _bucket, _count and
+// _sum series of those it registers as histograms, plus pendingMetrics:
+// the series conclave can export.
 func knownMetrics(root string) (map[string]bool, error) {
 	known := map[string]bool{}
 	for _, name := range pendingMetrics {
@@ -51,23 +56,22 @@ func knownMetrics(root string) (map[string]bool, error) {
 		for _, m := range metricLiteral.FindAllSubmatch(data, -1) {
 			known[string(m[1])] = true
 		}
+		for _, m := range histogramLiteral.FindAllSubmatch(data, -1) {
+			for _, suffix := range []string{"_bucket", "_count", "_sum"} {
+				known[string(m[1])+suffix] = true
+			}
+		}
 		return nil
 	})
 	return known, err
 }
 
 // unknownMetrics lists the conclave_ series expr reads that conclave does
-// not export; a histogram's _bucket, _count and _sum are its own.
+// not export.
 func unknownMetrics(expr string, known map[string]bool) []string {
 	var unknown []string
 	for _, name := range metricName.FindAllString(expr, -1) {
-		base := name
-		for _, suffix := range []string{"_bucket", "_count", "_sum"} {
-			if b, ok := strings.CutSuffix(name, suffix); ok && known[b] {
-				base = b
-			}
-		}
-		if !known[base] && !slices.Contains(unknown, name) {
+		if !known[name] && !slices.Contains(unknown, name) {
 			unknown = append(unknown, name)
 		}
 	}

@@ -22,6 +22,7 @@ func TestRepositoryFiles(t *testing.T) {
 	compose := filepath.Join(repoRoot, "deploy", "compose.yaml")
 	problems := checkCompose(compose)
 	problems = append(problems, checkComposeEnv(compose, filepath.Join(repoRoot, ".env.example"))...)
+	problems = append(problems, checkDashboards(repoRoot)...)
 	problems = append(problems, checkRelease(filepath.Join(repoRoot, ".github", "workflows", "release.yml"))...)
 	bundles, more := kubernetesBundles(repoRoot)
 	problems = append(problems, more...)
@@ -107,6 +108,56 @@ func TestComposeEnvironment(t *testing.T) {
 		compose := edited(t, "deploy/compose.yaml", "COMMIT: ${CONCLAVE_COMMIT:-unknown}", "COMMIT: unknown")
 		wantProblem(t, checkComposeEnv(compose, envExample), "conclave does not get CONCLAVE_COMMIT")
 	})
+}
+
+func TestDashboard(t *testing.T) {
+	known, err := knownMetrics(repoRoot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const dash = "deploy/grafana/conclave.json"
+	tests := []struct {
+		name  string
+		pairs []string
+		want  string
+	}{
+		{"misspelt key", []string{`"targets": [`, `"target": [`}, `unknown field "target"`},
+		{"not JSON", []string{`"panels": [`, `"panels": [,`}, "invalid character"},
+		{"unknown series", []string{"conclave_posts_pending", "conclave_posts_waiting"}, "reads conclave_posts_waiting, which conclave does not export"},
+		{"every job", []string{`max(conclave_template_problems{namespace=~\"$namespace\", job=~\"$job\"})`, `max(conclave_template_problems)`}, `reads conclave_template_problems without job=~"$job"`},
+		{"unbalanced", []string{`sum(up{`, `sum((up{`}, "its brackets do not pair up"},
+		{"fixed data source", []string{`"uid": "${datasource}"`, `"uid": "prom-1"`}, "must query ${datasource}"},
+		{"no budget panel", []string{`"expr": "max by (scope) (conclave_budget_used_ratio`, `"expr": "max by (scope) (conclave_posts_pending`}, "no panel shows conclave_budget_used_ratio"},
+		{"duplicate id", []string{`"id": 3,`, `"id": 2,`}, "ids must be unique"},
+		{"off the grid", []string{`"w": 24,`, `"w": 25,`}, "outside the 24-column grid"},
+		{"overlap", []string{`"x": 6,`, `"x": 4,`}, "overlaps panel"},
+		{"plugin", []string{`"type": "stat"`, `"type": "piechart"`}, `type "piechart" is not one of`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			wantProblem(t, checkDashboard(edited(t, dash, tt.pairs...), known), tt.want)
+		})
+	}
+}
+
+// TestKnownMetrics: the series are read from the Go source, histograms
+// with their _bucket, _count and _sum.
+func TestKnownMetrics(t *testing.T) {
+	known, err := knownMetrics(repoRoot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"conclave_turns_total", "conclave_slack_envelopes_total", "conclave_posts_pending", "conclave_ens_cache_stale_total"} {
+		if !known[name] {
+			t.Errorf("%s not found in the source", name)
+		}
+	}
+	if u := unknownMetrics("rate(conclave_llm_request_duration_seconds_bucket[5m]) + conclave_turns_total + conclave_nope_total", known); !slices.Equal(u, []string{"conclave_nope_total"}) {
+		t.Errorf("unknown = %v, want [conclave_nope_total]", u)
+	}
+	if u := unknownMetrics("conclave_turns_total_bucket", known); len(u) != 1 {
+		t.Errorf("a counter has no _bucket series, got unknown = %v", u)
+	}
 }
 
 func TestReleaseWorkflow(t *testing.T) {
