@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
+	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -18,13 +21,9 @@ import (
 // written, no capabilities, no privilege gain, and only the public
 // listener published (the operations listener is for the compose network).
 func checkCompose(path string) []string {
-	opts, err := cli.NewProjectOptions([]string{path}, cli.WithOsEnv, cli.WithName("conclave"))
+	project, err := loadCompose(path)
 	if err != nil {
-		return []string{fmt.Sprintf("%s: %v", path, err)}
-	}
-	project, err := opts.LoadProject(context.Background())
-	if err != nil {
-		return []string{fmt.Sprintf("%s: %v", path, err)}
+		return []string{err.Error()}
 	}
 	var problems []string
 	bad := func(format string, args ...any) {
@@ -103,6 +102,21 @@ func composePort(conclave types.ServiceConfig, variable, def string) string {
 	return def
 }
 
+// loadCompose loads the Compose file at path as `docker compose config`
+// does: schema validation, interpolation from this process's environment,
+// normalisation.
+func loadCompose(path string) (*types.Project, error) {
+	opts, err := cli.NewProjectOptions([]string{path}, cli.WithOsEnv, cli.WithName("conclave"))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	project, err := opts.LoadProject(context.Background())
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return project, nil
+}
+
 // portNumber parses a port; an invalid one is 0, which no service uses.
 func portNumber(s string) uint32 {
 	var n uint32
@@ -110,4 +124,39 @@ func portNumber(s string) uint32 {
 		return 0
 	}
 	return n
+}
+
+// envAssignment is a variable line of .env.example: NAME=…
+var envAssignment = regexp.MustCompile(`^([A-Za-z_][A-Za-z0-9_]*)=`)
+
+// checkComposeEnv checks the Compose file passes every variable that
+// .env.example lists to conclave: in the service's environment, or as an
+// interpolation the file makes (the build's version and commit).
+func checkComposeEnv(path, envExample string) []string {
+	example, err := os.ReadFile(envExample) // #nosec G304 G703 -- the repository's own file, at a fixed path
+	if err != nil {
+		return []string{err.Error()}
+	}
+	compose, err := os.ReadFile(path) // #nosec G304 G703 -- the repository's own file, at a fixed path
+	if err != nil {
+		return []string{err.Error()}
+	}
+	project, err := loadCompose(path)
+	if err != nil {
+		return []string{err.Error()}
+	}
+	environment := project.Services["conclave"].Environment
+	var problems []string
+	for _, line := range strings.Split(string(example), "\n") {
+		m := envAssignment.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		name := m[1]
+		if _, ok := environment[name]; ok || strings.Contains(string(compose), "${"+name) {
+			continue
+		}
+		problems = append(problems, fmt.Sprintf("%s: conclave does not get %s, which %s lists (environment: %s: ${%s:-})", path, name, filepath.Base(envExample), name, name))
+	}
+	return problems
 }

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 
+	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -35,6 +36,11 @@ type bundle struct {
 	// externalSecret is a Secret the pods may name without the bundle
 	// defining it (the chart's existing Secret).
 	externalSecret string
+	// monitoring: a ServiceMonitor and a PrometheusRule are expected;
+	// ingress: an Ingress for the wallet page.
+	monitoring, ingress bool
+	// metrics are the series conclave exports (knownMetrics).
+	metrics map[string]bool
 
 	deployments []appsv1.Deployment
 	secrets     map[string]bool
@@ -42,6 +48,10 @@ type bundle struct {
 	services    []corev1.Service
 	budgets     []policyv1.PodDisruptionBudget
 	policies    []networkingv1.NetworkPolicy
+	ingresses   []networkingv1.Ingress
+
+	serviceMonitors []monitoringv1.ServiceMonitor
+	rules           []monitoringv1.PrometheusRule
 }
 
 func newBundle(source string) *bundle {
@@ -114,6 +124,12 @@ func (b *bundle) decode(doc []byte) error {
 		return strict(doc, func(p policyv1.PodDisruptionBudget) { b.budgets = append(b.budgets, p) })
 	case "networking.k8s.io/v1/NetworkPolicy":
 		return strict(doc, func(p networkingv1.NetworkPolicy) { b.policies = append(b.policies, p) })
+	case "networking.k8s.io/v1/Ingress":
+		return strict(doc, func(i networkingv1.Ingress) { b.ingresses = append(b.ingresses, i) })
+	case "monitoring.coreos.com/v1/ServiceMonitor":
+		return strict(doc, func(m monitoringv1.ServiceMonitor) { b.serviceMonitors = append(b.serviceMonitors, m) })
+	case "monitoring.coreos.com/v1/PrometheusRule":
+		return strict(doc, func(r monitoringv1.PrometheusRule) { b.rules = append(b.rules, r) })
 	case "kustomize.config.k8s.io/v1beta1/Kustomization":
 		return nil // kustomizeBase builds it
 	default:
@@ -164,10 +180,11 @@ func (b *bundle) check() []string {
 		return false
 	}
 	var policies, budgets, services int
+	var conclaveService corev1.Service
 	for _, p := range b.policies {
 		if matching("NetworkPolicy", p.Name, &p.Spec.PodSelector) {
 			policies++
-			for _, msg := range checkNetworkPolicy(p, *c) {
+			for _, msg := range append(checkNetworkPolicy(p, *c), b.checkEndpoints(p, *c)...) {
 				bad("NetworkPolicy %s: %s", p.Name, msg)
 			}
 		}
@@ -189,6 +206,7 @@ func (b *bundle) check() []string {
 	for _, s := range b.services {
 		if matching("Service", s.Name, &metav1.LabelSelector{MatchLabels: s.Spec.Selector}) {
 			services++
+			conclaveService = s
 			for _, p := range s.Spec.Ports {
 				if p.TargetPort.Type == intstr.String && port(*c, p.TargetPort) == 0 {
 					bad("Service %s: port %s targets %q, which conclave's container does not name", s.Name, p.Name, p.TargetPort.StrVal)
@@ -198,7 +216,10 @@ func (b *bundle) check() []string {
 	}
 	if services != 1 {
 		bad("want one Service selecting conclave's pods, found %d", services)
+		return problems
 	}
+	b.checkMonitoring(conclaveService, *c, bad)
+	b.checkIngress(conclaveService, *c, bad)
 	return problems
 }
 
@@ -352,9 +373,18 @@ func checkNetworkPolicy(p networkingv1.NetworkPolicy, c corev1.Container) []stri
 			continue
 		}
 		opsAllowed = true
-		if len(rule.From) == 0 || slices.ContainsFunc(rule.From, anywhere) {
+		switch {
+		case len(rule.From) == 0 || slices.ContainsFunc(rule.From, anywhere):
 			bad("ingress rule %d lets anyone reach the operations port %d (/metrics, /readyz, pprof); name the peers (from:)", i+1, ops)
+		case slices.ContainsFunc(rule.From, everyNamespace):
+			bad("ingress rule %d lets every namespace reach the operations port %d; keep it to the release's namespace (podSelector) and name the monitoring namespace", i+1, ops)
 		}
+	}
+	for i, rule := range p.Spec.Ingress {
+		problems = append(problems, badCIDRs(fmt.Sprintf("ingress rule %d", i+1), rule.From)...)
+	}
+	for i, rule := range p.Spec.Egress {
+		problems = append(problems, badCIDRs(fmt.Sprintf("egress rule %d", i+1), rule.To)...)
 	}
 	if !publicOpen {
 		bad("ingress must let anyone reach the public port %d (the wallet page)", public)
@@ -376,6 +406,46 @@ func checkNetworkPolicy(p networkingv1.NetworkPolicy, c corev1.Container) []stri
 	for i, rule := range p.Spec.Egress {
 		if len(rule.Ports) == 0 && (len(rule.To) == 0 || slices.ContainsFunc(rule.To, anywhere)) {
 			bad("egress rule %d lets the pods reach anything; name ports", i+1)
+		}
+	}
+	return problems
+}
+
+// everyNamespace reports whether a peer is every pod of every namespace
+// (an empty namespaceSelector, no podSelector narrowing it).
+func everyNamespace(peer networkingv1.NetworkPolicyPeer) bool {
+	if peer.NamespaceSelector == nil {
+		return false
+	}
+	ns, err := metav1.LabelSelectorAsSelector(peer.NamespaceSelector)
+	if err != nil || !ns.Empty() {
+		return false
+	}
+	if peer.PodSelector == nil {
+		return true
+	}
+	pods, err := metav1.LabelSelectorAsSelector(peer.PodSelector)
+	return err == nil && pods.Empty()
+}
+
+// badCIDRs lists the peers' ipBlocks that the API server would refuse:
+// a CIDR that does not parse, or an except outside it.
+func badCIDRs(where string, peers []networkingv1.NetworkPolicyPeer) []string {
+	var problems []string
+	for _, peer := range peers {
+		if peer.IPBlock == nil {
+			continue
+		}
+		_, block, err := net.ParseCIDR(peer.IPBlock.CIDR)
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("%s: ipBlock %q is not a CIDR", where, peer.IPBlock.CIDR))
+			continue
+		}
+		for _, ex := range peer.IPBlock.Except {
+			ip, _, err := net.ParseCIDR(ex)
+			if err != nil || !block.Contains(ip) {
+				problems = append(problems, fmt.Sprintf("%s: except %q is not a CIDR inside %s", where, ex, peer.IPBlock.CIDR))
+			}
 		}
 	}
 	return problems

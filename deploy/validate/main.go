@@ -1,13 +1,15 @@
 // Command validate checks the deployment files offline, as CI does:
 //
 //   - deploy/compose.yaml with compose-go (the loader and schema that
-//     `docker compose config` uses), and its hardening;
+//     `docker compose config` uses), its hardening, and that it passes
+//     every variable of .env.example;
 //   - deploy/kubernetes as written, as `kubectl apply -k` builds it
 //     (kustomize's own Go API), and with the git-sync component added;
 //   - the Helm chart deploy/helm/conclave rendered with Helm's own chart
 //     loader, values schema and template engine, with its default values
 //     and with git-sync, a created Secret and inline templates;
-//   - the release workflow .github/workflows/release.yml.
+//   - the release workflow .github/workflows/release.yml;
+//   - the Grafana dashboards deploy/grafana/*.json.
 //
 // Every Kubernetes object is decoded strictly into the Kubernetes API's own
 // Go types (an unknown or misspelt field, or a wrong type, is an error) and
@@ -44,12 +46,15 @@ func main() {
 	if len(problems) > 0 {
 		os.Exit(1)
 	}
-	fmt.Println("deploy: compose.yaml, kubernetes/ (and its git-sync component), the Helm chart and the release workflow are valid")
+	fmt.Println("deploy: compose.yaml, kubernetes/ (and its git-sync component), the Helm chart, the Grafana dashboard and the release workflow are valid")
 }
 
 // validate runs every check on the repository at root.
 func validate(root string) []string {
-	problems := checkCompose(filepath.Join(root, "deploy", "compose.yaml"))
+	compose := filepath.Join(root, "deploy", "compose.yaml")
+	problems := checkCompose(compose)
+	problems = append(problems, checkComposeEnv(compose, filepath.Join(root, ".env.example"))...)
+	problems = append(problems, checkDashboards(root)...)
 	problems = append(problems, checkRelease(filepath.Join(root, ".github", "workflows", "release.yml"))...)
 	bundles, more := kubernetesBundles(root)
 	problems = append(problems, more...)
@@ -69,6 +74,23 @@ func validate(root string) []string {
 	defer cleanup()
 	for _, b := range bundles {
 		problems = append(problems, b.checkContents(conclave)...)
+	}
+	return problems
+}
+
+// checkDashboards checks every dashboard of deploy/grafana.
+func checkDashboards(root string) []string {
+	files, err := filepath.Glob(filepath.Join(root, "deploy", "grafana", "*.json"))
+	if err != nil || len(files) == 0 {
+		return []string{fmt.Sprintf("deploy/grafana: no dashboards (%v)", err)}
+	}
+	known, err := knownMetrics(root)
+	if err != nil {
+		return []string{fmt.Sprintf("metrics conclave exports: %v", err)}
+	}
+	var problems []string
+	for _, f := range files {
+		problems = append(problems, checkDashboard(f, known)...)
 	}
 	return problems
 }
@@ -94,6 +116,13 @@ func kubernetesBundles(root string) ([]*bundle, []string) {
 	problems = append(problems, lintChart(chart)...)
 	for _, c := range chartCases {
 		add(renderChart(chart, c))
+	}
+	metrics, err := knownMetrics(root)
+	if err != nil {
+		problems = append(problems, fmt.Sprintf("metrics conclave exports: %v", err))
+	}
+	for _, b := range bundles {
+		b.metrics = metrics
 	}
 	return bundles, problems
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -29,8 +30,9 @@ var releasePlatforms = []string{"linux/amd64", "linux/arm64"}
 
 // checkRelease checks the release workflow builds and pushes the image to
 // ghcr.io for both platforms on a v* tag, with the version and commit the
-// Dockerfile takes as build arguments. It cannot run here; this is what
-// can be known of it without GitHub.
+// Dockerfile takes as build arguments, and every action pinned to a
+// commit (checkPins). It cannot run here; this is what can be known of it
+// without GitHub.
 func checkRelease(path string) []string {
 	data, err := os.ReadFile(path) // #nosec G304 G703 -- the repository's own workflow, at a fixed path
 	if err != nil {
@@ -44,6 +46,7 @@ func checkRelease(path string) []string {
 	bad := func(format string, args ...any) {
 		problems = append(problems, path+": "+fmt.Sprintf(format, args...))
 	}
+	checkPins(string(data), bad)
 	checkReleaseTrigger(w, bad)
 	steps := releaseSteps(w)
 	checkReleaseOrder(steps, bad)
@@ -143,6 +146,37 @@ func checkReleaseBuild(build map[string]any, bad func(string, ...any)) {
 	for _, arg := range []string{"VERSION=", "COMMIT="} {
 		if !strings.Contains(args, arg) {
 			bad("docker/build-push-action must pass the build argument %s… the Dockerfile takes", arg)
+		}
+	}
+}
+
+// usesLine is a step's `uses:` line: the action, its ref and the comment.
+var usesLine = regexp.MustCompile(`^\s*(?:-\s+)?uses:\s*(\S+?)@(\S+)\s*(#.*)?$`)
+
+// pinnedRef is a full commit SHA; releaseComment names the release it is.
+var (
+	pinnedRef      = regexp.MustCompile(`^[0-9a-f]{40}$`)
+	releaseComment = regexp.MustCompile(`^#\s*v[0-9]+(\.[0-9]+)*\s*$`)
+)
+
+// checkPins checks every action the workflow uses is pinned to a full
+// commit SHA (a tag can be moved to other code; the commit cannot),
+// followed by its release as a comment (# v4.2.0) so that people can read
+// and update it. A local action (./…) is the repository's own.
+func checkPins(text string, bad func(string, ...any)) {
+	for i, line := range strings.Split(text, "\n") {
+		if !strings.Contains(line, "uses:") || strings.HasPrefix(strings.TrimSpace(line), "#") {
+			continue
+		}
+		m := usesLine.FindStringSubmatch(line)
+		switch {
+		case m == nil && strings.Contains(line, "./"):
+		case m == nil:
+			bad("line %d: %s is not pinned to a commit (action@<40-hex SHA> # vX.Y.Z)", i+1, strings.TrimSpace(line))
+		case !pinnedRef.MatchString(m[2]):
+			bad("line %d: %s@%s is not pinned to a commit; use the full SHA of its release's tag", i+1, m[1], m[2])
+		case !releaseComment.MatchString(m[3]):
+			bad("line %d: %s@%s needs its release as a comment (# vX.Y.Z)", i+1, m[1], m[2])
 		}
 	}
 }

@@ -85,14 +85,17 @@ func kustomize(dir, source string, gitSync bool) (*bundle, []string) {
 type chartCase struct {
 	name   string
 	values string // YAML, over the chart's values.yaml
-	// gitSync and externalSecret are what the rendering should have.
-	gitSync        bool
-	externalSecret string
+	// gitSync, externalSecret, monitoring and ingress are what the
+	// rendering should have.
+	gitSync             bool
+	externalSecret      string
+	monitoring, ingress bool
 }
 
 // chartCases are the values sets CI renders: the defaults (with the Secret
-// the operator creates), templates from git, and the chart creating the
-// Secret with inline templates.
+// the operator creates), templates from git, the chart creating the
+// Secret with inline templates, and everything optional turned on with a
+// model, an OTLP collector and Redis Sentinel inside the cluster.
 var chartCases = []chartCase{
 	{name: "default values", externalSecret: "conclave"},
 	{
@@ -122,6 +125,33 @@ templates:
     You answer for {{.Agent.Name}}.
 `,
 	},
+	{
+		name:           "metrics, ingress, in-cluster endpoints",
+		externalSecret: "conclave",
+		monitoring:     true,
+		ingress:        true,
+		values: `
+config: |
+  [llm]
+  base_url = "http://ollama.models:11434/v1"
+  [memory]
+  redis_url = "redis+sentinel://sentinel.redis:26379/0?master_name=conclave&addr=sentinel-1.redis:26379"
+  [otel]
+  endpoint = "http://collector.monitoring:4318"
+networkPolicy:
+  opsFrom:
+    - podSelector: {}
+    - namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: monitoring}}
+  egress:
+    redis: {ports: [6379, 26379], cidrs: [10.0.0.0/8]}
+    model: {ports: [11434], cidrs: [10.0.0.0/8, "fd00::/8"]}
+    otel: {ports: [4318], cidrs: []}
+ingress: {enabled: true, className: nginx, host: conclave.example.com, tlsSecret: conclave-tls}
+metrics:
+  serviceMonitor: {enabled: true, labels: {release: kube-prometheus-stack}}
+  prometheusRule: {enabled: true}
+`,
+	},
 }
 
 // releaseName is the release every rendering is installed as.
@@ -138,6 +168,7 @@ func renderChart(dir string, c chartCase) (*bundle, []string) {
 	}
 	b := newBundle(source)
 	b.gitSync, b.externalSecret = c.gitSync, c.externalSecret
+	b.monitoring, b.ingress = c.monitoring, c.ingress
 	var problems []string
 	for _, name := range slices.Sorted(maps.Keys(files)) {
 		if path.Ext(name) != ".yaml" {

@@ -7,8 +7,10 @@ import (
 	"strings"
 	"testing"
 
+	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
@@ -17,7 +19,10 @@ const repoRoot = "../.."
 // TestRepositoryFiles: the files as committed pass every check but
 // conclave's own (which `go run .` adds).
 func TestRepositoryFiles(t *testing.T) {
-	problems := checkCompose(filepath.Join(repoRoot, "deploy", "compose.yaml"))
+	compose := filepath.Join(repoRoot, "deploy", "compose.yaml")
+	problems := checkCompose(compose)
+	problems = append(problems, checkComposeEnv(compose, filepath.Join(repoRoot, ".env.example"))...)
+	problems = append(problems, checkDashboards(repoRoot)...)
 	problems = append(problems, checkRelease(filepath.Join(repoRoot, ".github", "workflows", "release.yml"))...)
 	bundles, more := kubernetesBundles(repoRoot)
 	problems = append(problems, more...)
@@ -87,6 +92,74 @@ func TestComposeHardening(t *testing.T) {
 	}
 }
 
+// TestComposeEnvironment: a variable .env.example lists that compose does
+// not pass to conclave is named.
+func TestComposeEnvironment(t *testing.T) {
+	envExample := filepath.Join(repoRoot, ".env.example")
+	t.Run("dropped", func(t *testing.T) {
+		compose := edited(t, "deploy/compose.yaml", "      OPENAI_BASE_URL: ${OPENAI_BASE_URL:-}\n", "")
+		wantProblem(t, checkComposeEnv(compose, envExample), "conclave does not get OPENAI_BASE_URL, which .env.example lists")
+	})
+	t.Run("a new variable", func(t *testing.T) {
+		example := edited(t, ".env.example", "CRM_TOKEN=", "ACME_TOKEN=\nCRM_TOKEN=")
+		wantProblem(t, checkComposeEnv(filepath.Join(repoRoot, "deploy", "compose.yaml"), example), "conclave does not get ACME_TOKEN")
+	})
+	t.Run("build argument", func(t *testing.T) {
+		compose := edited(t, "deploy/compose.yaml", "COMMIT: ${CONCLAVE_COMMIT:-unknown}", "COMMIT: unknown")
+		wantProblem(t, checkComposeEnv(compose, envExample), "conclave does not get CONCLAVE_COMMIT")
+	})
+}
+
+func TestDashboard(t *testing.T) {
+	known, err := knownMetrics(repoRoot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const dash = "deploy/grafana/conclave.json"
+	tests := []struct {
+		name  string
+		pairs []string
+		want  string
+	}{
+		{"misspelt key", []string{`"targets": [`, `"target": [`}, `unknown field "target"`},
+		{"not JSON", []string{`"panels": [`, `"panels": [,`}, "invalid character"},
+		{"unknown series", []string{"conclave_posts_pending", "conclave_posts_waiting"}, "reads conclave_posts_waiting, which conclave does not export"},
+		{"every job", []string{`max(conclave_template_problems{namespace=~\"$namespace\", job=~\"$job\"})`, `max(conclave_template_problems)`}, `reads conclave_template_problems without job=~"$job"`},
+		{"unbalanced", []string{`sum(up{`, `sum((up{`}, "its brackets do not pair up"},
+		{"fixed data source", []string{`"uid": "${datasource}"`, `"uid": "prom-1"`}, "must query ${datasource}"},
+		{"no budget panel", []string{`"expr": "max by (scope) (conclave_budget_used_ratio`, `"expr": "max by (scope) (conclave_posts_pending`}, "no panel shows conclave_budget_used_ratio"},
+		{"duplicate id", []string{`"id": 3,`, `"id": 2,`}, "ids must be unique"},
+		{"off the grid", []string{`"w": 24,`, `"w": 25,`}, "outside the 24-column grid"},
+		{"overlap", []string{`"x": 6,`, `"x": 4,`}, "overlaps panel"},
+		{"plugin", []string{`"type": "stat"`, `"type": "piechart"`}, `type "piechart" is not one of`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			wantProblem(t, checkDashboard(edited(t, dash, tt.pairs...), known), tt.want)
+		})
+	}
+}
+
+// TestKnownMetrics: the series are read from the Go source, histograms
+// with their _bucket, _count and _sum.
+func TestKnownMetrics(t *testing.T) {
+	known, err := knownMetrics(repoRoot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"conclave_turns_total", "conclave_slack_envelopes_total", "conclave_posts_pending", "conclave_ens_cache_stale_total"} {
+		if !known[name] {
+			t.Errorf("%s not found in the source", name)
+		}
+	}
+	if u := unknownMetrics("rate(conclave_llm_request_duration_seconds_bucket[5m]) + conclave_turns_total + conclave_nope_total", known); !slices.Equal(u, []string{"conclave_nope_total"}) {
+		t.Errorf("unknown = %v, want [conclave_nope_total]", u)
+	}
+	if u := unknownMetrics("conclave_turns_total_bucket", known); len(u) != 1 {
+		t.Errorf("a counter has no _bucket series, got unknown = %v", u)
+	}
+}
+
 func TestReleaseWorkflow(t *testing.T) {
 	tests := []struct {
 		name  string
@@ -97,7 +170,11 @@ func TestReleaseWorkflow(t *testing.T) {
 		{"one platform", []string{"platforms: linux/amd64,linux/arm64", "platforms: linux/amd64"}, "must build for linux/arm64"},
 		{"no version", []string{"VERSION=${{ github.ref_name }}\n", ""}, "the build argument VERSION="},
 		{"no commit", []string{"COMMIT=${{ github.sha }}", "REVISION=${{ github.sha }}"}, "the build argument COMMIT="},
-		{"no qemu", []string{"      - uses: docker/setup-qemu-action@v3\n", ""}, "no docker/setup-qemu-action step"},
+		{"no qemu", []string{"      - uses: docker/setup-qemu-action@96fe6ef7f33517b61c61be40b68a1882f3264fb8 # v4.2.0\n", ""}, "no docker/setup-qemu-action step"},
+		{"pinned by tag", []string{"docker/login-action@4907a6ddec9925e35a0a9e82d7399ccc52663121 # v4.1.0", "docker/login-action@v4"}, "docker/login-action@v4 is not pinned to a commit"},
+		{"short SHA", []string{"actions/checkout@3d3c42e5aac5ba805825da76410c181273ba90b1", "actions/checkout@3d3c42e"}, "actions/checkout@3d3c42e is not pinned to a commit"},
+		{"pin without its release", []string{"@37fe631027851001ddb9b187196cc803df7f5f0e # v4.3.0", "@37fe631027851001ddb9b187196cc803df7f5f0e"}, "docker/setup-buildx-action@37fe631027851001ddb9b187196cc803df7f5f0e needs its release as a comment"},
+		{"a branch", []string{"uses: docker/metadata-action@dc802804100637a589fabce1cb79ff13a1411302 # v6.2.0", "uses: docker/metadata-action@master"}, "docker/metadata-action@master is not pinned"},
 		{"not pushed", []string{"push: true", "push: false"}, "must push the image"},
 		{"another registry", []string{"registry: ghcr.io", "registry: docker.io"}, "must log in to ghcr.io"},
 		{"no packages permission", []string{"packages: write", "packages: read"}, "packages: write"},
@@ -217,6 +294,51 @@ func TestKubernetesChecks(t *testing.T) {
 			one := int32(1)
 			b.deployments[0].Spec.Replicas = &one
 		}, "want several replicas"},
+		{"ops port open to every namespace", "default values", func(b *bundle) {
+			b.policies[0].Spec.Ingress[1].From = []networkingv1.NetworkPolicyPeer{{NamespaceSelector: &metav1.LabelSelector{}}}
+		}, "ingress rule 2 lets every namespace reach the operations port 9090"},
+		{"egress CIDR that is not one", inCluster, func(b *bundle) {
+			b.policies[0].Spec.Egress[1].To[0].IPBlock.CIDR = "10.0.0.0/33"
+		}, `egress rule 2: ipBlock "10.0.0.0/33" is not a CIDR`},
+		{"in-cluster model blocked", inCluster, func(b *bundle) {
+			b.policies[0].Spec.Egress = slices.DeleteFunc(b.policies[0].Spec.Egress, func(r networkingv1.NetworkPolicyEgressRule) bool {
+				return allowsPort(corev1.Container{}, r.Ports, 11434, corev1.ProtocolTCP)
+			})
+		}, "egress does not allow llm.base_url (TCP 11434)"},
+		{"Sentinel blocked", inCluster, func(b *bundle) {
+			b.policies[0].Spec.Egress[1].Ports = b.policies[0].Spec.Egress[1].Ports[:1]
+		}, "egress does not allow memory.redis_url (TCP 26379)"},
+		{"ServiceMonitor on the public port", inCluster, func(b *bundle) {
+			b.serviceMonitors[0].Spec.Endpoints[0].Port = "http"
+		}, `ServiceMonitor conclave: scrapes port "http", which reaches container port 8080, not the ops port 9090`},
+		{"ServiceMonitor selecting another Service", inCluster, func(b *bundle) {
+			b.serviceMonitors[0].Spec.Selector.MatchLabels = map[string]string{"app.kubernetes.io/name": "other"}
+		}, "ServiceMonitor conclave: does not select the Service conclave"},
+		{"PrometheusRule without its ServiceMonitor", inCluster, func(b *bundle) {
+			b.serviceMonitors = nil
+		}, "want a ServiceMonitor and a PrometheusRule only when metrics are enabled; found 0 and 1"},
+		{"alert on a metric conclave does not export", inCluster, func(b *bundle) {
+			setExpr(b, "ConclaveNoticeRate", `sum(rate(conclave_turns_failed_total{job="conclave"}[15m])) > 0`)
+		}, "ConclaveNoticeRate reads conclave_turns_failed_total, which conclave does not export"},
+		{"alert over every release", inCluster, func(b *bundle) {
+			setExpr(b, "ConclaveOutboxBacklog", "max(conclave_posts_pending) > 20")
+		}, `ConclaveOutboxBacklog reads conclave_posts_pending without job="conclave"`},
+		{"alert that does not parse", inCluster, func(b *bundle) {
+			setExpr(b, "ConclaveOutboxBacklog", `max(conclave_posts_pending{job="conclave"} > 20`)
+		}, "ConclaveOutboxBacklog: unbalanced brackets"},
+		{"no budget alert", inCluster, func(b *bundle) {
+			g := &b.rules[0].Spec.Groups[0]
+			g.Rules = slices.DeleteFunc(g.Rules, func(r monitoringv1.Rule) bool { return strings.HasPrefix(r.Alert, "ConclaveBudget") })
+		}, "no alert on budget use (conclave_budget_used_ratio)"},
+		{"Ingress to the ops port", inCluster, func(b *bundle) {
+			b.ingresses[0].Spec.Rules[0].HTTP.Paths[0].Backend.Service.Port.Name = "ops"
+		}, "path / reaches container port 9090, not the wallet page's 8080"},
+		{"Ingress for every host", inCluster, func(b *bundle) {
+			b.ingresses[0].Spec.Rules[0].Host = ""
+		}, "Ingress conclave: a rule without a host"},
+		{"Ingress nobody asked for", "default values", func(b *bundle) {
+			b.ingresses = loaded(t, inCluster).ingresses
+		}, "want an Ingress only when ingress.enabled; found 1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -224,6 +346,18 @@ func TestKubernetesChecks(t *testing.T) {
 			tt.edit(b)
 			wantProblem(t, b.check(), tt.want)
 		})
+	}
+}
+
+// inCluster is the chart case with every option on.
+const inCluster = "in-cluster endpoints"
+
+// setExpr sets the expression of the PrometheusRule's alert.
+func setExpr(b *bundle, alert, expr string) {
+	for i := range b.rules[0].Spec.Groups[0].Rules {
+		if r := &b.rules[0].Spec.Groups[0].Rules[i]; r.Alert == alert {
+			r.Expr = intstr.FromString(expr)
+		}
 	}
 }
 
@@ -320,11 +454,31 @@ func TestChartValues(t *testing.T) {
 		{"subPath leaving the checkout", "gitSync: {subPath: ../etc}\n", "at '/gitSync/subPath': '../etc' does not match"},
 		{"too many replicas for Slack", "replicaCount: 11\n", "at '/replicaCount'"},
 		{"template outside the layout", "templates: {notes.md: hi}\n", "'notes.md' does not match pattern"},
+		{"credentials in the repository URL", "gitSync: {enabled: true, repo: \"https://bot:ghp_s3cret@github.com/acme/p\"}\n", "gitSync.repo holds credentials in its URL"},
+		{"a token as the URL's user", "gitSync: {repo: \"https://ghp_s3cret@github.com/acme/p\"}\n", "put GITSYNC_USERNAME and GITSYNC_PASSWORD (a token) in a Secret"},
+		{"a password in an SSH URL", "gitSync: {enabled: true, repo: \"ssh://git:ghp_s3cret@github.com/acme/p\"}\n", "gitSync.repo holds credentials"},
+		{"egress CIDRs without ports", "networkPolicy: {egress: {model: {ports: [], cidrs: [10.0.0.0/8]}}}\n", "networkPolicy.egress.model has cidrs but no ports"},
+		{"egress CIDR without a prefix", "networkPolicy: {egress: {otel: {ports: [4318], cidrs: [10.1.2.3]}}}\n", "at '/networkPolicy/egress/otel/cidrs/0'"},
+		{"misspelt egress endpoint", "networkPolicy: {egress: {ollama: {ports: [11434], cidrs: []}}}\n", "additional properties 'ollama' not allowed"},
+		{"Ingress without a host", "ingress: {enabled: true}\n", "ingress.enabled needs ingress.host"},
+		{"a ratio over one", "metrics: {prometheusRule: {noticeRatio: 5}}\n", "at '/metrics/prometheusRule/noticeRatio'"},
+		{"misspelt metrics key", "metrics: {serviceMonitors: {enabled: true}}\n", "additional properties 'serviceMonitors' not allowed"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, problems := renderChart(chart, chartCase{name: tt.name, values: tt.values})
 			wantProblem(t, problems, tt.want)
+			if p := strings.Join(problems, "\n"); strings.Contains(p, "s3cret") {
+				t.Errorf("the refusal repeats the credential:\n%s", p)
+			}
+		})
+	}
+	// Repositories without credentials render.
+	for _, repo := range []string{"https://github.com/acme/p", "git@github.com:acme/p", "ssh://git@github.com/acme/p"} {
+		t.Run("accepted "+repo, func(t *testing.T) {
+			if _, problems := renderChart(chart, chartCase{values: "gitSync: {enabled: true, repo: \"" + repo + "\"}\n"}); len(problems) > 0 {
+				t.Errorf("refused: %s", strings.Join(problems, "\n"))
+			}
 		})
 	}
 }
@@ -337,6 +491,9 @@ func TestStrictDecoding(t *testing.T) {
 		{"wrong type", "apiVersion: v1\nkind: Service\nmetadata: {name: conclave}\nspec: {ports: {name: http}}\n", "cannot unmarshal object into Go struct field ServiceSpec.spec.ports"},
 		{"unknown kind", "apiVersion: v1\nkind: Pod\nmetadata: {name: conclave}\n", "unexpected kind v1 Pod"},
 		{"no kind", "metadata: {name: conclave}\n", "a document without apiVersion and kind"},
+		{"misspelt ServiceMonitor field", "apiVersion: monitoring.coreos.com/v1\nkind: ServiceMonitor\nmetadata: {name: conclave}\nspec: {endpoint: [{port: ops}]}\n", `unknown field "endpoint"`},
+		{"misspelt PrometheusRule field", "apiVersion: monitoring.coreos.com/v1\nkind: PrometheusRule\nmetadata: {name: conclave}\nspec: {groups: [{name: g, rules: [{alert: A, expression: up}]}]}\n", `unknown field "expression"`},
+		{"misspelt Ingress field", "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata: {name: conclave}\nspec: {rule: []}\n", `unknown field "rule"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
