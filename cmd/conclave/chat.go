@@ -138,6 +138,7 @@ func openChat(ctx context.Context, cfg Config, log *slog.Logger, e env, fake boo
 		p.model, err = fakeModel(cfg, p.model, p.directory)
 		return p, err
 	}
+	warnMissingModelKeys(cfg, log)
 	// The agents' MCP servers run as under `conclave run`.
 	servers, err := mcpServers(cfg.MCP, e.getenv)
 	if err != nil || len(servers) == 0 {

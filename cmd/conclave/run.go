@@ -445,6 +445,7 @@ func openStore(ctx context.Context, c MemoryConfig, t TraceConfig, log *slog.Log
 	if err != nil {
 		return nil, err
 	}
+	warnRedisPersistence(ctx, s, log)
 	return s, nil
 }
 

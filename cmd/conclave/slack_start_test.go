@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"io"
@@ -32,13 +31,8 @@ func slackDown(r *rig) *atomic.Bool {
 func waitLog(ctx context.Context, t *testing.T, logs *testlog.Buffer, msg string) map[string]any {
 	t.Helper()
 	for {
-		sc := bufio.NewScanner(strings.NewReader(logs.String()))
-		sc.Buffer(nil, 1<<20)
-		for sc.Scan() {
-			var line map[string]any
-			if json.Unmarshal(sc.Bytes(), &line) == nil && line["msg"] == msg {
-				return line
-			}
+		if lines := linesWith(t, logs.String(), msg); len(lines) > 0 {
+			return lines[0]
 		}
 		select {
 		case <-ctx.Done():
