@@ -49,7 +49,7 @@ func runChat(ctx context.Context, args []string, e env) error {
 		return fmt.Errorf("%w: channel %q has no agents: declare them in [[channels]] or add them with /add-agent", errUsage, flags.channel)
 	}
 	if interactive {
-		fmt.Fprintf(e.stderr, "conclave chat in %s as %s, with %s.\n%s\n", flags.channel, term.Person(), agentNames(list), terminal.Help)
+		fmt.Fprintf(e.stderr, "conclave chat in %s as %s, with %s.\n%s\n%s\n", flags.channel, term.Person(), agentNames(list), agentsToWrite(list), terminal.Help)
 	}
 	if err := chatUntilEOF(ctx, eng, p.lib, term, e, log); err != nil {
 		return err
@@ -229,6 +229,17 @@ func agentNames(list []agents.ChannelAgent) string {
 		names = append(names, ca.Agent.Name+" ("+string(ca.Agent.Role)+")")
 	}
 	return strings.Join(names, ", ")
+}
+
+// agentsToWrite lists the channel's agents with the names that call them
+// (their full ENS names: a short name calls no one), one per line.
+func agentsToWrite(list []agents.ChannelAgent) string {
+	var b strings.Builder
+	b.WriteString("To call an agent, write its full name:")
+	for _, ca := range list {
+		fmt.Fprintf(&b, "\n  %s  %s (%s)", ca.Agent.EnsDomain, ca.Agent.Name, ca.Agent.Role)
+	}
+	return b.String()
 }
 
 // isTerminal reports whether r is a terminal (a character device), where
