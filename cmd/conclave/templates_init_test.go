@@ -44,6 +44,13 @@ func TestTemplatesInit(t *testing.T) {
 	if code, _, errOut := cli(t, nil, "templates", "init", "--config", conf, repo); code != 1 || !strings.Contains(errOut, repo+" is not empty") {
 		t.Errorf("init into a used directory: exit %d, %q", code, errOut)
 	}
+	empty := filepath.Join(work, "empty")
+	if err := os.Mkdir(empty, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errOut := cli(t, nil, "templates", "test", "--config", conf, "--dir", empty); code == 0 || !strings.Contains(errOut, "holds no tests/*.chat") || strings.Contains(errOut, "prompttest") {
+		t.Errorf("test of a repository without tests: exit %d, %q (no internal package name)", code, errOut)
+	}
 	missing := filepath.Join(work, "nope")
 	for _, cmd := range [][]string{
 		{"templates", "check", "--config", conf, "--dir", missing},
