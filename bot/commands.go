@@ -423,8 +423,11 @@ func (c *Commands) listAgents(ctx context.Context, cmd slack.SlashCommand, args 
 	if len(list) == 0 {
 		return "No agents in this channel."
 	}
-	return agentLines(list)
+	return callHint + "\n" + agentLines(list)
 }
+
+// callHint heads a list of agents: only an agent's full name calls it.
+const callHint = "To call an agent, write its full name, as shown in code (copy it); a short name such as the first word calls no one."
 
 func (c *Commands) verifyWallet(ctx context.Context, cmd slack.SlashCommand, args []string) string {
 	if len(args) > 0 {

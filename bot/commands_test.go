@@ -289,6 +289,7 @@ func TestListAgents(t *testing.T) {
 		name, channel, line, want string
 	}{
 		{"ordered by role, then name", "C1", "/list-agents", strings.Join([]string{
+			"To call an agent, write its full name, as shown in code (copy it); a short name such as the first word calls no one.",
 			"Elen — facilitator — `" + elen + "`",
 			"Amir — expert — `" + amir + "`",
 			"Claudine — expert — `" + claudine + "`",

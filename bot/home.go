@@ -52,8 +52,8 @@ const (
 const helpText = "*conclave* runs a team of AI agents in this workspace's channels: a facilitator, " +
 	"experts with their own memory, and clones of people.\n\n" +
 	"*Start a conversation* by writing in a channel where conclave's agents are: with a facilitator " +
-	"there, any new message starts one; otherwise name an agent by its ENS name " +
-	"(e.g. `alice.protocol6022.eth`). The agents answer in the thread, and anyone can write `:end:` " +
+	"there, any new message starts one; otherwise name an agent by its full ENS name " +
+	"(e.g. `alice.protocol6022.eth`: a short name such as `alice` calls no one; `/list-agents` shows each name to copy). The agents answer in the thread, and anyone can write `:end:` " +
 	"in the thread to close it. Direct messages to conclave get this help only.\n\n" +
 	"*Commands* (type them in a channel; only you see the answer):\n" +
 	"• `/list-agents`: the agents of this channel (name — role — ENS)\n" +

@@ -38,3 +38,15 @@ func Nearest(s string, candidates []string) (string, int) {
 	}
 	return best, dist
 }
+
+// Suggest is the candidate to offer as "did you mean …?" for s: the
+// nearest, when it is at most a third of s away, or two edits (one swap
+// of letters, so a short word's typo is still caught); false when none is
+// that near: a far guess misleads more than no guess.
+func Suggest(s string, candidates []string) (string, bool) {
+	near, d := Nearest(s, candidates)
+	if d < 0 || d > max(2, len([]rune(s))/3) {
+		return "", false
+	}
+	return near, true
+}

@@ -35,3 +35,26 @@ func TestNearest(t *testing.T) {
 		t.Errorf("no candidates = %q, %d", got, d)
 	}
 }
+
+func TestSuggest(t *testing.T) {
+	keys := []string{"CONCLAVE_LLM_BASE_URL", "CONCLAVE_MEMORY_REDIS_URL", "CONCLAVE_LOG_LEVEL"}
+	tests := []struct {
+		name, s string
+		cands   []string
+		want    string
+		ok      bool
+	}{
+		{"one letter off", "CONCLAVE_LOG_LEVL", keys, "CONCLAVE_LOG_LEVEL", true},
+		{"a swap in a short word", "chta", []string{"run", "chat"}, "chat", true},
+		{"over a third of the name away", "CONCLAVE_REDIS_URL", keys, "", false},
+		{"no candidates", "x", nil, "", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, ok := Suggest(tt.s, tt.cands)
+			if got != tt.want || ok != tt.ok {
+				t.Errorf("Suggest(%q) = %q, %v; want %q, %v", tt.s, got, ok, tt.want, tt.ok)
+			}
+		})
+	}
+}

@@ -46,14 +46,15 @@ const (
 	CommandNew  = "/new"  // the next line starts a new thread
 	CommandHelp = "/help" // lists these commands
 	CommandQuit = "/quit" // ends the session (as end of input does)
-	// CommandTrace prints the thread's last turn as `conclave trace`
-	// does (Options.Trace).
+	// CommandTrace prints the thread's conversation id and its last turn
+	// as `conclave trace` does (Options.Trace); "/trace all" prints every
+	// turn.
 	CommandTrace = "/trace"
 )
 
 // Help is what CommandHelp prints.
 const Help = "Each line is a message in the thread. Commands: /end ends the conversation (sends :end:), " +
-	"/new starts a new thread, /trace shows the last turn's trace, /help shows this, /quit or end of input quits."
+	"/new starts a new thread, /trace shows the last turn's trace (/trace all: every turn's), /help shows this, /quit or end of input quits."
 
 // ErrUnknownCommand is returned, in scripted mode, for a line that starts
 // with '/' and is no command.
@@ -76,8 +77,8 @@ type Options struct {
 	Names func(ctx context.Context, ens string) string
 	Now   func() time.Time // nil: time.Now
 	// Trace, when set, answers CommandTrace: it writes the last turn of a
-	// conversation to w.
-	Trace func(ctx context.Context, w io.Writer, conversationID string) error
+	// conversation to w, or with all every turn.
+	Trace func(ctx context.Context, w io.Writer, conversationID string, all bool) error
 }
 
 // Terminal is the transport. Create it with New; it implements agents.Chat.
@@ -196,13 +197,13 @@ func (t *Terminal) Run(ctx context.Context, in io.Reader, eng Engine) error {
 			continue
 		case text == CommandEnd:
 			text = ":end:"
-		case text == CommandTrace && t.opts.Trace != nil:
-			t.showTrace(ctx)
+		case (text == CommandTrace || text == CommandTrace+" all") && t.opts.Trace != nil:
+			t.showTrace(ctx, text != CommandTrace)
 			continue
 		case strings.HasPrefix(text, "/"):
 			name, _, _ := strings.Cut(text, " ")
 			if t.opts.Wait {
-				return fmt.Errorf("terminal: line %d: %w %s (commands: %s, %s, %s, %s)", n, ErrUnknownCommand, name, CommandEnd, CommandNew, CommandHelp, CommandQuit)
+				return fmt.Errorf("terminal: line %d: %w %s (commands: %s, %s, %s, %s, %s)", n, ErrUnknownCommand, name, CommandEnd, CommandNew, CommandTrace, CommandHelp, CommandQuit)
 			}
 			t.status("unknown command " + name + "; " + Help)
 			continue
@@ -250,8 +251,9 @@ func record(ctx context.Context, eng Engine, ev agents.Event) error {
 	return nil
 }
 
-// showTrace prints the current thread's last turn on the status output.
-func (t *Terminal) showTrace(ctx context.Context) {
+// showTrace prints the current thread's conversation id and its last
+// turn, or with all every turn, on the status output.
+func (t *Terminal) showTrace(ctx context.Context, all bool) {
 	t.mu.Lock()
 	thread := t.thread
 	t.mu.Unlock()
@@ -259,8 +261,10 @@ func (t *Terminal) showTrace(ctx context.Context) {
 		t.status("(no turn yet in this thread)")
 		return
 	}
+	conv := agents.ConversationID(Team, t.opts.Channel, thread)
 	var b strings.Builder
-	if err := t.opts.Trace(ctx, &b, agents.ConversationID(Team, t.opts.Channel, thread)); err != nil {
+	fmt.Fprintf(&b, "conversation %s (conclave trace %s)\n", conv, conv)
+	if err := t.opts.Trace(ctx, &b, conv, all); err != nil {
 		t.status("(no trace: " + err.Error() + ")")
 		return
 	}

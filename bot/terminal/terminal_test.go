@@ -261,14 +261,16 @@ func TestNoticesAreCounted(t *testing.T) {
 }
 
 // TestTraceCommand: /trace asks for the current thread's conversation and
-// prints the answer on the status output; before any line, or when the
-// trace cannot be read, it says so; without Options.Trace it is unknown.
+// prints its id and the answer on the status output; /trace all asks for
+// every turn; before any line, or when the trace cannot be read, it says
+// so; without Options.Trace it is unknown.
 func TestTraceCommand(t *testing.T) {
 	var out, status buffer
 	var asked []string
+	var all []bool
 	term := New(Options{Channel: "C1", Out: &out, Status: &status, Now: time.Now,
-		Trace: func(_ context.Context, w io.Writer, conv string) error {
-			asked = append(asked, conv)
+		Trace: func(_ context.Context, w io.Writer, conv string, every bool) error {
+			asked, all = append(asked, conv), append(all, every)
 			if len(asked) > 1 {
 				return errors.New("no traces kept")
 			}
@@ -276,17 +278,20 @@ func TestTraceCommand(t *testing.T) {
 			return err
 		}})
 	eng := &recorder{}
-	if err := term.Run(context.Background(), strings.NewReader("/trace\nhello\n/trace\n/trace\n"), eng); err != nil {
+	if err := term.Run(context.Background(), strings.NewReader("/trace\nhello\n/trace\n/trace all\n"), eng); err != nil {
 		t.Fatal(err)
 	}
 	if len(eng.events) != 1 {
 		t.Fatalf("events = %+v: /trace is no message", eng.events)
 	}
 	want := agents.ConversationID(Team, "C1", eng.events[0].TS)
-	if len(asked) != 2 || asked[0] != want {
+	if len(asked) != 2 || asked[0] != want || asked[1] != want {
 		t.Errorf("asked for %q, want %s twice", asked, want)
 	}
-	for _, w := range []string{"(no turn yet in this thread)", "turn t1  elen (facilitator)  default  ok", "(no trace: no traces kept)"} {
+	if len(all) != 2 || all[0] || !all[1] {
+		t.Errorf("every turn asked = %v, want [false true] (/trace, then /trace all)", all)
+	}
+	for _, w := range []string{"(no turn yet in this thread)", "conversation " + want, "turn t1  elen (facilitator)  default  ok", "(no trace: no traces kept)"} {
 		if !strings.Contains(status.String(), w) {
 			t.Errorf("status lacks %q:\n%s", w, status.String())
 		}

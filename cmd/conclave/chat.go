@@ -35,7 +35,7 @@ func runChat(ctx context.Context, args []string, e env) error {
 		return err
 	}
 	if flags.record != "" {
-		if p.model, err = recordTo(flags.record, p.model); err != nil {
+		if p.model, err = recordTo(flags.record, p.model, flags.force); err != nil {
 			return err
 		}
 	}
@@ -49,7 +49,7 @@ func runChat(ctx context.Context, args []string, e env) error {
 		return fmt.Errorf("%w: channel %q has no agents: declare them in [[channels]] or add them with /add-agent", errUsage, flags.channel)
 	}
 	if interactive {
-		fmt.Fprintf(e.stderr, "conclave chat in %s as %s, with %s.\n%s\n", flags.channel, term.Person(), agentNames(list), terminal.Help)
+		fmt.Fprintf(e.stderr, "conclave chat in %s as %s, with %s.\n%s\n%s\n", flags.channel, term.Person(), agentNames(list), agentsToWrite(list), terminal.Help)
 	}
 	if err := chatUntilEOF(ctx, eng, p.lib, term, e, log); err != nil {
 		return err
@@ -65,6 +65,7 @@ func runChat(ctx context.Context, args []string, e env) error {
 type chatFlags struct {
 	channel, person string
 	record          string // --record's directory ("": none)
+	force           bool   // --force: --record into a directory that holds files
 	fake            bool   // --fake-model
 }
 
@@ -78,7 +79,8 @@ func chatConfig(args []string, e env) (Config, chatFlags, error) {
 	fs.StringVar(&f.channel, "channel", "", "the channel whose agents answer (default: the first [[channels]])")
 	fs.StringVar(&f.person, "as", "", "your name in the conversation (default $USER)")
 	fs.BoolVar(&f.fake, "fake-model", false, "answer with the built-in deterministic model: no network, no key (MCP servers are not started)")
-	fs.StringVar(&f.record, "record", "", "write each model request and response to this directory as NNN-<agent>-<phase>.json")
+	fs.StringVar(&f.record, "record", "", "write each model request and response to this directory as NNN-<agent>-<phase>.json (a new or empty one)")
+	fs.BoolVar(&f.force, "force", false, "with --record: write into a directory that already holds files")
 	if err := parseFlags(fs, args, e); err != nil {
 		return Config{}, f, err
 	}
@@ -138,6 +140,7 @@ func openChat(ctx context.Context, cfg Config, log *slog.Logger, e env, fake boo
 		p.model, err = fakeModel(cfg, p.model, p.directory)
 		return p, err
 	}
+	warnMissingModelKeys(cfg, log)
 	// The agents' MCP servers run as under `conclave run`.
 	servers, err := mcpServers(cfg.MCP, e.getenv)
 	if err != nil || len(servers) == 0 {
@@ -166,7 +169,7 @@ func fakeModel(cfg Config, profiles agents.Profiles, directory *ens.Directory) (
 
 // chatTerminal is the terminal transport of `conclave chat`; agents are
 // named by their ENS records, else by their names' first label.
-func chatTerminal(channel, person string, wait bool, e env, directory *ens.Directory, trace func(context.Context, io.Writer, string) error) *terminal.Terminal {
+func chatTerminal(channel, person string, wait bool, e env, directory *ens.Directory, trace func(context.Context, io.Writer, string, bool) error) *terminal.Terminal {
 	return terminal.New(terminal.Options{
 		Channel: channel,
 		Person:  person,
@@ -226,6 +229,17 @@ func agentNames(list []agents.ChannelAgent) string {
 		names = append(names, ca.Agent.Name+" ("+string(ca.Agent.Role)+")")
 	}
 	return strings.Join(names, ", ")
+}
+
+// agentsToWrite lists the channel's agents with the names that call them
+// (their full ENS names: a short name calls no one), one per line.
+func agentsToWrite(list []agents.ChannelAgent) string {
+	var b strings.Builder
+	b.WriteString("To call an agent, write its full name:")
+	for _, ca := range list {
+		fmt.Fprintf(&b, "\n  %s  %s (%s)", ca.Agent.EnsDomain, ca.Agent.Name, ca.Agent.Role)
+	}
+	return b.String()
 }
 
 // isTerminal reports whether r is a terminal (a character device), where

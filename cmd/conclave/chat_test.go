@@ -108,7 +108,7 @@ func TestChatBadInput(t *testing.T) {
 		inStderr string
 	}{
 		{"unknown command in a script", "hello\n/frobnicate now\n", []string{"--config", path}, 1,
-			"line 2: unknown command /frobnicate (commands: /end, /new, /help, /quit)"},
+			"line 2: unknown command /frobnicate (commands: /end, /new, /trace, /help, /quit)"},
 		{"a channel without agents", "hello\n", []string{"--config", path, "--channel", "C0404"}, 2,
 			`channel "C0404" has no agents`},
 		{"a channel declared empty", "hello\n", []string{"--config", noChannels}, 2, `channel "C0009" has no agents`},

@@ -65,7 +65,8 @@ owner = "`+owner+`"
 		want(t, r.command(t, p, testAdmin, "/add-agent "+claudineENS), "Added Claudine — expert")
 		want(t, r.command(t, p, testAdmin, "/remove-agent "+elenENS), "cannot be removed at run time")
 		list := r.command(t, p, testOutside, "/list-agents")
-		if list != "Elen — facilitator — `"+elenENS+"`\nClaudine — expert — `"+claudineENS+"`" {
+		if list != "To call an agent, write its full name, as shown in code (copy it); a short name such as the first word calls no one.\n"+
+			"Elen — facilitator — `"+elenENS+"`\nClaudine — expert — `"+claudineENS+"`" {
 			t.Errorf("list:\n%s", list)
 		}
 		posts := r.slack.Posts()

@@ -405,7 +405,7 @@ func decodeConfig(name string, data []byte, cfg *Config) error {
 	case errors.As(err, &decErr):
 		row, _ := decErr.Position()
 		key := strings.Join(decErr.Key(), ".")
-		msg := redactSecretsIn(decErr.Error())
+		msg := typeMismatchInWords(redactSecretsIn(decErr.Error()))
 		if key != "" {
 			return fmt.Errorf("config: %s:%d: %s: %s", name, row, key, msg)
 		}

@@ -295,8 +295,11 @@ func checkEnvNames(environ func() []string) error {
 		if !strings.HasPrefix(name, envPrefix) || slices.Contains(known, name) {
 			continue
 		}
-		near, _ := fuzzy.Nearest(name, keys)
-		bad = append(bad, fmt.Sprintf("environment variable %s names no configuration key (did you mean %s?)", name, near))
+		msg := fmt.Sprintf("environment variable %s names no configuration key", name)
+		if near, ok := fuzzy.Suggest(name, keys); ok {
+			msg += fmt.Sprintf(" (did you mean %s?)", near)
+		}
+		bad = append(bad, msg)
 	}
 	if len(bad) > 0 {
 		slices.Sort(bad)

@@ -377,6 +377,8 @@ func TestUnknownConclaveVariable(t *testing.T) {
 		{"two, each named", []string{"CONCLAVE_LOG_LEVL=debug", "CONCLAVE_TEMPLATE_DIR=x"},
 			"CONCLAVE_LOG_LEVL names no configuration key (did you mean CONCLAVE_LOG_LEVEL?); environment variable CONCLAVE_TEMPLATE_DIR names no configuration key (did you mean CONCLAVE_TEMPLATES_DIR?)"},
 		{"an empty one counts too", []string{"CONCLAVE_SLAK_STREAM="}, "did you mean CONCLAVE_SLACK_STREAM?"},
+		{"no guess when nothing is near", []string{"CONCLAVE_REDIS_URL=redis://x"},
+			"conclave: config: environment variable CONCLAVE_REDIS_URL names no configuration key\n"},
 		{"keys and the other variables pass", others, ""},
 	}
 	for _, tt := range tests {

@@ -338,6 +338,9 @@ func TestTemplateFaultsFailOnlyTheirAgent(t *testing.T) {
 // channel that the chain does not know is not served: naming it gets the
 // author an ephemeral notice saying it could not be resolved, naming an
 // unregistered agent one saying so; the facilitator answers the message.
+// The chain is down at start, so that the agent it does not know is not
+// refused then (a start-up check refuses only what the chain says it does
+// not know): it is looked up once the chain is back.
 func TestChainDownServesCachedIdentities(t *testing.T) {
 	const nobodyENS = "nobody.acme.137.protocol6022.eth"
 	chain := enstest.NewChain(t)
@@ -360,7 +363,12 @@ rpc_url = %q
 registry = %q
 `, chain.URL(), chain.Registry().Hex())+channelSection(elenENS, claudineENS, ghostENS))
 	clock := testclock.New(time.Time{})
+	chain.SetDown(true)
 	p := start(t, path, nil, func(e *env) { e.now = clock.Now })
+	if len(linesWith(t, p.logs.String(), "an agent of a channel could not be looked up")) != 2 {
+		t.Errorf("the agents the chain could not be asked for at start are not warned of:\n%s", p.logs)
+	}
+	chain.SetDown(false)
 	ctx := waitCtx(t)
 
 	root := r.slack.SendMessage(fakeslack.Message{Channel: testChannel, User: testPerson, Text: "Claim C7: " + claudineENS + ", please look."})

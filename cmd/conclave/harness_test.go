@@ -42,6 +42,11 @@ func newRig(t *testing.T, opts fakeslack.Options) *rig {
 func (r *rig) config(t *testing.T, extra string) string {
 	t.Helper()
 	dir := t.TempDir()
+	// An empty config repository: the built-in prompts, which a test may
+	// override by writing into it.
+	if err := os.Mkdir(filepath.Join(dir, "no-templates"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	body := fmt.Sprintf(`shutdown_grace = "5s"
 
 [slack]

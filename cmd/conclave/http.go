@@ -41,6 +41,9 @@ func newOpsMux(checks []readinessCheck, log *slog.Logger) *http.ServeMux {
 			if err := c.check(ctx); err != nil {
 				status = http.StatusServiceUnavailable
 				report[c.name] = c.reason
+				if shown, ok := errors.AsType[shownReason](err); ok {
+					report[c.name] = shown.text
+				}
 				log.Debug("readyz: a check fails", slog.String("check", c.name), slog.Any(logErr, err))
 				continue
 			}

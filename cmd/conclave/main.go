@@ -86,6 +86,7 @@ func commands() []command {
 	return []command{
 		{"run", "run the bot (the default)", runBot},
 		{"chat", "talk with a channel's agents from the terminal, without Slack", runChat},
+		{"templates init", "start a config repository: the built-in prompts, a fixture, a test and CI", runTemplatesInit},
 		{"templates check", "check a directory of prompt templates", runTemplatesCheck},
 		{"templates render", "print the request the model would receive", runTemplatesRender},
 		{"templates test", "run the conversations of tests/*.chat against a scripted model", runTemplatesTest},

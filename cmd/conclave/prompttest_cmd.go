@@ -24,14 +24,15 @@ func runTemplatesTest(ctx context.Context, args []string, e env) error {
 	usage := fs.Usage
 	fs.Usage = func() {
 		usage()
-		fmt.Fprintln(fs.Output(), "\nAn argument after the flags names the templates directory (default: templates.dir of the configuration).")
+		fmt.Fprintln(fs.Output(), "\nAn argument after the flags names the templates directory, as --dir does (default: templates.dir of the configuration).")
 	}
 	load := configFlag(fs, e)
+	dirFlag := fs.String("dir", "", templatesDirUsage)
 	channel := fs.String("channel", "", "the channel the conversations are held in (default: the first [[channels]])")
 	update := fs.Bool("update", false, "write the golden files (and remove those no request matches) instead of comparing")
 	verbose := fs.Bool("v", false, "print every conversation, not only a failed one's")
 	live := fs.Bool("live", false, "play the conversations against the configured model: check the \"?\" assertions, not the scripted replies and golden files")
-	dir, err := parseFlagsDir(fs, args, e)
+	arg, err := parseFlagsDir(fs, args, e)
 	if err != nil {
 		return err
 	}
@@ -39,8 +40,13 @@ func runTemplatesTest(ctx context.Context, args []string, e env) error {
 	if err != nil {
 		return configError{err}
 	}
-	if dir == "" {
-		dir = cfg.Templates.Dir
+	flagDir, err := dirOrArgument(*dirFlag, arg)
+	if err != nil {
+		return err
+	}
+	dir, err := existingTemplatesDir(templatesDir(cfg, flagDir))
+	if err != nil {
+		return configError{err}
 	}
 	if *channel == "" {
 		if len(cfg.Channels) == 0 {

@@ -19,15 +19,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"github.com/slack-go/slack"
 	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/conclavehq/conclave/agents"
-	"github.com/conclavehq/conclave/agents/backoff"
 	"github.com/conclavehq/conclave/agents/llm"
 	"github.com/conclavehq/conclave/agents/tools"
-	"github.com/conclavehq/conclave/bot"
 	"github.com/conclavehq/conclave/cmd/internal/gcpace"
 	"github.com/conclavehq/conclave/ens"
 	"github.com/conclavehq/conclave/memory"
@@ -93,6 +90,12 @@ type instance struct {
 	checks  []readinessCheck
 	closers []func()
 
+	// upMu guards the summary's fields filled in as the HTTP listeners
+	// bind and Slack is reached, and upWaiting, how many of those two are
+	// still to come: the summary is logged when both are done (up).
+	upMu      sync.Mutex
+	upWaiting int
+
 	store     memory.Store
 	lib       *templates.Library
 	directory *ens.Directory
@@ -110,6 +113,24 @@ func newInstance(cfg Config, log *slog.Logger, e env) *instance {
 		cfg: cfg, log: log, e: e, reg: reg, metrics: newRunMetrics(reg),
 		summary: startupSummary{store: storeKind(cfg.Memory), agents: len(cfg.Agents), channels: len(cfg.Channels), slackTeam: "not configured",
 			agentAdmins: agents.Admins(cfg.Slack.Admins).Who()},
+		upWaiting: 2,
+	}
+}
+
+// up notes that the HTTP listeners are bound or that Slack is reached (or
+// not configured); after both it logs the startup summary and tells
+// e.ready.
+func (p *instance) up() {
+	p.upMu.Lock()
+	p.upWaiting--
+	done, summary := p.upWaiting == 0, p.summary
+	p.upMu.Unlock()
+	if !done {
+		return
+	}
+	summary.log(p.log)
+	if p.e.ready != nil {
+		p.e.ready(summary.addr)
 	}
 }
 
@@ -187,7 +208,7 @@ func (p *instance) openIdentities(ctx context.Context) error {
 	p.closers = append(p.closers, func() { _ = directory.Close() })
 	p.metrics.watchENS(directory.CacheStats)
 	warnSharedMemory(ctx, p.cfg, directory, p.log)
-	return nil
+	return checkChannelAgents(ctx, p.cfg, directory, p.log)
 }
 
 func (p *instance) openModel(context.Context) error {
@@ -229,11 +250,6 @@ func (p *instance) run(ctx context.Context) error {
 	parts.Go(part(runCtx, p.log, "reload", func(ctx context.Context) error {
 		return reloadOnHUP(ctx, p.e.hup, p.lib, p.log)
 	}))
-	if p.hub != nil {
-		// The servers outlive the engine's drain: turns finishing after
-		// SIGTERM may still call tools.
-		defer startHub(ctx, p.hub)()
-	}
 	// The engine gets its own context: when the process is told to stop,
 	// the Slack transport stops reading events at once (runCtx) while the
 	// engine drains in-flight turns within shutdown_grace.
@@ -243,15 +259,23 @@ func (p *instance) run(ctx context.Context) error {
 	// engine is done, draining meanwhile (see bot.Drain).
 	slackCtx, stopSlack := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopSlack()
-	side := slackSide{runCtx: runCtx, engineCtx: engineCtx, slackCtx: slackCtx, cancelRun: cancelRun, parts: parts}
-	if err := p.startSlack(&side); err != nil {
-		return err
-	}
+	side := &slackSide{runCtx: runCtx, engineCtx: engineCtx, slackCtx: slackCtx, cancelRun: cancelRun, engineDone: make(chan struct{})}
+	// The listeners serve before Slack is reached: while Slack cannot be,
+	// /healthz answers, /readyz says why, and /metrics is scraped.
+	wallet, connect := p.prepareSlack(side)
 	httpCtx, stopHTTP := context.WithCancel(context.Background())
 	defer stopHTTP()
 	httpDone := make(chan error, 1)
-	listeners := p.listeners(side.wallet)
+	listeners := p.listeners(wallet)
 	go func() { httpDone <- serveHTTP(httpCtx, listeners) }()
+	if p.hub != nil {
+		// The servers outlive the engine's drain: turns finishing after
+		// SIGTERM may still call tools.
+		defer startHub(ctx, p.hub)()
+	}
+	if connect {
+		parts.Go(func() error { return p.startSlack(side) })
+	}
 
 	var httpErr error
 	select {
@@ -260,7 +284,7 @@ func (p *instance) run(ctx context.Context) error {
 		cancelRun()
 	}
 	p.log.Info("shutting down")
-	side.drain()
+	side.stop()
 	stopEngine()
 	<-side.engineDone
 	stopSlack()
@@ -284,107 +308,25 @@ func (p *instance) stopped(httpErr, partErr error) error {
 	return nil
 }
 
-// slackSide is the Slack transport and the engine behind it: the contexts
-// they run under (in), and what the shutdown needs of them (out).
-type slackSide struct {
-	runCtx, engineCtx, slackCtx context.Context
-	cancelRun                   context.CancelFunc
-	parts                       *errgroup.Group
-
-	drain      func()
-	engineDone chan struct{}
-	wallet     http.Handler // the wallet page; nil (no route) without Slack
-}
-
-// startSlack builds and starts the Slack transport and the engine, each
-// complete when built: the Web API side first (the engine posts through
-// it, and it learns conclave's identity), then the engine, the commands
-// over both, and the Socket Mode side over all three. Without tokens,
-// nothing is started and readiness says why.
-func (p *instance) startSlack(s *slackSide) error {
-	s.drain, s.engineDone = func() {}, make(chan struct{})
-	if p.cfg.Slack.AppToken == "" || p.cfg.Slack.BotToken == "" {
-		close(s.engineDone)
-		p.log.Error("Slack tokens are not set: not connecting to Slack; set SLACK_APP_TOKEN (xapp-…) and SLACK_BOT_TOKEN (xoxb-…), see README")
-		p.checks = append(p.checks, readinessCheck{"slack", "not configured", func(context.Context) error { return errors.New("no tokens") }})
-		return nil
-	}
-	web := bot.NewWebAPI(bot.Options{
-		AppToken:        p.cfg.Slack.AppToken,
-		BotToken:        p.cfg.Slack.BotToken,
-		APIURL:          p.cfg.Slack.APIURL,
-		WorkingReaction: p.cfg.Slack.WorkingReaction,
-		IPFSGateway:     p.cfg.Slack.IPFSGateway,
-		HTTPClient:      p.web,
-		Timeout:         p.cfg.Slack.Timeout.Duration,
-		HandleParallel:  16,
-		StreamMethod:    p.cfg.Slack.StreamMethod,
-		Registerer:      p.reg,
-		Tracer:          p.tracer,
-	}, p.log)
-	id, err := identify(s.runCtx, web, p.log)
-	if err != nil {
-		return err
-	}
-	p.summary.slackTeam = teamName(id.Team, id.TeamID)
-	var working agents.Working
-	if p.cfg.Slack.Status {
-		status := bot.NewStatus(web, nil)
-		working = status
-		s.parts.Go(part(s.slackCtx, p.log, "slack status", status.Run))
-	}
-	eng := agents.New(engineOptions(p.cfg, id.UserID), agents.Deps{
-		Store:    p.store,
-		Chat:     web,
-		Model:    p.model,
-		Prompts:  func() agents.Prompts { return p.lib.Current() },
-		Resolver: p.directory,
-		Tools:    p.toolbox,
-		Logger:   p.log,
-		OnTurn:   p.metrics.observeTurn,
-		Working:  working,
-
-		OnPostAbandoned: p.metrics.observePostAbandoned,
-		Traces:          p.store,
-		OnFeedback:      p.metrics.observeFeedback,
-		Tracer:          p.tracer,
-		CaptureContent:  p.cfg.OTel.CaptureContent,
-	})
-	commands, wallet, err := wireCommands(p.cfg, web, eng, p.store, p.directory, p.log)
-	if err != nil {
-		return err
-	}
-	b := bot.New(web, eng, commands)
-	p.checks = append(p.checks, readinessCheck{"slack", "not connected", func(context.Context) error { return b.Ready() }})
-	s.wallet = wallet
-	go func() {
-		defer close(s.engineDone)
-		if err := eng.Run(s.engineCtx); err != nil {
-			p.log.Error("engine stopped", slog.Any(logErr, err))
-			s.cancelRun()
-		}
-	}()
-	s.drain = b.Drain
-	s.parts.Go(part(s.slackCtx, p.log, "slack", b.Run))
-	return nil
-}
-
 // listeners are the HTTP listeners of the process; the startup summary
 // goes out once every one is bound (ops first).
 func (p *instance) listeners(walletPage http.Handler) []listener {
 	serving := p.e
 	serving.opsReady = func(addr string) {
+		p.upMu.Lock()
 		p.summary.opsAddr = addr
+		p.upMu.Unlock()
 		if p.e.opsReady != nil {
 			p.e.opsReady(addr)
 		}
 	}
 	serving.ready = func(addr string) {
+		p.upMu.Lock()
 		p.summary.addr = addr
-		p.summary.log(p.log)
-		if p.e.ready != nil {
-			p.e.ready(addr)
-		}
+		ops := p.summary.opsAddr
+		p.upMu.Unlock()
+		p.log.Info("serving HTTP", slog.String("listen", addr), slog.String("ops_listen", ops))
+		p.up()
 	}
 	metrics := promhttp.HandlerFor(p.reg, promhttp.HandlerOpts{Registry: p.reg})
 	return httpListeners(p.cfg.HTTP, newOpsMux(p.checks, p.log), metrics, walletPage, serving, p.log)
@@ -419,31 +361,6 @@ func httpListeners(c HTTPConfig, ops *http.ServeMux, metrics http.Handler, walle
 		{name: "http", addr: c.Addr, handler: public, limits: defaultLimits, ready: e.ready},
 	}
 }
-
-// identify learns conclave's own Slack identity, retrying while Slack
-// cannot be reached; a token Slack refuses is a configuration error.
-func identify(ctx context.Context, web *bot.WebAPI, log *slog.Logger) (bot.Identity, error) {
-	for n := 1; ; n++ {
-		id, err := web.Identify(ctx)
-		if err == nil {
-			return id, nil
-		}
-		var slackErr slack.SlackErrorResponse
-		if errors.As(err, &slackErr) || bot.IsAuthError(err) {
-			return bot.Identity{}, fmt.Errorf("slack: the bot token was refused: %w", err)
-		}
-		wait := identifyRetries.Wait(n, 1, 0)
-		log.Warn("cannot reach Slack; retrying", slog.Any(logErr, err), slog.Duration("in", wait))
-		if err := backoff.Sleep(ctx, wait); err != nil {
-			return bot.Identity{}, err
-		}
-	}
-}
-
-// identifyRetries spaces the attempts to learn conclave's identity while
-// Slack cannot be reached: from 1 s, doubling, capped at 30 s (no jitter:
-// one process, one call).
-var identifyRetries = backoff.Policy{Base: time.Second, Cap: 30 * time.Second}
 
 // engineOptions maps the configuration onto the engine's options.
 func engineOptions(cfg Config, botUserID string) agents.Options {
@@ -529,6 +446,7 @@ func openStore(ctx context.Context, c MemoryConfig, t TraceConfig, log *slog.Log
 	if err != nil {
 		return nil, err
 	}
+	warnRedisPersistence(ctx, s, log)
 	return s, nil
 }
 

@@ -12,6 +12,8 @@ import (
 
 	gethlog "github.com/ethereum/go-ethereum/log"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/conclavehq/conclave/memory"
 )
 
 // routeLibraryLogs sends the lines that libraries log on their own —
@@ -58,6 +60,21 @@ func warnMissingModelKeys(cfg Config, log *slog.Logger) {
 			log.Warn("llm: no API key for a profile; agents using it will fail at their first turn unless its endpoint needs none (set its api_key_env)",
 				slog.String("key", "llm.profiles."+n+".api_key"))
 		}
+	}
+}
+
+// warnRedisPersistence warns when Redis keeps no append-only file: a
+// restart of Redis then loses the conversations, memory and replies
+// waiting to be posted since its last snapshot. A Redis that does not let
+// conclave read its configuration is told at debug level only (managed
+// services deny CONFIG, and persist on their own terms).
+func warnRedisPersistence(ctx context.Context, s *memory.Redis, log *slog.Logger) {
+	on, err := s.AppendOnly(ctx)
+	switch {
+	case err != nil:
+		log.Debug("memory: cannot read how Redis persists", slog.Any(logErr, err))
+	case !on:
+		log.Warn("memory: Redis runs with appendonly no: a restart of Redis loses the conversations, memory and unposted replies written since its last snapshot; set appendonly yes (see docs/memory.md)")
 	}
 }
 

@@ -27,8 +27,8 @@ func (f *fixtureList) Set(v string) error { *f = append(*f, v); return nil }
 // stderr.
 func runTemplatesCheck(_ context.Context, args []string, e env) error {
 	fs := newFlags("templates check", e)
-	load := configFlag(fs, e) // its [templates.vars]
-	dir := fs.String("dir", "templates", "the config repository of prompts")
+	load := configFlag(fs, e) // its templates.dir and [templates.vars]
+	dir := fs.String("dir", "", templatesDirUsage)
 	strict := fs.Bool("strict", false, "fail on warnings too (an unknown field, a value that renders <no value>)")
 	var fixtures fixtureList
 	fs.Var(&fixtures, "fixture", "a JSON fixture to render with (repeatable; default: the built-in one)")
@@ -36,6 +36,10 @@ func runTemplatesCheck(_ context.Context, args []string, e env) error {
 		return err
 	}
 	cfg, _, err := load()
+	if err != nil {
+		return err
+	}
+	repo, err := existingTemplatesDir(templatesDir(cfg, *dir))
 	if err != nil {
 		return err
 	}
@@ -47,7 +51,7 @@ func runTemplatesCheck(_ context.Context, args []string, e env) error {
 		}
 		opts.Fixtures = append(opts.Fixtures, f)
 	}
-	report := templates.Check(*dir, opts)
+	report := templates.Check(repo, opts)
 	for _, p := range report.Notes {
 		fmt.Fprintln(e.stderr, "note: "+p.String())
 	}
@@ -78,7 +82,7 @@ func runTemplatesCheck(_ context.Context, args []string, e env) error {
 func runTemplatesRender(ctx context.Context, args []string, e env) error {
 	fs := newFlags("templates render", e)
 	load := configFlag(fs, e)
-	dir := fs.String("dir", "", "the config repository of prompts (default: templates.dir of the config)")
+	dir := fs.String("dir", "", templatesDirUsage)
 	agentName := fs.String("agent", "", "the agent's ENS name (required)")
 	prompt := fs.String("prompt", "", "the phase prompt: default, conclude, context-not-found or context-found (required)")
 	fixturePath := fs.String("fixture", "", "a JSON fixture (default: the built-in one)")
@@ -95,10 +99,7 @@ func runTemplatesRender(ctx context.Context, args []string, e env) error {
 	if err != nil {
 		return err
 	}
-	tc := cfg.Templates
-	if *dir != "" {
-		tc = TemplatesConfig{Dir: *dir, SetBy: "--dir", Explicit: true}
-	}
+	tc := templatesDir(cfg, *dir)
 	agent, fixture, err := renderSubject(ctx, cfg, *agentName, *fixturePath)
 	if err != nil {
 		return err

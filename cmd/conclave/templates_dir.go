@@ -35,9 +35,10 @@ func templatesInFile(path string, data []byte, tc TemplatesConfig) TemplatesConf
 // openConfiguredTemplates opens the prompts templates.dir names. The
 // default directory may be missing, or be the Go package of the built-in
 // prompts in a checkout: the built-in prompts are used and note is told
-// at info level. A directory the configuration file names is expected:
-// missing or holding Go source, it is a warning (and the built-in
-// prompts); named by a variable or a flag, an error.
+// at info level. A directory the configuration names is expected:
+// missing, it is an error (a misspelt directory would otherwise quietly
+// serve the built-in prompts); holding Go source, a warning from a file
+// (and the built-in prompts), an error from a variable or a flag.
 func openConfiguredTemplates(tc TemplatesConfig, opts templates.Options, note func(level slog.Level, msg string)) (*templates.Library, string, error) {
 	problem := ""
 	switch _, err := os.Stat(tc.Dir); {
@@ -48,6 +49,8 @@ func openConfiguredTemplates(tc TemplatesConfig, opts templates.Options, note fu
 		problem = "holds Go source, not a config repository of prompts"
 	}
 	switch {
+	case problem == "does not exist" && !tc.Explicit:
+		return nil, "", fmt.Errorf("templates: templates.dir in %s names %q, which does not exist (create it with `conclave templates init %s`, or remove the key for the built-in prompts)", tc.SetBy, tc.Dir, tc.Dir)
 	case problem != "" && tc.Explicit:
 		return nil, "", fmt.Errorf("templates: %s names %q, which %s", tc.SetBy, tc.Dir, problem)
 	case problem != "":

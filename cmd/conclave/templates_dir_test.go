@@ -9,9 +9,10 @@ import (
 
 // TestTemplatesDirFromTheConfigFile: templates.dir written in a
 // configuration file is relative to that file's folder, whatever the
-// working directory; a folder it names that is missing or holds Go source
-// is a warning (and the built-in prompts), named by
-// CONCLAVE_TEMPLATES_DIR or --dir an error.
+// working directory; a folder it names that is missing is an error (a
+// misspelt directory would quietly serve the built-in prompts), one that
+// holds Go source a warning (and the built-in prompts); named by
+// CONCLAVE_TEMPLATES_DIR or --dir, both are errors.
 func TestTemplatesDirFromTheConfigFile(t *testing.T) {
 	const system = "You are the desk's own facilitator."
 	source, err := filepath.Abs("../../templates")
@@ -35,9 +36,9 @@ func TestTemplatesDirFromTheConfigFile(t *testing.T) {
 	}
 
 	code, out, errOut = cli(t, nil, with("--config", filepath.Join(conf, "missing.toml"))...)
-	want := `warning: templates: templates.dir in ` + filepath.Join(conf, "missing.toml") + ` names "` + filepath.Join(conf, "nowhere") + `", which does not exist; using the built-in prompts`
-	if code != 0 || !strings.Contains(errOut, want) || strings.Contains(out, system) {
-		t.Errorf("missing, in the file: exit %d, stderr %q; want 0 and %q", code, errOut, want)
+	want := `conclave: templates: templates.dir in ` + filepath.Join(conf, "missing.toml") + ` names "` + filepath.Join(conf, "nowhere") + `", which does not exist`
+	if code != 1 || !strings.Contains(errOut, want) || strings.Contains(out, system) {
+		t.Errorf("missing, in the file: exit %d, stderr %q; want 1 and %q", code, errOut, want)
 	}
 
 	code, _, errOut = cli(t, nil, with("--config", filepath.Join(conf, "source.toml"))...)

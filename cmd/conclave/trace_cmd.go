@@ -35,7 +35,10 @@ func runTrace(ctx context.Context, args []string, e env) error {
 		return err
 	}
 	if ref == "" {
-		return fmt.Errorf("%w: trace needs a Slack link, C…/<thread_ts> or a conversation id (see conclave trace --help)", errUsage)
+		return fmt.Errorf("%w: trace needs a Slack link, C…/<thread_ts>, a conversation id or a turn (see conclave trace --help)", errUsage)
+	}
+	if r, err := parseTraceRef(ref); err == nil && r.turn != "" && *turn == "" {
+		*turn = r.turn // a notice's reference: that turn, in detail
 	}
 	cfg, _, err := load()
 	if err != nil {
@@ -99,13 +102,23 @@ func positional(args []string, valued ...string) (string, []string) {
 	return "", args
 }
 
-// traceRef is what a reference names: a thread, or a conversation.
-type traceRef struct{ channel, threadTS, conversation string }
+// traceRef is what a reference names: a thread, a conversation, or a
+// turn of a conversation known by the start of its id.
+type traceRef struct{ channel, threadTS, conversation, idPrefix, turn string }
 
 var (
 	permalinkPath = regexp.MustCompile(`^/archives/([CGD][A-Z0-9]+)/p(\d{10})(\d{6})$`)
 	threadRef     = regexp.MustCompile(`^([CGD][A-Z0-9]+)/(\d{10}\.\d{6})$`)
+	// turnRef is a turn as a ⚠️ notice names it: the first eight
+	// characters of its conversation's id, -t and its number.
+	turnRef = regexp.MustCompile(`^([0-9a-f]{8})-t[1-9][0-9]*$`)
 )
+
+// traceFinder finds the conversations whose id starts with a prefix (both
+// stores do); a turn reference needs it.
+type traceFinder interface {
+	TraceConversations(ctx context.Context, idPrefix string) ([]string, error)
+}
 
 // parseTraceRef reads a Slack permalink (a reply's names its thread in
 // thread_ts), "C…/<thread_ts>" or a conversation id.
@@ -132,7 +145,29 @@ func parseTraceRef(ref string) (traceRef, error) {
 	if _, err := uuid.Parse(ref); err == nil {
 		return traceRef{conversation: ref}, nil
 	}
-	return traceRef{}, fmt.Errorf("trace: %q is neither a Slack link, C…/<thread_ts> nor a conversation id", ref)
+	if m := turnRef.FindStringSubmatch(strings.ToLower(ref)); m != nil {
+		return traceRef{idPrefix: m[1], turn: strings.ToLower(ref)}, nil
+	}
+	return traceRef{}, fmt.Errorf("trace: %q is neither a Slack link, C…/<thread_ts>, a conversation id nor a turn (a9355e42-t3)", ref)
+}
+
+// conversationOf is the one conversation with traces whose id starts
+// with prefix.
+func conversationOf(ctx context.Context, log agents.TraceLog, prefix string) (string, error) {
+	f, ok := log.(traceFinder)
+	if !ok {
+		return "", errors.New("this store cannot find a conversation by its id's start; give the conversation id")
+	}
+	ids, err := f.TraceConversations(ctx, prefix)
+	switch {
+	case err != nil:
+		return "", err
+	case len(ids) == 0:
+		return "", errors.New("no traces kept for a conversation starting " + prefix + " (traces are kept for trace.retention, when trace.enabled)")
+	case len(ids) > 1:
+		return "", fmt.Errorf("%d conversations start %s: give the conversation id (%s)", len(ids), prefix, strings.Join(ids, ", "))
+	}
+	return ids[0], nil
 }
 
 // findTraces reads the traces a reference leads to; none is an error
@@ -143,6 +178,12 @@ func findTraces(ctx context.Context, log agents.TraceLog, ref string) ([]agents.
 		return nil, err
 	}
 	what := "conversation " + r.conversation
+	if r.idPrefix != "" {
+		what = "turn " + r.turn
+		if r.conversation, err = conversationOf(ctx, log, r.idPrefix); err != nil {
+			return nil, fmt.Errorf("trace: %s: %w", what, err)
+		}
+	}
 	if r.conversation == "" {
 		what = "thread " + r.channel + "/" + r.threadTS
 		r.conversation, err = log.TraceRef(ctx, r.channel, r.threadTS)
@@ -271,14 +312,22 @@ func writeTurnDetail(w io.Writer, t agents.Trace) error {
 }
 
 // traceOf answers /trace in conclave chat: the last turn of a
-// conversation, as conclave trace prints it.
-func traceOf(log agents.TraceLog) func(ctx context.Context, w io.Writer, convID string) error {
-	return func(ctx context.Context, w io.Writer, convID string) error {
+// conversation, or with all every turn, as conclave trace prints them.
+func traceOf(log agents.TraceLog) func(ctx context.Context, w io.Writer, convID string, all bool) error {
+	return func(ctx context.Context, w io.Writer, convID string, all bool) error {
 		traces, err := findTraces(ctx, log, convID)
 		if err != nil {
 			return err
 		}
-		writeTurnBlock(w, traces[len(traces)-1])
+		if !all {
+			traces = traces[len(traces)-1:]
+		}
+		for i, t := range traces {
+			if i > 0 {
+				fmt.Fprintln(w)
+			}
+			writeTurnBlock(w, t)
+		}
 		return nil
 	}
 }
@@ -293,8 +342,13 @@ type recorder struct {
 	n   int
 }
 
-// recordTo wraps m so that it records to dir, which it creates.
-func recordTo(dir string, m agents.Model) (agents.Model, error) {
+// recordTo wraps m so that it records to dir, which it creates. A dir
+// that already holds files is refused unless force: two runs' files would
+// mix, numbered alike.
+func recordTo(dir string, m agents.Model, force bool) (agents.Model, error) {
+	if entries, err := os.ReadDir(dir); err == nil && len(entries) > 0 && !force {
+		return nil, fmt.Errorf("chat: --record: %s is not empty (%d file(s)); name a new directory, or add --force to write over it", dir, len(entries))
+	}
 	if err := os.MkdirAll(dir, 0o750); err != nil { // #nosec G703 -- the directory the operator named with --record
 		return nil, fmt.Errorf("chat: --record: %w", err)
 	}

@@ -106,6 +106,12 @@ func TestTraceOfAConversation(t *testing.T) {
 	if strings.Contains(out+detail, "crm-secret-value") || strings.Contains(out+detail, "sk-test-model-key") {
 		t.Errorf("a secret is in a trace")
 	}
+
+	// A ⚠️ notice's reference to the turn leads to the same detail.
+	code, byRef, stderr := cli(t, toolEnv, "trace", "--config", path, traces[0].TurnID)
+	if code != 0 || byRef != detail {
+		t.Errorf("conclave trace %s: exit %d, want --turn's detail\n%s\n%s", traces[0].TurnID, code, byRef, stderr)
+	}
 }
 
 // What conclave trace says when it finds nothing, or cannot look.
@@ -122,7 +128,8 @@ func TestTraceFindsNothing(t *testing.T) {
 	}{
 		{"unknown thread", onRedis, []string{permalink("1700000000.000100")}, 1, "trace: no traces kept for thread C0001/1700000000.000100"},
 		{"unknown conversation", onRedis, []string{"6f1c1a52-2f55-5b0c-9a6e-0a4d3b2c1d0e"}, 1, "trace: no traces kept for conversation 6f1c1a52-2f55-5b0c-9a6e-0a4d3b2c1d0e"},
-		{"not a reference", onRedis, []string{"yesterday"}, 1, `trace: "yesterday" is neither a Slack link, C…/<thread_ts> nor a conversation id`},
+		{"not a reference", onRedis, []string{"yesterday"}, 1, `trace: "yesterday" is neither a Slack link, C…/<thread_ts>, a conversation id nor a turn (a9355e42-t3)`},
+		{"unknown turn", onRedis, []string{"a9355e42-t3"}, 1, "trace: turn a9355e42-t3: no traces kept for a conversation starting a9355e42"},
 		{"not a message link", onRedis, []string{"https://acme.slack.com/team/U1"}, 1, "is not a Slack message link"},
 		{"no reference", onRedis, nil, 2, "trace needs a Slack link"},
 		{"in-process store", inProcess, []string{permalink("1700000000.000100")}, 1, "trace: memory.redis_url is not set"},
@@ -144,9 +151,12 @@ func TestParseTraceRef(t *testing.T) {
 		{"C0001/1700000000.000100", "C0001", "1700000000.000100", ""},
 		{"6f1c1a52-2f55-5b0c-9a6e-0a4d3b2c1d0e", "", "", "6f1c1a52-2f55-5b0c-9a6e-0a4d3b2c1d0e"},
 	}
+	if r, err := parseTraceRef("A9355E42-t3"); err != nil || r != (traceRef{idPrefix: "a9355e42", turn: "a9355e42-t3"}) {
+		t.Errorf("parseTraceRef of a turn = %+v, %v", r, err)
+	}
 	for _, tc := range cases {
 		r, err := parseTraceRef(tc.ref)
-		if err != nil || r != (traceRef{tc.channel, tc.ts, tc.conv}) {
+		if err != nil || r != (traceRef{channel: tc.channel, threadTS: tc.ts, conversation: tc.conv}) {
 			t.Errorf("parseTraceRef(%q) = %+v, %v", tc.ref, r, err)
 		}
 	}
@@ -241,6 +251,16 @@ func TestChatRecordWithFakeModel(t *testing.T) {
 	}
 	if len(r.llm.Requests()) != 0 {
 		t.Errorf("the fake model reached the endpoint %d times", len(r.llm.Requests()))
+	}
+
+	// A second run into the same directory would mix the two runs' files.
+	code, _, stderr = runChatScript(t, "Is C45653 covered?\n", "--config", path, "--as", "Ada", "--fake-model", "--record", dir)
+	if code == 0 || !strings.Contains(stderr, dir+" is not empty") {
+		t.Errorf("--record into a used directory: exit %d, stderr %q", code, stderr)
+	}
+	code, _, stderr = runChatScript(t, "Is C45653 covered?\n", "--config", path, "--as", "Ada", "--fake-model", "--record", dir, "--force")
+	if code != 0 {
+		t.Errorf("--record --force: exit %d\n%s", code, stderr)
 	}
 }
 

@@ -22,6 +22,7 @@ var traceTests = []struct {
 	{"Traces/feedback", testFeedback},
 	{"Traces/bad input", testTraceBadInput},
 	{"Traces/retention", testTraceRetention},
+	{"Traces/conversations by an id's start", testTraceConversations},
 }
 
 func (h *harness) traces(t *testing.T, id string) memory.Traces {

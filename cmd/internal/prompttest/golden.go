@@ -60,22 +60,22 @@ func existingGolden(dir string) ([]string, error) {
 // request matches any more.
 func writeGolden(dir string, files map[string]string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil { // #nosec G301 -- a directory of the repository, committed
-		return fmt.Errorf("prompttest: write golden files: %w", err)
+		return fmt.Errorf("templates test: write golden files: %w", err)
 	}
 	old, err := existingGolden(dir)
 	if err != nil {
-		return fmt.Errorf("prompttest: write golden files: %w", err)
+		return fmt.Errorf("templates test: write golden files: %w", err)
 	}
 	for _, name := range old {
 		if _, ok := files[name]; !ok {
 			if err := os.Remove(filepath.Join(dir, name)); err != nil {
-				return fmt.Errorf("prompttest: remove a stale golden file: %w", err)
+				return fmt.Errorf("templates test: remove a stale golden file: %w", err)
 			}
 		}
 	}
 	for name, text := range files {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil { // #nosec G306 -- committed to the repository
-			return fmt.Errorf("prompttest: write golden files: %w", err)
+			return fmt.Errorf("templates test: write golden files: %w", err)
 		}
 	}
 	return nil

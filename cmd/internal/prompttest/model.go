@@ -88,7 +88,7 @@ func (m *scripted) Complete(_ context.Context, r llm.Request) (llm.Response, err
 		name := m.name(r.Agent)
 		m.problems = append(m.problems, fmt.Sprintf("%s:%d: no scripted reply for %s's %s request (request %d, from %s): script it with \"< %s: …\" after line %d",
 			m.path, m.after, name, r.Prompt, len(m.requests), r.Agent, strings.ToLower(name), m.after))
-		return llm.Response{}, fmt.Errorf("prompttest: %s, %s: %w", r.Agent, r.Prompt, ErrNoReply)
+		return llm.Response{}, fmt.Errorf("templates test: %s, %s: %w", r.Agent, r.Prompt, ErrNoReply)
 	}
 	m.replies[r.Agent] = queue[1:]
 	return llm.Response{Content: queue[0].Text, FinishReason: llm.FinishStop, Model: "scripted"}, nil

@@ -83,7 +83,7 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 	}
 	paths, err := filepath.Glob(filepath.Join(o.Dir, "tests", "*.chat"))
 	if err != nil || len(paths) == 0 {
-		return Summary{}, fmt.Errorf("prompttest: %w: %s holds no tests/*.chat", ErrNoTests, o.Dir)
+		return Summary{}, fmt.Errorf("templates test: %w: %s holds no tests/*.chat", ErrNoTests, o.Dir)
 	}
 	slices.Sort(paths)
 	var sum Summary
