@@ -19,9 +19,9 @@ func noticeReason(err error) string {
 	}
 	if te, ok := errors.AsType[*templates.Error](err); ok {
 		if te.Line > 0 {
-			return fmt.Sprintf("template error in %s:%d", te.File, te.Line)
+			return fmt.Sprintf("template error in %s:%d", te.RepoFile(), te.Line)
 		}
-		return "template error in " + te.File
+		return "template error in " + te.RepoFile()
 	}
 	if le, ok := errors.AsType[*llm.Error](err); ok {
 		switch {
