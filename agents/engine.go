@@ -16,6 +16,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/conclavehq/conclave/agents/redact"
 	"github.com/conclavehq/conclave/ens"
 	"github.com/conclavehq/conclave/memory"
 	"github.com/conclavehq/conclave/templates"
@@ -117,16 +118,17 @@ type Options struct {
 	StreamInterval time.Duration
 
 	// Traces writes a trace of every turn with the commit that ends it
-	// (trace.enabled); Replica names this process in them. Secrets
-	// (API keys, tokens, headers' values) are masked wherever they would
-	// appear in a trace or a debug log of a request's body.
+	// (trace.enabled); Replica names this process in them.
 	Traces  bool
 	Replica string
 	// Feedback says which posts carry 👍/👎 buttons (slack.feedback:
 	// FeedbackAnswers, FeedbackAll, FeedbackOff; "" is off).
-	Feedback    string
-	Secrets     []string
-	maskSecrets *masker // of Secrets (New)
+	Feedback string
+	// Mask masks the configured secrets (API keys, tokens, headers'
+	// values, credentials in URLs) in everything a turn sends out: posts,
+	// stored messages, traces, spans and debug logs of a request's body.
+	// Nil masks nothing.
+	Mask *redact.Masker
 
 	// Owns, when set, limits the conversations the sweeper hands to
 	// workers to those it accepts: `conclave chat` may share the store of
@@ -306,7 +308,6 @@ func New(opts Options, deps Deps) *Engine {
 	opts.BaseDomains = bases
 	e.bases = bases
 	e.opts = opts
-	e.opts.maskSecrets = secretMask(opts.Secrets)
 	e.opts.Agents = agentSettings(opts.Agents, e.naming, e.patterns, e.log)
 	for _, c := range opts.Channels {
 		e.static[c.ID] = canonicalChannel(c, e.canonical)

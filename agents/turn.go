@@ -179,7 +179,9 @@ func (c runner) ask(ctx context.Context, t *turn, req llm.Request) (string, erro
 	if err != nil {
 		return "", err
 	}
-	text := resp.Content
+	// A model that repeats a secret it was shown (a key in a tool's
+	// result, an instruction) does not post it nor store it.
+	text := c.opts.Mask.String(resp.Content)
 	if resp.Truncated() && strings.TrimSpace(text) != "" {
 		text = strings.TrimRight(text, " \n\t") + " …"
 	}

@@ -35,7 +35,7 @@ func runChat(ctx context.Context, args []string, e env) error {
 		return err
 	}
 	if flags.record != "" {
-		if p.model, err = recordTo(flags.record, p.model); err != nil {
+		if p.model, err = recordTo(flags.record, p.model, cfg.masker()); err != nil {
 			return err
 		}
 	}

@@ -465,7 +465,7 @@ func engineOptions(cfg Config, botUserID string) agents.Options {
 		Traces:           cfg.Trace.Enabled,
 		Feedback:         cfg.Slack.Feedback,
 		Replica:          replicaName(),
-		Secrets:          cfg.secretValues,
+		Mask:             cfg.masker(),
 
 		MaxToolCallsPerRound: cfg.LLM.MaxToolCallsPerRound,
 	}

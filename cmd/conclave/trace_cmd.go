@@ -20,6 +20,7 @@ import (
 
 	"github.com/conclavehq/conclave/agents"
 	"github.com/conclavehq/conclave/agents/llm"
+	"github.com/conclavehq/conclave/agents/redact"
 	"github.com/conclavehq/conclave/memory"
 )
 
@@ -285,17 +286,19 @@ func traceOf(log agents.TraceLog) func(ctx context.Context, w io.Writer, convID 
 // made.
 type recorder struct {
 	agents.Model
-	dir string
-	mu  sync.Mutex
-	n   int
+	dir  string
+	mask *redact.Masker // the configuration's secrets, masked in every file
+	mu   sync.Mutex
+	n    int
 }
 
-// recordTo wraps m so that it records to dir, which it creates.
-func recordTo(dir string, m agents.Model) (agents.Model, error) {
+// recordTo wraps m so that it records to dir, which it creates, with
+// mask's secrets masked.
+func recordTo(dir string, m agents.Model, mask *redact.Masker) (agents.Model, error) {
 	if err := os.MkdirAll(dir, 0o750); err != nil { // #nosec G703 -- the directory the operator named with --record
 		return nil, fmt.Errorf("chat: --record: %w", err)
 	}
-	return &recorder{Model: m, dir: dir}, nil
+	return &recorder{Model: m, dir: dir, mask: mask}, nil
 }
 
 // Complete implements agents.Model.
@@ -338,7 +341,7 @@ func (r *recorder) Complete(ctx context.Context, req llm.Request) (llm.Response,
 	body, merr := json.MarshalIndent(rec, "", "  ")
 	if merr == nil {
 		name := fmt.Sprintf("%03d-%s-%s.json", n, recordName(req.Agent), recordName(req.Prompt))
-		merr = os.WriteFile(filepath.Join(r.dir, name), append(body, '\n'), 0o600)
+		merr = os.WriteFile(filepath.Join(r.dir, name), append(r.mask.Bytes(body), '\n'), 0o600)
 	}
 	if merr != nil && err == nil {
 		err = fmt.Errorf("chat: --record: %w", merr)

@@ -244,6 +244,24 @@ func TestChatRecordWithFakeModel(t *testing.T) {
 	}
 }
 
+// A configured secret a person pastes is masked in the --record files.
+func TestChatRecordMasksSecrets(t *testing.T) {
+	r := newRig(t, fakeslack.Options{})
+	path := r.config(t, claimsDesk)
+	dir := filepath.Join(t.TempDir(), "calls")
+	code, stdout, stderr := runChatScript(t, "Is C45653 covered? The key is sk-test-model-key\n", "--config", path, "--as", "Ada", "--fake-model", "--record", dir)
+	if code != 0 {
+		t.Fatalf("exit code %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	body, err := os.ReadFile(filepath.Join(dir, "001-elen-default.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(body), "sk-test-model-key") || !strings.Contains(string(body), "The key is [redacted]") {
+		t.Errorf("the recorded request holds the key, or not the masked message:\n%s", body)
+	}
+}
+
 // The facilitator's answer to a person carries 👍/👎 buttons (the
 // expert's reply and the facilitator's call do not, slack.feedback =
 // "answers"); a press through the real socketmode client is thanked
