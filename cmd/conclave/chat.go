@@ -143,7 +143,7 @@ func openChat(ctx context.Context, cfg Config, log *slog.Logger, e env, fake boo
 	if err != nil || len(servers) == 0 {
 		return p, err
 	}
-	hub, err := tools.New(servers, tools.Options{Logger: log, HTTPClient: webClient(cfg.Conversation.MaxParallel)})
+	hub, err := tools.New(servers, tools.Options{Logger: log, HTTPClient: webClient(cfg.Conversation.MaxParallel), MaxResultBytes: cfg.Tools.MaxResultBytes})
 	if err != nil {
 		return p, err
 	}

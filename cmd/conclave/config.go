@@ -71,11 +71,19 @@ type Config struct {
 	HTTP         HTTPConfig                     `toml:"http"`
 	Log          LogConfig                      `toml:"log"`
 	MCP          MCPConfig                      `toml:"mcp"`
+	Tools        ToolsConfig                    `toml:"tools"`
 	Trace        TraceConfig                    `toml:"trace"`
 	OTel         OTelConfig                     `toml:"otel"`
 
 	// secretValues are the secrets' values, as loaded (secretValuesOf).
 	secretValues []string
+}
+
+// ToolsConfig is [tools]: bounds on what MCP servers send back.
+type ToolsConfig struct {
+	// MaxResultBytes bounds one answer read from a server (an HTTP body, a
+	// streamed event, a stdio line); past it the call fails.
+	MaxResultBytes int64 `toml:"max_result_bytes"`
 }
 
 // TraceConfig is [trace]: the turn traces kept in the store.
@@ -337,6 +345,7 @@ func defaultConfig() Config {
 		Errors: ErrorsConfig{Notify: eng.Notify},
 		HTTP:   HTTPConfig{Addr: ":8080"},
 		Log:    LogConfig{Level: "info", Format: "json"},
+		Tools:  ToolsConfig{MaxResultBytes: tools.DefaultMaxResultBytes},
 		Trace: TraceConfig{
 			Enabled: eng.Traces, Retention: Duration{memory.DefaultTraceRetention},
 			MaxBytesPerConversation: memory.DefaultTraceMaxBytes,
@@ -601,6 +610,9 @@ func (c *Config) validate() error {
 		}
 	}
 	p.positive("trace.retention", c.Trace.Retention)
+	if c.Tools.MaxResultBytes <= 0 {
+		p.bad("tools.max_result_bytes", "must be > 0")
+	}
 	if c.Trace.MaxBytesPerConversation <= 0 {
 		p.bad("trace.max_bytes_per_conversation", "must be > 0")
 	}

@@ -209,7 +209,8 @@ func (p *instance) openTools(context.Context) error {
 	}
 	// The connection pool is shared, not the client: a Streamable HTTP
 	// session keeps a long-lived stream that a client timeout would cut.
-	hub, err := tools.New(servers, tools.Options{Logger: p.log, OnCall: p.metrics.observeToolCall, HTTPClient: &http.Client{Transport: p.web.Transport}})
+	hub, err := tools.New(servers, tools.Options{Logger: p.log, OnCall: p.metrics.observeToolCall,
+		HTTPClient: &http.Client{Transport: p.web.Transport}, MaxResultBytes: p.cfg.Tools.MaxResultBytes})
 	if err != nil {
 		return err
 	}
