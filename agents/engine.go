@@ -39,6 +39,10 @@ const (
 const (
 	ScopeAgent   = "agent"   // an expert's sessions follow it across channels
 	ScopeChannel = "channel" // kept per channel
+	// ScopeWorkspace lets a clone's and a human agent's memory follow them
+	// across channels (memory.clone_scope); ScopeChannel keeps it per
+	// channel, so that a private channel's words never reach another's.
+	ScopeWorkspace = "workspace"
 )
 
 // doneReaction marks a concluded conversation's root (✅).
@@ -87,6 +91,7 @@ type Options struct {
 
 	MatchThreshold float64 // expert.match_threshold
 	SessionScope   string  // expert.session_scope: ScopeAgent or ScopeChannel
+	CloneScope     string  // memory.clone_scope: ScopeChannel (default) or ScopeWorkspace
 
 	Notify string // errors.notify: NotifyThread or NotifyLog
 	// PostRetryWindow is how long a failed post is retried, from its
@@ -154,6 +159,7 @@ func DefaultOptions() Options {
 		MaxToolRounds:    8,
 		MatchThreshold:   0.75,
 		SessionScope:     ScopeAgent,
+		CloneScope:       ScopeChannel,
 		Notify:           NotifyThread,
 		PostRetryWindow:  30 * time.Minute,
 		TurnTimeout:      10 * time.Minute,
@@ -339,6 +345,7 @@ func withDefaults(opts Options) Options {
 	orDefault(&opts.SweepInterval, d.SweepInterval)
 	orDefault(&opts.StreamInterval, d.StreamInterval)
 	opts.SessionScope = cmp.Or(opts.SessionScope, d.SessionScope)
+	opts.CloneScope = cmp.Or(opts.CloneScope, d.CloneScope)
 	opts.Notify = cmp.Or(opts.Notify, d.Notify)
 	opts.WorkingReaction = cmp.Or(opts.WorkingReaction, d.WorkingReaction)
 	if len(opts.BaseDomains) == 0 {

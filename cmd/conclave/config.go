@@ -164,6 +164,9 @@ type MemoryConfig struct {
 	KeyPrefix          string   `toml:"key_prefix"`
 	MaxSessionMessages int      `toml:"max_session_messages"`
 	ConversationTTL    Duration `toml:"conversation_ttl"`
+	// CloneScope: "channel" keeps a clone's and a human agent's memory per
+	// channel; "workspace" shares it across channels (WARN at start).
+	CloneScope string `toml:"clone_scope"`
 }
 
 // TemplatesConfig is [templates].
@@ -319,6 +322,7 @@ func defaultConfig() Config {
 			KeyPrefix:          memory.DefaultKeyPrefix,
 			MaxSessionMessages: memory.DefaultMaxSessionMessages,
 			ConversationTTL:    Duration{memory.DefaultConversationTTL},
+			CloneScope:         eng.CloneScope,
 		},
 		Templates: TemplatesConfig{Dir: "templates"},
 		ENS: ENSConfig{
@@ -870,6 +874,11 @@ func (c *Config) validateConversation(p *problems) {
 	case "agent", "channel":
 	default:
 		p.bad("expert.session_scope", "%q is not one of agent, channel", c.Expert.SessionScope)
+	}
+	switch c.Memory.CloneScope {
+	case agents.ScopeChannel, agents.ScopeWorkspace:
+	default:
+		p.bad("memory.clone_scope", "%q is not one of channel, workspace", c.Memory.CloneScope)
 	}
 	switch c.Errors.Notify {
 	case "thread", "log":

@@ -452,6 +452,7 @@ func engineOptions(cfg Config, botUserID string) agents.Options {
 		MaxToolRounds:    cfg.LLM.MaxToolRounds,
 		MatchThreshold:   cfg.Expert.MatchThreshold,
 		SessionScope:     cfg.Expert.SessionScope,
+		CloneScope:       cfg.Memory.CloneScope,
 		Notify:           cfg.Errors.Notify,
 		WorkingReaction:  cfg.Slack.WorkingReaction,
 		BotUserID:        botUserID,
