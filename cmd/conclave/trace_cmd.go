@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 
 	"github.com/google/uuid"
 
@@ -60,7 +61,7 @@ func runTrace(ctx context.Context, args []string, e env) error {
 		if i < 0 {
 			return fmt.Errorf("trace: no turn %q in conversation %s", *turn, traces[0].Conversation)
 		}
-		return writeTurnDetail(e.stdout, traces[i])
+		return writeTurnDetail(escapingWriter{e.stdout}, traces[i])
 	case *asJSON:
 		enc := json.NewEncoder(e.stdout)
 		for _, t := range traces {
@@ -74,9 +75,45 @@ func runTrace(ctx context.Context, args []string, e env) error {
 		if i > 0 {
 			fmt.Fprintln(e.stdout)
 		}
-		writeTurnBlock(e.stdout, t)
+		writeTurnBlock(escapingWriter{e.stdout}, t)
 	}
 	return nil
+}
+
+// escapingWriter is w with control characters escaped (ESC as \x1b),
+// line breaks and tabs kept: a trace holds what models and tools wrote,
+// and a terminal must not run their escape sequences.
+type escapingWriter struct{ w io.Writer }
+
+func (e escapingWriter) Write(p []byte) (int, error) {
+	if _, err := io.WriteString(e.w, escapeControls(string(p))); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// escapeControls writes each control character of s (Unicode Cc, but
+// line feed and tab, and the bidirectional overrides that reorder what a
+// terminal shows) as a Go escape.
+func escapeControls(s string) string {
+	escape := func(r rune) bool {
+		return r != '\n' && r != '\t' && (unicode.IsControl(r) || r >= 0x202a && r <= 0x202e || r >= 0x2066 && r <= 0x2069)
+	}
+	if strings.IndexFunc(s, escape) < 0 {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case !escape(r):
+			b.WriteRune(r)
+		case r < 0x100:
+			fmt.Fprintf(&b, "\\x%02x", r)
+		default:
+			fmt.Fprintf(&b, "\\u%04x", r)
+		}
+	}
+	return b.String()
 }
 
 // positional takes the first argument that is neither a flag nor the
@@ -276,7 +313,7 @@ func traceOf(log agents.TraceLog) func(ctx context.Context, w io.Writer, convID 
 		if err != nil {
 			return err
 		}
-		writeTurnBlock(w, traces[len(traces)-1])
+		writeTurnBlock(escapingWriter{w}, traces[len(traces)-1])
 		return nil
 	}
 }
