@@ -13,11 +13,11 @@ import (
 func TestTracePrintsControlsEscaped(t *testing.T) {
 	for in, want := range map[string]string{
 		"plain, with é and 👩‍💻": "plain, with é and 👩‍💻",
-		"red \x1b[31mtext":        `red \x1b[31mtext`,
-		"bell\a and NUL\x00":      `bell\x07 and NUL\x00`,
-		"C1 \u009b2J":             `C1 \x9b2J`,
-		"lines\nand\ttabs":        "lines\nand\ttabs",
-		"bidi \u202eevil":         `bidi \u202eevil`,
+		"red \x1b[31mtext":      `red \x1b[31mtext`,
+		"bell\a and NUL\x00":    `bell\x07 and NUL\x00`,
+		"C1 \u009b2J":           `C1 \x9b2J`,
+		"lines\nand\ttabs":      "lines\nand\ttabs",
+		"bidi \u202eevil":       `bidi \u202eevil`,
 	} {
 		if got := escapeControls(in); got != want {
 			t.Errorf("escapeControls(%q) = %q, want %q", in, got, want)
