@@ -189,8 +189,10 @@ type Deps struct {
 	OnTurn   func(r TurnReport) // optional: metrics, called after each turn
 	// Traces, optional, keeps the feedback people give (RecordFeedback);
 	// OnFeedback, optional (metrics), is called for each press recorded.
-	Traces     TraceLog
-	OnFeedback func(agent, role, value string)
+	Traces TraceLog
+	// previous is the person's earlier rating of the turn ("" for none);
+	// a press repeating it is not reported.
+	OnFeedback func(agent, role, value, previous string)
 	// Tracer, optional, receives each turn's OpenTelemetry spans
 	// (otel.go); CaptureContent puts prompts, replies and tool
 	// arguments and results in them.

@@ -266,7 +266,8 @@ func TestChatRecordMasksSecrets(t *testing.T) {
 // expert's reply and the facilitator's call do not, slack.feedback =
 // "answers"); a press through the real socketmode client is thanked
 // ephemerally, counted, and shows in conclave trace; a second press by
-// the same person replaces the first.
+// the same person replaces the first, and the count moves with it (a
+// person's rating counts once).
 func TestFeedbackButtons(t *testing.T) {
 	db := redistest.New(t)
 	r := newRig(t, fakeslack.Options{EchoPosts: true})
@@ -310,7 +311,7 @@ func TestFeedbackButtons(t *testing.T) {
 		t.Errorf("thanks = %+v", last)
 	}
 	s := p.scrape(t)
-	for value, want := range map[string]float64{"negative": 1, "positive": 1} {
+	for value, want := range map[string]float64{"negative": 1, "positive": 0} {
 		got, _ := s.sum("conclave_feedback_total", `agent="`+elenENS+`"`, `role="facilitator"`, `value="`+value+`"`)
 		if got != want {
 			t.Errorf("conclave_feedback_total{value=%q} = %v, want %v", value, got, want)
