@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"net/netip"
 	"net/url"
 	"os"
 	"regexp"
@@ -276,6 +277,20 @@ type HTTPConfig struct {
 	PublicURL string `toml:"public_url"`
 	OpsAddr   string `toml:"ops_addr"`
 	PProf     bool   `toml:"pprof"`
+	// TrustedProxies are the CIDRs of the proxies in front of conclave
+	// whose X-Forwarded-For the wallet page believes.
+	TrustedProxies []string `toml:"trusted_proxies"`
+}
+
+// trustedProxies parses http.trusted_proxies (validated at load).
+func (h HTTPConfig) trustedProxies() []netip.Prefix {
+	var out []netip.Prefix
+	for _, s := range h.TrustedProxies {
+		if p, err := netip.ParsePrefix(s); err == nil {
+			out = append(out, p.Masked())
+		}
+	}
+	return out
 }
 
 // LogConfig is [log].
@@ -874,6 +889,11 @@ func (c *Config) validateConversation(p *problems) {
 	case "agent", "channel":
 	default:
 		p.bad("expert.session_scope", "%q is not one of agent, channel", c.Expert.SessionScope)
+	}
+	for i, s := range c.HTTP.TrustedProxies {
+		if _, err := netip.ParsePrefix(s); err != nil {
+			p.bad(fmt.Sprintf("http.trusted_proxies[%d]", i), "%q is not a CIDR (e.g. \"10.0.0.0/8\")", s)
+		}
 	}
 	switch c.Memory.CloneScope {
 	case agents.ScopeChannel, agents.ScopeWorkspace:
