@@ -126,6 +126,11 @@ type Options struct {
 	// (trace.enabled); Replica names this process in them.
 	Traces  bool
 	Replica string
+	// TraceEntryMaxBytes bounds one encoded trace (0: no bound): its
+	// largest fields are cut, with a mark, to fit, so that the store's
+	// per-conversation bound (trace.max_bytes_per_conversation) holds for
+	// the newest entry too.
+	TraceEntryMaxBytes int
 	// Feedback says which posts carry 👍/👎 buttons (slack.feedback:
 	// FeedbackAnswers, FeedbackAll, FeedbackOff; "" is off).
 	Feedback string

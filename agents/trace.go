@@ -291,11 +291,22 @@ func (c turnTracer) finishTrace(t *turn) (memory.TurnTrace, bool) {
 		return memory.TurnTrace{}, false
 	}
 	body = c.opts.Mask.Bytes(body)
+	var m *Trace
 	if c.deps.Tracer != nil {
-		c.emitSpans(masked(tr, body))
+		m = masked(tr, body)
+		c.emitSpans(m)
 	}
 	if !c.opts.Traces {
 		return memory.TurnTrace{}, false
+	}
+	if limit := c.opts.TraceEntryMaxBytes; limit > 0 && len(body) > limit {
+		if m == nil {
+			m = masked(tr, body)
+		}
+		if body, err = capTraceEntry(m, limit); err != nil {
+			c.log.Warn("encode a turn's trace", slog.String(logTurn, t.id), slog.Any(logError, err))
+			return memory.TurnTrace{}, false
+		}
 	}
 	return memory.TurnTrace{TurnID: t.id, Body: body}, true
 }

@@ -20,6 +20,7 @@ func TestResultTooLarge(t *testing.T) {
 			if transport == "stdio" {
 				srv, _ = stdioServer(t, "crm")
 			}
+			srv.Timeout = time.Minute // a loaded machine under the race detector is slow to make 3 MB
 			h, _, c := runWith(t, tools.Options{MaxResultBytes: limit}, srv)
 			ctx := t.Context()
 			if got, err := h.Call(ctx, "crm__big", `{"bytes":1000}`); err != nil || len(got) != 1000 {
@@ -44,7 +45,7 @@ func TestResultTooLarge(t *testing.T) {
 // the heap growing by anything near it.
 func TestResultTooLargeKeepsTheHeap(t *testing.T) {
 	srv, _ := stdioServer(t, "crm")
-	srv.Timeout = time.Minute // making 50 MB is slow under the race detector
+	srv.Timeout = 5 * time.Minute // making 50 MB is slow under the race detector on a loaded machine
 	h, _, _ := runWith(t, tools.Options{}, srv)
 	var before, after runtime.MemStats
 	runtime.GC()

@@ -465,9 +465,12 @@ func engineOptions(cfg Config, botUserID string) agents.Options {
 		PostTimeout:      6 * cfg.Slack.Timeout.Duration,
 		Agents:           map[string]agents.AgentSettings{},
 		Traces:           cfg.Trace.Enabled,
-		Feedback:         cfg.Slack.Feedback,
-		Replica:          replicaName(),
-		Mask:             cfg.masker(),
+		// Stored compressed: incompressible text grows by a little, so the
+		// entry is bounded below the store's bound by that margin.
+		TraceEntryMaxBytes: cfg.Trace.MaxBytesPerConversation - cfg.Trace.MaxBytesPerConversation/64 - 64,
+		Feedback:           cfg.Slack.Feedback,
+		Replica:            replicaName(),
+		Mask:               cfg.masker(),
 
 		MaxToolCallsPerRound: cfg.LLM.MaxToolCallsPerRound,
 	}
