@@ -25,7 +25,7 @@ func envSample(t reflect.Type) (file, envValue string, ok bool) {
 		return `"from-file"`, "from-env", true
 	case t.Kind() == reflect.Bool:
 		return "true", "false", true
-	case t.Kind() == reflect.Int, t.Kind() == reflect.Uint64:
+	case t.Kind() == reflect.Int, t.Kind() == reflect.Int64, t.Kind() == reflect.Uint64:
 		return "3", "7", true
 	case t.Kind() == reflect.Float64:
 		return "0.25", "0.5", true
