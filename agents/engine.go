@@ -16,6 +16,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/conclavehq/conclave/agents/redact"
 	"github.com/conclavehq/conclave/ens"
 	"github.com/conclavehq/conclave/memory"
 	"github.com/conclavehq/conclave/templates"
@@ -38,6 +39,10 @@ const (
 const (
 	ScopeAgent   = "agent"   // an expert's sessions follow it across channels
 	ScopeChannel = "channel" // kept per channel
+	// ScopeWorkspace lets a clone's and a human agent's memory follow them
+	// across channels (memory.clone_scope); ScopeChannel keeps it per
+	// channel, so that a private channel's words never reach another's.
+	ScopeWorkspace = "workspace"
 )
 
 // doneReaction marks a concluded conversation's root (✅).
@@ -86,6 +91,7 @@ type Options struct {
 
 	MatchThreshold float64 // expert.match_threshold
 	SessionScope   string  // expert.session_scope: ScopeAgent or ScopeChannel
+	CloneScope     string  // memory.clone_scope: ScopeChannel (default) or ScopeWorkspace
 
 	Notify string // errors.notify: NotifyThread or NotifyLog
 	// PostRetryWindow is how long a failed post is retried, from its
@@ -121,16 +127,22 @@ type Options struct {
 	StreamInterval time.Duration
 
 	// Traces writes a trace of every turn with the commit that ends it
-	// (trace.enabled); Replica names this process in them. Secrets
-	// (API keys, tokens, headers' values) are masked wherever they would
-	// appear in a trace or a debug log of a request's body.
+	// (trace.enabled); Replica names this process in them.
 	Traces  bool
 	Replica string
+	// TraceEntryMaxBytes bounds one encoded trace (0: no bound): its
+	// largest fields are cut, with a mark, to fit, so that the store's
+	// per-conversation bound (trace.max_bytes_per_conversation) holds for
+	// the newest entry too.
+	TraceEntryMaxBytes int
 	// Feedback says which posts carry 👍/👎 buttons (slack.feedback:
 	// FeedbackAnswers, FeedbackAll, FeedbackOff; "" is off).
-	Feedback    string
-	Secrets     []string
-	maskSecrets *masker // of Secrets (New)
+	Feedback string
+	// Mask masks the configured secrets (API keys, tokens, headers'
+	// values, credentials in URLs) in everything a turn sends out: posts,
+	// stored messages, traces, spans and debug logs of a request's body.
+	// Nil masks nothing.
+	Mask *redact.Masker
 
 	// Owns, when set, limits the conversations the sweeper hands to
 	// workers to those it accepts: `conclave chat` may share the store of
@@ -156,6 +168,7 @@ func DefaultOptions() Options {
 		MaxToolRounds:    8,
 		MatchThreshold:   0.75,
 		SessionScope:     ScopeAgent,
+		CloneScope:       ScopeChannel,
 		Notify:           NotifyThread,
 		PostRetryWindow:  30 * time.Minute,
 		TurnTimeout:      10 * time.Minute,
@@ -188,8 +201,10 @@ type Deps struct {
 	Working Working
 	// Traces, optional, keeps the feedback people give (RecordFeedback);
 	// OnFeedback, optional (metrics), is called for each press recorded.
-	Traces     TraceLog
-	OnFeedback func(agent, role, value string)
+	Traces TraceLog
+	// previous is the person's earlier rating of the turn ("" for none);
+	// a press repeating it is not reported.
+	OnFeedback func(agent, role, value, previous string)
 	// Tracer, optional, receives each turn's OpenTelemetry spans
 	// (otel.go); CaptureContent puts prompts, replies and tool
 	// arguments and results in them.
@@ -313,7 +328,6 @@ func New(opts Options, deps Deps) *Engine {
 	opts.BaseDomains = bases
 	e.bases = bases
 	e.opts = opts
-	e.opts.maskSecrets = secretMask(opts.Secrets)
 	e.opts.Agents = agentSettings(opts.Agents, e.naming, e.patterns, e.log)
 	for _, c := range opts.Channels {
 		e.static[c.ID] = canonicalChannel(c, e.canonical)
@@ -345,6 +359,7 @@ func withDefaults(opts Options) Options {
 	orDefault(&opts.SweepInterval, d.SweepInterval)
 	orDefault(&opts.StreamInterval, d.StreamInterval)
 	opts.SessionScope = cmp.Or(opts.SessionScope, d.SessionScope)
+	opts.CloneScope = cmp.Or(opts.CloneScope, d.CloneScope)
 	opts.Notify = cmp.Or(opts.Notify, d.Notify)
 	opts.WorkingReaction = cmp.Or(opts.WorkingReaction, d.WorkingReaction)
 	if len(opts.BaseDomains) == 0 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/conclavehq/conclave/ens"
@@ -83,11 +84,16 @@ func (c runner) callsAgent(text string) bool {
 var (
 	ErrFeedbackValue = errors.New("feedback is positive or negative")
 	ErrNoTraceLog    = errors.New("feedback is not kept (no trace store)")
+	// ErrNoTurnTrace: the turn rated has no trace (trace.enabled off,
+	// expired, or a made-up reference); the press is ignored.
+	ErrNoTurnTrace = errors.New("the turn has no trace")
 )
 
 // RecordFeedback records a person's press of a post's feedback button
 // on the trace of the turn its reference names (a second press by the
-// same person replaces the first) and reports it (Deps.OnFeedback).
+// same person replaces the first) and reports a new or changed rating
+// (Deps.OnFeedback), so that a person's rating counts once. A press on a
+// turn without a trace is ignored (ErrNoTurnTrace).
 func (e *Engine) RecordFeedback(ctx context.Context, ref, user, value string) error {
 	r, err := ParseFeedbackRef(ref)
 	if err != nil {
@@ -99,11 +105,24 @@ func (e *Engine) RecordFeedback(ctx context.Context, ref, user, value string) er
 	if e.deps.Traces == nil {
 		return ErrNoTraceLog
 	}
+	kept, err := e.deps.Traces.Traces(ctx, r.Conversation)
+	if err != nil {
+		return fmt.Errorf("agents: feedback on %s: %w", r.Turn, err)
+	}
+	if !slices.ContainsFunc(kept.Turns, func(t memory.TurnTrace) bool { return t.TurnID == r.Turn }) {
+		return fmt.Errorf("agents: feedback on %s: %w", r.Turn, ErrNoTurnTrace)
+	}
+	previous := ""
+	for _, f := range kept.Feedback {
+		if f.TurnID == r.Turn && f.User == user {
+			previous = f.Value
+		}
+	}
 	if err := e.deps.Traces.RecordFeedback(ctx, r.Conversation, memory.Feedback{TurnID: r.Turn, User: user, Value: value, At: e.now()}); err != nil {
 		return fmt.Errorf("agents: feedback on %s: %w", r.Turn, err)
 	}
-	if e.deps.OnFeedback != nil {
-		e.deps.OnFeedback(r.Agent, r.Role, value)
+	if e.deps.OnFeedback != nil && previous != value {
+		e.deps.OnFeedback(r.Agent, r.Role, value, previous)
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package agents
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -55,8 +56,8 @@ func TestRecordFeedback(t *testing.T) {
 	var reported []string
 	r := newRig(t)
 	r.e = r.engine(fakePrompts{}, func(d *Deps) {
-		d.Traces = r.store
-		d.OnFeedback = func(agent, role, value string) { reported = append(reported, agent+" "+role+" "+value) }
+		d.Traces = tracedTurn{r.store, "conv-1-t2"}
+		d.OnFeedback = func(agent, role, value, _ string) { reported = append(reported, agent+" "+role+" "+value) }
 	})
 	ref := FeedbackRef{Conversation: "conv-1", Turn: "conv-1-t2", Agent: elen, Role: "facilitator"}.String()
 	ctx := context.Background()
@@ -85,5 +86,53 @@ func TestRecordFeedback(t *testing.T) {
 	noLog := newRig(t)
 	if err := noLog.e.RecordFeedback(ctx, ref, "U1", FeedbackPositive); !errors.Is(err, ErrNoTraceLog) {
 		t.Errorf("without a trace store: %v", err)
+	}
+}
+
+// tracedTurn is a trace log whose conversations also hold a trace of turn.
+type tracedTurn struct {
+	TraceLog
+	turn string
+}
+
+func (l tracedTurn) Traces(ctx context.Context, convID string) (memory.Traces, error) {
+	kept, err := l.TraceLog.Traces(ctx, convID)
+	kept.Turns = append(kept.Turns, memory.TurnTrace{TurnID: l.turn, Body: []byte("{}")})
+	return kept, err
+}
+
+// TestFeedbackCountsOnce: a person's repeated press is recorded but not
+// reported again, a change is reported with the rating it replaces, and
+// a press on a turn without a trace is ignored.
+func TestFeedbackCountsOnce(t *testing.T) {
+	var reported []string
+	r := newRig(t)
+	r.e = r.engine(fakePrompts{}, func(d *Deps) {
+		d.Traces = tracedTurn{r.store, "conv-1-t2"}
+		d.OnFeedback = func(_, _, value, previous string) { reported = append(reported, previous+">"+value) }
+	})
+	ctx := context.Background()
+	ref := FeedbackRef{Conversation: "conv-1", Turn: "conv-1-t2", Agent: elen, Role: "facilitator"}.String()
+	for _, press := range []struct{ user, value string }{
+		{"U1", FeedbackPositive}, {"U1", FeedbackPositive}, {"U1", FeedbackPositive},
+		{"U1", FeedbackNegative}, {"U2", FeedbackNegative}, {"U2", FeedbackNegative},
+	} {
+		if err := r.e.RecordFeedback(ctx, ref, press.user, press.value); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if want := []string{">positive", "positive>negative", ">negative"}; !slices.Equal(reported, want) {
+		t.Errorf("reported %q, want %q", reported, want)
+	}
+	untraced := FeedbackRef{Conversation: "conv-1", Turn: "conv-1-t9", Agent: elen, Role: "facilitator"}.String()
+	if err := r.e.RecordFeedback(ctx, untraced, "U1", FeedbackPositive); !errors.Is(err, ErrNoTurnTrace) {
+		t.Errorf("a turn without a trace: %v, want ErrNoTurnTrace", err)
+	}
+	kept, err := r.store.Traces(ctx, "conv-1")
+	if err != nil || len(kept.Feedback) != 2 {
+		t.Errorf("feedback kept = %+v, %v; want one per person on the traced turn", kept.Feedback, err)
+	}
+	if len(reported) != 3 {
+		t.Errorf("the untraced press was reported: %q", reported)
 	}
 }

@@ -165,7 +165,7 @@ func TestGroupIDFrozen(t *testing.T) {
 	if got := r.state(root.TS).Group; got != want {
 		t.Errorf("group %q, want %q (frozen at first use)", got, want)
 	}
-	late, err := r.store.ReadSession(ctx, xavi, want, 0)
+	late, err := r.store.ReadSession(ctx, CloneNamespace(&r.opts, xavi, chanA), want, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -87,7 +87,7 @@ func TestCloneAnswersWithHumanHistory(t *testing.T) {
 	if remembered < 0 || question < 0 || remembered > question {
 		t.Fatalf("the human's history is not before the question:\n%s", strings.Join(contents(req), "\n"))
 	}
-	entries, err := r.store.ReadSession(ctx, tina, group, 0)
+	entries, err := r.store.ReadSession(ctx, CloneNamespace(&r.opts, tina, chanA), group, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/conclavehq/conclave/agents/clip"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
@@ -78,7 +79,7 @@ func (c turnTracer) emitSpans(tr *Trace) {
 	for _, tl := range tr.Tools {
 		attrs := []attribute.KeyValue{attrOperation.String("execute_tool"), attrToolName.String(tl.Name), attrOutcome.String(tl.Outcome)}
 		if c.deps.CaptureContent {
-			attrs = append(attrs, attrToolArgs.String(tl.Arguments), attrToolResult.String(tl.Result))
+			attrs = append(attrs, contentAttr(attrToolArgs, tl.Arguments), contentAttr(attrToolResult, tl.Result))
 		}
 		_, s := c.deps.Tracer.Start(ctx, "execute_tool "+tl.Name, trace.WithTimestamp(tl.Started), trace.WithAttributes(attrs...))
 		if tl.Outcome != toolOK {
@@ -95,6 +96,16 @@ func (c turnTracer) emitSpans(tr *Trace) {
 	turn.End(trace.WithTimestamp(tr.Started.Add(time.Duration(tr.Timings.TotalMS) * time.Millisecond)))
 }
 
+// maxAttrBytes bounds a content attribute of a span (a prompt, a reply,
+// a tool's arguments or result): a collector is no archive, and the
+// stored trace holds the whole.
+const maxAttrBytes = 16 << 10
+
+// contentAttr is a content attribute, cut at maxAttrBytes with a mark.
+func contentAttr(k attribute.Key, v string) attribute.KeyValue {
+	return k.String(clip.Bytes(v, maxAttrBytes, " …[cut]"))
+}
+
 // chatSpan is one model call's span.
 func (c turnTracer) chatSpan(ctx context.Context, tr *Trace, call TraceCall) {
 	attrs := []attribute.KeyValue{
@@ -106,11 +117,11 @@ func (c turnTracer) chatSpan(ctx context.Context, tr *Trace, call TraceCall) {
 			attrInputTokens.Int(r.PromptTokens), attrOutputTokens.Int(r.CompletionTokens),
 			attrFinish.StringSlice([]string{r.FinishReason}))
 		if c.deps.CaptureContent {
-			attrs = append(attrs, attrOutput.String(r.Content))
+			attrs = append(attrs, contentAttr(attrOutput, r.Content))
 		}
 	}
 	if c.deps.CaptureContent {
-		attrs = append(attrs, attrInput.String(string(call.Request)))
+		attrs = append(attrs, contentAttr(attrInput, string(call.Request)))
 	}
 	name := "chat"
 	if call.Model != "" {

@@ -18,9 +18,9 @@ func noticeReason(err error) string {
 		return errTurnDeadline.Error()
 	}
 	if te, ok := errors.AsType[*templates.Error](err); ok {
-		where := te.File
+		where := te.RepoFile()
 		if te.Line > 0 {
-			where = fmt.Sprintf("%s:%d", te.File, te.Line)
+			where = fmt.Sprintf("%s:%d", te.RepoFile(), te.Line)
 		}
 		// The author wrote a required's message, and conclave the empty
 		// prompt's: neither holds data from the conversation.

@@ -74,7 +74,7 @@ func (c *convo) sessionOf(a ens.Agent) (namespace, key string, ok bool) {
 		key := c.st.Bindings[a.EnsDomain]
 		return c.expertNamespace(a.EnsDomain), key, key != ""
 	case ens.RoleClone, ens.RoleHuman:
-		return humanOf(a), c.groupID(), true
+		return CloneNamespace(&c.e.opts, humanOf(a), c.conv.Channel), c.groupID(), true
 	}
 	return "", "", false
 }

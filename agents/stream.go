@@ -159,7 +159,7 @@ func (s *streamer) onText(text string) {
 func (s *streamer) latest() (raw, shown string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.text, shownText(s.text)
+	return s.text, shownText(s.c.opts.Mask.String(s.text))
 }
 
 // loop posts the first sentence at once, then updates the message on the

@@ -1,7 +1,6 @@
 package agents
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -235,9 +234,7 @@ func (c turnTracer) logBodies(ctx context.Context, req llm.Request, resp llm.Res
 		body = string(b)
 	}
 	reply := resp.Content
-	if m := c.opts.maskSecrets; m != nil {
-		body, reply = m.Replace(body), m.Replace(reply)
-	}
+	body, reply = c.opts.Mask.String(body), c.opts.Mask.String(reply)
 	c.log.LogAttrs(ctx, slog.LevelDebug, "llm: request", slog.String(logAgent, req.Agent), slog.String(logRole, req.Role),
 		slog.String(logPhase, req.Prompt), slog.String("model", resp.Model), slog.String("body", body), slog.String("reply", reply))
 }
@@ -298,10 +295,7 @@ func (c turnTracer) finishTrace(t *turn) (memory.TurnTrace, bool) {
 			tr.Posted = append(tr.Posted, m.TS)
 		}
 	}
-	if c.deps.Tracer != nil {
-		c.emitSpans(tr)
-	}
-	if !c.opts.Traces {
+	if c.deps.Tracer == nil && !c.opts.Traces {
 		return memory.TurnTrace{}, false
 	}
 	body, err := json.Marshal(tr)
@@ -309,10 +303,40 @@ func (c turnTracer) finishTrace(t *turn) (memory.TurnTrace, bool) {
 		c.log.Warn("encode a turn's trace", slog.String(logTurn, t.id), slog.Any(logError, err))
 		return memory.TurnTrace{}, false
 	}
-	if c.opts.maskSecrets != nil {
-		body = c.opts.maskSecrets.mask(body)
+	body = c.opts.Mask.Bytes(body)
+	var m *Trace
+	if c.deps.Tracer != nil {
+		m = masked(tr, body)
+		c.emitSpans(m)
+	}
+	if !c.opts.Traces {
+		return memory.TurnTrace{}, false
+	}
+	if limit := c.opts.TraceEntryMaxBytes; limit > 0 && len(body) > limit {
+		if m == nil {
+			m = masked(tr, body)
+		}
+		if body, err = capTraceEntry(m, limit); err != nil {
+			c.log.Warn("encode a turn's trace", slog.String(logTurn, t.id), slog.Any(logError, err))
+			return memory.TurnTrace{}, false
+		}
 	}
 	return memory.TurnTrace{TurnID: t.id, Body: body}, true
+}
+
+// masked is the trace the spans are built from: tr as its masked
+// encoding body decodes, so that no span carries what the stored trace
+// does not (the posts' timings, not encoded, are tr's).
+func masked(tr *Trace, body []byte) *Trace {
+	var m Trace
+	if err := json.Unmarshal(body, &m); err != nil {
+		// The masks replace text inside JSON strings with text that needs
+		// no escaping, so body stays valid; were it not, no content goes.
+		m = Trace{Conversation: tr.Conversation, TurnID: tr.TurnID, Agent: tr.Agent, Role: tr.Role, Phase: tr.Phase,
+			Outcome: tr.Outcome, Channel: tr.Channel, ThreadTS: tr.ThreadTS, Started: tr.Started, Timings: tr.Timings}
+	}
+	m.posts = tr.posts
+	return &m
 }
 
 // ReadTraces reads a conversation's traces, oldest first, each with its
@@ -337,58 +361,3 @@ func ReadTraces(ctx context.Context, log TraceLog, convID string) ([]Trace, erro
 	}
 	return out, nil
 }
-
-// secretMask replaces each secret with "[redacted]", as written and as
-// JSON writes it inside a string (a trace is JSON); nil when there is
-// none. Secrets under eight characters, or of digits only, are left
-// alone: they would mask ordinary words, numbers and JSON's own tokens
-// (true, null), and keys and tokens are longer.
-func secretMask(secrets []string) *masker {
-	var forms []string
-	for _, s := range secrets {
-		if len(s) < 8 || strings.Trim(s, "0123456789") == "" {
-			continue
-		}
-		forms = append(forms, s)
-		if quoted, err := json.Marshal(s); err == nil {
-			if esc := string(quoted[1 : len(quoted)-1]); esc != s {
-				forms = append(forms, esc)
-			}
-		}
-	}
-	if len(forms) == 0 {
-		return nil
-	}
-	// The longest first, so that a secret holding another ("Bearer <key>")
-	// is masked whole.
-	slices.SortStableFunc(forms, func(a, b string) int { return len(b) - len(a) })
-	return &masker{forms: forms}
-}
-
-// masker masks secrets. It looks each one up with strings.Index, which
-// for a trace that holds none (the usual case) costs a few scans, where
-// a strings.Replacer of the same secrets walks its trie at every byte.
-type masker struct{ forms []string }
-
-// Replace returns s with every secret masked.
-func (m *masker) Replace(s string) string {
-	for _, f := range m.forms {
-		if strings.Contains(s, f) {
-			s = strings.ReplaceAll(s, f, redacted)
-		}
-	}
-	return s
-}
-
-// mask returns b with every secret masked (b itself when it holds none).
-func (m *masker) mask(b []byte) []byte {
-	for _, f := range m.forms {
-		if bytes.Contains(b, []byte(f)) {
-			b = bytes.ReplaceAll(b, []byte(f), []byte(redacted))
-		}
-	}
-	return b
-}
-
-// redacted is what a secret becomes in a trace or a debug log.
-const redacted = "[redacted]"

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/conclavehq/conclave/agents/llm"
+	"github.com/conclavehq/conclave/agents/redact"
 	"github.com/conclavehq/conclave/agents/testlog"
 	"github.com/conclavehq/conclave/templates"
 )
@@ -18,7 +19,7 @@ func withTraces(secrets ...string) func(*rig) {
 	return func(r *rig) {
 		r.opts.Traces = true
 		r.opts.Replica = "replica-1"
-		r.opts.Secrets = secrets
+		r.opts.Mask = redact.New(redact.Secrets{Values: secrets})
 	}
 }
 
@@ -134,7 +135,7 @@ func TestPromptBodiesOnlyAtDebug(t *testing.T) {
 	for _, level := range []slog.Level{slog.LevelDebug, slog.LevelInfo} {
 		var logs testlog.Buffer
 		r := newRig(t, func(r *rig) {
-			r.opts.Secrets = []string{"sk-very-secret"}
+			r.opts.Mask = redact.New(redact.Secrets{Values: []string{"sk-very-secret"}})
 			r.logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: level}))
 		})
 		r.model.on(elen, templates.PromptDefault, "the reply, sk-very-secret")
@@ -148,21 +149,5 @@ func TestPromptBodiesOnlyAtDebug(t *testing.T) {
 		if strings.Contains(logged, "sk-very-secret") {
 			t.Errorf("a secret was logged:\n%s", logged)
 		}
-	}
-}
-
-func TestSecretMask(t *testing.T) {
-	m := secretMask([]string{"sk-very-secret", "short", "12345678", `tok<en>"quoted"`})
-	for in, want := range map[string]string{
-		`{"key":"sk-very-secret","n":12345678,"ok":true,"w":"short"}`: `{"key":"[redacted]","n":12345678,"ok":true,"w":"short"}`,
-		`{"h":"tok\u003cen\u003e\"quoted\""}`:                         `{"h":"[redacted]"}`,
-		`log line: tok<en>"quoted"`:                                   `log line: [redacted]`,
-	} {
-		if got := m.Replace(in); got != want {
-			t.Errorf("mask(%s) = %s, want %s", in, got, want)
-		}
-	}
-	if secretMask([]string{"short", "1234567890"}) != nil {
-		t.Error("a mask of no secret long enough is not nil")
 	}
 }

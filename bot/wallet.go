@@ -15,7 +15,9 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -62,6 +64,10 @@ type WalletOptions struct {
 	PublicURL string
 	Logger    *slog.Logger
 	Now       func() time.Time // default time.Now
+	// TrustedProxies are the networks of the proxies in front of conclave
+	// (http.trusted_proxies): only a request from one of them has its
+	// X-Forwarded-For read for the client's address.
+	TrustedProxies []netip.Prefix
 }
 
 // WalletRequest is who asked for a verification link, and where.
@@ -206,14 +212,53 @@ func (w *WalletVerifier) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 // The client is the connection's peer: a forwarded-for header is anyone's
 // to write, so it is not believed.
 func (w *WalletVerifier) limited(r *http.Request) (time.Duration, bool) {
-	client, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		client = r.RemoteAddr
-	}
-	okClient, waitClient := w.perClient.allow(client)
 	token, _, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/wallet/"), "/")
 	okToken, waitToken := w.perToken.allow(token)
-	return max(waitClient, waitToken), !okClient || !okToken
+	if !okToken {
+		return waitToken, true
+	}
+	// The token is checked before the client's budget is spent: requests
+	// with made-up tokens (answered "gone" by the handler, without a
+	// side effect) do not spend it, so they cannot lock genuine links out
+	// of an address many people share (an ingress without
+	// trusted_proxies, an office's NAT).
+	if _, err := w.peekLink(r.Context(), token); err != nil {
+		return 0, false
+	}
+	okClient, waitClient := w.perClient.allow(clientOf(r, w.opts.TrustedProxies))
+	return waitClient, !okClient
+}
+
+// clientOf is the address a request comes from: its peer's, or, when the
+// peer is a trusted proxy, the nearest address of X-Forwarded-For that is
+// not one (read from the right: what a client writes itself is on the
+// left, and is trusted no further than the proxies that passed it on).
+func clientOf(r *http.Request, trusted []netip.Prefix) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	isTrusted := func(s string) bool {
+		a, err := netip.ParseAddr(strings.TrimSpace(s))
+		return err == nil && slices.ContainsFunc(trusted, func(p netip.Prefix) bool { return p.Contains(a.Unmap()) })
+	}
+	if !isTrusted(host) {
+		return host
+	}
+	var hops []string
+	for _, h := range r.Header.Values("X-Forwarded-For") {
+		hops = append(hops, strings.Split(h, ",")...)
+	}
+	for i := len(hops) - 1; i >= 0; i-- {
+		hop := strings.TrimSpace(hops[i])
+		if _, err := netip.ParseAddr(hop); err != nil {
+			return host // a malformed hop: trust nothing left of it
+		}
+		if !isTrusted(hop) {
+			return hop
+		}
+	}
+	return host
 }
 
 // msgGone is shown when a link no longer works.

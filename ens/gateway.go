@@ -64,8 +64,11 @@ type GatewayOptions struct {
 // specialPrefixes are networks that pass the standard library's
 // global-unicast test but are not the public internet: 0.0.0.0/8 ("this
 // network"), CGNAT, the IETF protocol block, benchmarking, reserved (with
-// broadcast), IPv4-compatible IPv6, the NAT64 prefix (which reaches IPv4
-// addresses, private ones included), 6to4 (the same) and IPv6 site-local.
+// broadcast), IPv4-compatible IPv6, the NAT64 prefixes, well-known and
+// local-use (which reach IPv4 addresses, private ones included), SIIT's
+// IPv4-translated addresses and Teredo (the same), 6to4 (the same) and IPv6
+// site-local. IPv4-mapped addresses (::ffff:0:0/96) are judged as the IPv4
+// address they carry (publicAddress), which is how resolvers hand IPv4 out.
 var specialPrefixes = []netip.Prefix{
 	netip.MustParsePrefix("0.0.0.0/8"),
 	netip.MustParsePrefix("100.64.0.0/10"),
@@ -74,6 +77,9 @@ var specialPrefixes = []netip.Prefix{
 	netip.MustParsePrefix("240.0.0.0/4"),
 	netip.MustParsePrefix("::/96"),
 	netip.MustParsePrefix("64:ff9b::/96"),
+	netip.MustParsePrefix("64:ff9b:1::/48"),
+	netip.MustParsePrefix("::ffff:0:0:0/96"),
+	netip.MustParsePrefix("2001::/32"),
 	netip.MustParsePrefix("2002::/16"),
 	netip.MustParsePrefix("fec0::/10"),
 }

@@ -247,6 +247,11 @@ func TestPublicAddress(t *testing.T) {
 		"64:ff9b::a00:1": false, "64:ff9b::808:808": false, "2002:a00:1::1": false, "::7f00:1": false, "::808:808": false,
 		"fec0::1": false, "198.18.0.1": false, "198.19.255.255": false, "192.0.0.8": false, "240.0.0.1": false,
 		"0.1.2.3": false, "198.20.0.1": true, "192.0.1.1": true, "2001:db8::1": true,
+		// NAT64 local-use, SIIT's IPv4-translated, Teredo.
+		"64:ff9b:1::a00:1": false, "64:ff9b:1:ffff::1": false, "::ffff:0:7f00:1": false, "::ffff:0:808:808": false,
+		"2001:0:4136:e378:8000:63bf:3fff:fdd2": false, "2001::1": false, "2001:1::1": true,
+		// IPv4-mapped: the IPv4 address it carries decides.
+		"::ffff:127.0.0.1": false, "::ffff:192.168.1.1": false,
 	} {
 		if got := publicAddress(netip.MustParseAddr(addr)); got != want {
 			t.Errorf("publicAddress(%s) = %v, want %v", addr, got, want)

@@ -73,8 +73,18 @@ func Check(dir string, opts CheckOptions) Report {
 	if clock == nil {
 		clock = FixedClock
 	}
-	fsys, display := source(dir)
 	c := &checker{errors: map[string]Problem{}, warnings: map[string]Problem{}}
+	fsys, display := builtinFS()
+	if dir != "" {
+		root, done, err := openRoot(dir)
+		if err != nil {
+			p := Problem{File: dir, Message: "cannot read: " + err.Error()}
+			c.error(p.String(), p)
+			return c.report()
+		}
+		defer done()
+		fsys, display = root, displayIn(dir)
+	}
 	files, err := readRepo(fsys)
 	if err != nil {
 		p := Problem{File: dir, Message: "cannot read: " + err.Error()}

@@ -8,8 +8,10 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"text/template"
@@ -48,9 +50,8 @@ type Options struct {
 // Library holds the current Set of prompts of a config repository and
 // replaces it when the repository changes.
 type Library struct {
-	dir      string
-	fsys     fs.FS               // nil when there is no repository
-	display  func(string) string // the name errors give a file of fsys
+	dir      string              // "" when there is no repository
+	display  func(string) string // the name errors give a file of the repository
 	log      *slog.Logger
 	funcs    template.FuncMap
 	builtin  *repo
@@ -87,28 +88,59 @@ func Open(dir string, opts Options) (*Library, error) {
 		l.current.Store(&Set{repo: &repo{}, builtin: builtin})
 		return l, nil
 	}
-	l.fsys, l.display = source(dir)
-	if err := l.Reload(); err != nil {
+	l.display = displayIn(dir)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	files, err := l.read()
+	if err != nil {
 		return nil, err
 	}
+	// The first load has no last good set to keep, so a link out of the
+	// repository fails the prompts that use it (a ⚠️ on their turns).
+	l.install(files)
 	return l, nil
 }
 
-// source returns the files of the repository in dir and the name errors
-// give each, by its slash-separated path: dir "" is the built-in defaults,
-// named builtin:<path>.
-func source(dir string) (fs.FS, func(rel string) string) {
-	if dir == "" {
-		fsys, _ := fs.Sub(defaultsFS, "defaults") // fails only on an invalid path
-		return fsys, func(rel string) string { return builtinPrefix + rel }
+// builtinFS is the embedded defaults, named builtin:<path> in errors.
+func builtinFS() (fs.FS, func(rel string) string) {
+	fsys, _ := fs.Sub(defaultsFS, "defaults") // fails only on an invalid path
+	return fsys, func(rel string) string { return builtinPrefix + rel }
+}
+
+// displayIn is the name errors give a file of the repository in dir, by
+// its slash-separated path.
+func displayIn(dir string) func(rel string) string {
+	return func(rel string) string { return filepath.Join(dir, filepath.FromSlash(rel)) }
+}
+
+// openRoot opens the repository in dir as a root: every read through it
+// stays inside dir, following a symbolic link that stays inside and
+// refusing one that leaves (a template linked to /proc/self/environ must
+// never reach a prompt). It is opened again for every read, so that dir
+// being a link git-sync swaps is followed to its new target. Call done
+// when finished with fsys.
+func openRoot(dir string) (fsys fs.FS, done func(), err error) {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, nil, err
 	}
-	return os.DirFS(dir), func(rel string) string { return filepath.Join(dir, filepath.FromSlash(rel)) }
+	return root.FS(), func() { _ = root.Close() }, nil
+}
+
+// readRoot reads the repository in dir through openRoot.
+func readRoot(dir string) (map[string]fileData, error) {
+	fsys, done, err := openRoot(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	return readRepo(fsys)
 }
 
 // loadBuiltin parses the embedded defaults. They are part of the binary,
 // so a problem in them is a bug, reported as an error.
 func loadBuiltin(funcs template.FuncMap) (*repo, error) {
-	fsys, display := source("")
+	fsys, display := builtinFS()
 	files, err := readRepo(fsys)
 	if err != nil {
 		return nil, fmt.Errorf("templates: built-in defaults: %w", err)
@@ -127,12 +159,12 @@ func (l *Library) Current() *Set { return l.current.Load() }
 // not anything changed (for SIGHUP). When the repository cannot be read
 // the current Set stays and the error is returned.
 func (l *Library) Reload() error {
-	if l.fsys == nil {
+	if l.dir == "" {
 		return nil
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	files, err := l.read()
+	files, err := l.readUsable()
 	if err != nil {
 		return err
 	}
@@ -143,13 +175,32 @@ func (l *Library) Reload() error {
 // read reads the repository and records the outcome for Err. Callers hold
 // mu.
 func (l *Library) read() (map[string]fileData, error) {
-	files, err := readRepo(l.fsys)
+	files, err := readRoot(l.dir)
 	if err != nil {
 		err = fmt.Errorf("templates: read %s: %w", l.dir, err)
 		l.readErr.Store(&err)
 		return nil, err
 	}
 	l.readErr.Store(nil)
+	return files, nil
+}
+
+// readUsable is read, failing as well when a file is a symbolic link out
+// of the repository: a reload that finds one keeps the last good set, so
+// the link's target is never read and the prompts keep working as they
+// did. Callers hold mu.
+func (l *Library) readUsable() (map[string]fileData, error) {
+	files, err := l.read()
+	if err != nil {
+		return nil, err
+	}
+	for _, rel := range slices.Sorted(maps.Keys(files)) {
+		if errors.Is(files[rel].err, errLinkOut) {
+			err := fmt.Errorf("templates: %s: %w", l.display(rel), files[rel].err)
+			l.readErr.Store(&err)
+			return nil, err
+		}
+	}
 	return files, nil
 }
 
@@ -169,7 +220,7 @@ func (l *Library) Err() error {
 // git-sync or a Kubernetes volume is seen as well as an edit. A change is
 // live within two seconds. It returns nil when ctx ends.
 func (l *Library) Run(ctx context.Context) error {
-	if l.fsys == nil {
+	if l.dir == "" {
 		<-ctx.Done()
 		return nil
 	}
@@ -190,7 +241,7 @@ func (l *Library) poll() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	before := l.Err()
-	files, err := l.read()
+	files, err := l.readUsable()
 	if err != nil {
 		if before == nil || before.Error() != err.Error() {
 			l.log.Warn("templates: cannot read the repository; keeping the loaded prompts", logKeyDir, l.dir, logKeyError, err)

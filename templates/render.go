@@ -3,6 +3,7 @@ package templates
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -308,4 +309,27 @@ func execute(t *template.Template, sizeHint int, d *Data) (string, error) {
 		return "", &Error{File: t.Name(), Message: ErrEmptyPrompt.Error(), err: ErrEmptyPrompt}
 	}
 	return out, nil
+}
+
+// RepoFile is the file's path in the config repository
+// ("agents/<ens>/system.tmpl", "expert/system.tmpl"), what a ⚠️ notice
+// shows so that everyone in the channel does not learn where the
+// repository sits on the host: the shortest tail of File that is a place
+// of the layout; when none is, File itself if relative, else its last
+// element. Built-in files keep their builtin: name.
+func (e *Error) RepoFile() string {
+	if strings.HasPrefix(e.File, builtinPrefix) {
+		return e.File
+	}
+	parts := strings.Split(filepath.ToSlash(e.File), "/")
+	for n := 2; n <= maxDepth && n <= len(parts); n++ {
+		tail := strings.Join(parts[len(parts)-n:], "/")
+		if k := classify(tail).kind; k != kindUnknown && k != kindIgnored {
+			return tail
+		}
+	}
+	if !filepath.IsAbs(e.File) {
+		return e.File
+	}
+	return parts[len(parts)-1]
 }

@@ -47,8 +47,13 @@ func sameFiles(a, b map[string]fileData) bool {
 	return maps.EqualFunc(a, b, fileData.same)
 }
 
+// errLinkOut marks a symbolic link the repository's root refuses to
+// follow: one that leaves the repository. Whatever its name, it is an
+// error naming the link, and its target is never read.
+var errLinkOut = errors.New("a symbolic link out of the config repository is not followed")
+
 // readRepo reads the .tmpl and .toml files of a repository. Symbolic links
-// are followed, so a directory swapped by git-sync or a Kubernetes volume
+// that stay inside fsys (an os.Root) are followed, so a directory swapped by git-sync or a Kubernetes volume
 // reads as its new target; names starting with "." are skipped (.git, and
 // the ..data links of Kubernetes), and so is the top-level tests/ (prompt
 // tests). Only an unreadable root is an error;
@@ -74,8 +79,10 @@ func readRepoDir(fsys fs.FS, dir string, depth int, files map[string]fileData) e
 		rel := path.Join(dir, name)
 		ext := path.Ext(name)
 		isFile := ext == extTemplate || ext == extSettings
-		info, err := fs.Stat(fsys, rel) // follows links
+		info, err := fs.Stat(fsys, rel) // follows links that stay in the root
 		switch {
+		case err != nil && e.Type()&fs.ModeSymlink != 0 && !errors.Is(err, fs.ErrNotExist):
+			files[rel] = fileData{err: fmt.Errorf("%w (%w)", errLinkOut, err)}
 		case err != nil:
 			if isFile {
 				files[rel] = fileData{err: err}
@@ -149,6 +156,10 @@ func buildRepo(files map[string]fileData, display func(string) string, funcs tem
 	base, brokenPartials := r.parsePartials(files, display, funcs)
 	for _, rel := range slices.Sorted(maps.Keys(files)) {
 		f, name, p := files[rel], display(rel), classify(rel)
+		if errors.Is(f.err, errLinkOut) && p.kind != kindPrompt && p.kind != kindSettings && p.kind != kindPartial {
+			r.problems = append(r.problems, &Error{File: name, Message: "cannot read: " + f.err.Error(), err: f.err})
+			continue
+		}
 		if p.kind == kindIgnored {
 			r.ignored = append(r.ignored, name)
 			continue

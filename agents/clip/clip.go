@@ -4,6 +4,8 @@
 // it quotes, and the Slack transport names and sections to Slack's limits.
 package clip
 
+import "unicode/utf8"
+
 // Runes keeps the first n runes of s and, when it cut something, appends
 // mark. n <= 0 means no limit.
 func Runes(s string, n int, mark string) string {
@@ -18,4 +20,17 @@ func Runes(s string, n int, mark string) string {
 		count++
 	}
 	return s
+}
+
+// Bytes keeps at most n bytes of s, never cutting inside a rune, and,
+// when it cut something, appends mark. n <= 0 means no limit.
+func Bytes(s string, n int, mark string) string {
+	if n <= 0 || len(s) <= n {
+		return s
+	}
+	end := n
+	for end > 0 && !utf8.RuneStart(s[end]) {
+		end--
+	}
+	return s[:end] + mark
 }

@@ -25,3 +25,21 @@ func TestRunes(t *testing.T) {
 		}
 	}
 }
+
+func TestBytes(t *testing.T) {
+	for _, tt := range []struct {
+		s    string
+		n    int
+		want string
+	}{
+		{"short", 10, "short"},
+		{"exactly", 7, "exactly"},
+		{"cut here", 3, "cut…"},
+		{"héllo", 2, "h…"}, // é is two bytes: never cut inside it
+		{"no limit", 0, "no limit"},
+	} {
+		if got := Bytes(tt.s, tt.n, "…"); got != tt.want {
+			t.Errorf("Bytes(%q, %d) = %q, want %q", tt.s, tt.n, got, tt.want)
+		}
+	}
+}

@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -76,6 +77,11 @@ type Options struct {
 	// MinBackoff (0.5 s), doubles after each failure, up to MaxBackoff
 	// (30 s), and starts again after a session that stayed up MaxBackoff.
 	MinBackoff, MaxBackoff time.Duration
+	// MaxResultBytes bounds one message read from a server: an HTTP
+	// answer, a streamed event, a stdio line (tools.max_result_bytes;
+	// DefaultMaxResultBytes when zero). A call whose answer passes it
+	// fails with "result too large".
+	MaxResultBytes int64
 }
 
 // Hub holds the sessions with every configured server. Build it with New,
@@ -92,6 +98,8 @@ type Hub struct {
 type server struct {
 	cfg    Server
 	redact *strings.Replacer // hides env and header values in errors
+	limit  int64             // Options.MaxResultBytes
+	over   atomic.Bool       // a read passed limit since the last call ended
 
 	mu      sync.Mutex
 	session *mcp.ClientSession
@@ -107,6 +115,7 @@ func New(servers []Server, opts Options) (*Hub, error) {
 	opts.Logger = cmp.Or(opts.Logger, slog.New(slog.DiscardHandler))
 	opts.MinBackoff = cmp.Or(opts.MinBackoff, 500*time.Millisecond)
 	opts.MaxBackoff = cmp.Or(opts.MaxBackoff, 30*time.Second)
+	opts.MaxResultBytes = cmp.Or(opts.MaxResultBytes, DefaultMaxResultBytes)
 	if opts.HTTPClient == nil {
 		opts.HTTPClient = &http.Client{}
 	}
@@ -119,7 +128,7 @@ func New(servers []Server, opts Options) (*Hub, error) {
 			continue
 		}
 		s.Timeout = cmp.Or(s.Timeout, DefaultTimeout)
-		h.servers = append(h.servers, &server{cfg: s, redact: redactor(s), err: errors.New("not connected yet"), changed: make(chan struct{}, 1)})
+		h.servers = append(h.servers, &server{cfg: s, redact: redactor(s), limit: opts.MaxResultBytes, err: errors.New("not connected yet"), changed: make(chan struct{}, 1)})
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
@@ -465,6 +474,9 @@ func (s *server) call(ctx context.Context, tool, arguments string) (string, stri
 	cctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
 	res, err := sess.CallTool(cctx, &mcp.CallToolParams{Name: tool, Arguments: args})
+	if s.over.Swap(false) && err != nil {
+		return "", OutcomeFailed, errResultTooLarge
+	}
 	switch {
 	case err == nil && res.IsError:
 		return "", OutcomeError, errors.New(cmp.Or(resultText(res), "the tool reported an error"))

@@ -70,14 +70,17 @@ func (c *calls) list() []string {
 // first connection attempts.
 func run(t *testing.T, servers ...tools.Server) (*tools.Hub, *testlog.Buffer, *calls) {
 	t.Helper()
+	return runWith(t, tools.Options{}, servers...)
+}
+
+// runWith is run with opts, its logger, OnCall and backoffs set.
+func runWith(t *testing.T, opts tools.Options, servers ...tools.Server) (*tools.Hub, *testlog.Buffer, *calls) {
+	t.Helper()
 	logs := &testlog.Buffer{}
 	c := &calls{}
-	h, err := tools.New(servers, tools.Options{
-		Logger:     slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		OnCall:     c.on,
-		MinBackoff: 10 * time.Millisecond,
-		MaxBackoff: 50 * time.Millisecond,
-	})
+	opts.Logger = slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	opts.OnCall, opts.MinBackoff, opts.MaxBackoff = c.on, 10*time.Millisecond, 50*time.Millisecond
+	h, err := tools.New(servers, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

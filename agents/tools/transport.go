@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -22,7 +23,9 @@ import (
 // Streamable HTTP with its headers.
 func (s *server) transport(ctx context.Context, hc *http.Client, log *slog.Logger) mcp.Transport {
 	if s.cfg.URL != "" {
-		return &mcp.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: originClient(hc, s.cfg.URL, s.cfg.Headers)}
+		client := originClient(hc, s.cfg.URL, s.cfg.Headers)
+		client.Transport = limitTransport{next: client.Transport, limit: s.limit, over: &s.over}
+		return &mcp.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: client, MaxEventSize: int(s.limit) + 1}
 	}
 	cmd := exec.Command(s.cfg.Command[0], s.cfg.Command[1:]...) // #nosec G204 -- the operator's configured server command; no shell, no user input
 	cmd.Env = []string{}
@@ -30,7 +33,22 @@ func (s *server) transport(ctx context.Context, hc *http.Client, log *slog.Logge
 		cmd.Env = append(cmd.Env, k+"="+s.cfg.Env[k])
 	}
 	cmd.Stderr = stderrLog(ctx, log.With(slog.String("server", s.cfg.Name)), s)
-	return &mcp.CommandTransport{Command: cmd}
+	return &commandTransport{cmd: cmd, limit: s.limit, over: &s.over}
+}
+
+// limitTransport bounds each answer's body (limitBody).
+type limitTransport struct {
+	next  http.RoundTripper
+	limit int64
+	over  *atomic.Bool
+}
+
+func (t limitTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := t.next.RoundTrip(r)
+	if err == nil && resp.Body != nil {
+		resp.Body = limitBody(resp.Body, resp.Header.Get("Content-Type"), t.limit, t.over)
+	}
+	return resp, err
 }
 
 func cmpTransport(t http.RoundTripper) http.RoundTripper {

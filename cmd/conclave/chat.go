@@ -35,7 +35,7 @@ func runChat(ctx context.Context, args []string, e env) error {
 		return err
 	}
 	if flags.record != "" {
-		if p.model, err = recordTo(flags.record, p.model, flags.force); err != nil {
+		if p.model, err = recordTo(flags.record, p.model, cfg.masker(), flags.force); err != nil {
 			return err
 		}
 	}
@@ -146,7 +146,7 @@ func openChat(ctx context.Context, cfg Config, log *slog.Logger, e env, fake boo
 	if err != nil || len(servers) == 0 {
 		return p, err
 	}
-	hub, err := tools.New(servers, tools.Options{Logger: log, HTTPClient: webClient(cfg.Conversation.MaxParallel)})
+	hub, err := tools.New(servers, tools.Options{Logger: log, HTTPClient: webClient(cfg.Conversation.MaxParallel), MaxResultBytes: cfg.Tools.MaxResultBytes})
 	if err != nil {
 		return p, err
 	}

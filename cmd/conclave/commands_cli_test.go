@@ -320,21 +320,28 @@ func TestMemoryHydrateCommand(t *testing.T) {
 	})
 	t.Run("group session", func(t *testing.T) {
 		group := "arnaud.acme.137.protocol6022.eth,elen.acme.137.protocol6022.eth"
+		// memory.clone_scope = "channel" (the default): a group's memory is
+		// kept per channel, so the channel must be named.
 		code, _, errOut := cli(t, environ, "memory", "hydrate", "--agent", "arnaud.acme.137.protocol6022.eth",
 			"--group", group, "--file", filepath.Join(cfgDir, "ok.jsonl"))
+		if code != 2 || !strings.Contains(errOut, "--group needs --channel") {
+			t.Errorf("without --channel: exit %d: %s", code, errOut)
+		}
+		code, _, errOut = cli(t, environ, "memory", "hydrate", "--agent", "arnaud.acme.137.protocol6022.eth",
+			"--group", group, "--channel", "C1", "--file", filepath.Join(cfgDir, "ok.jsonl"))
 		if code != 0 {
 			t.Fatalf("exit %d: %s", code, errOut)
 		}
 		key := agents.GroupSessionID(strings.Split(group, ","))
-		if got, _ := store.ReadSession(ctx, "arnaud.acme.137.protocol6022.eth", key, 0); len(got) != 2 {
-			t.Errorf("group session %s holds %d entries", key, len(got))
+		if got, _ := store.ReadSession(ctx, "arnaud.acme.137.protocol6022.eth#C1", key, 0); len(got) != 2 {
+			t.Errorf("group session %s of C1 holds %d entries", key, len(got))
 		}
 	})
 	t.Run("a session the agent does not read is warned about", func(t *testing.T) {
 		for _, tt := range []struct{ args, want string }{
 			{"--agent elen.acme.137.protocol6022.eth --session C45653",
 				"warning: memory hydrate: elen.acme.137.protocol6022.eth is a facilitator, which reads no memory session"},
-			{"--agent claudine.acme.137.protocol6022.eth --group elen.acme.137.protocol6022.eth,claudine.acme.137.protocol6022.eth",
+			{"--agent claudine.acme.137.protocol6022.eth --channel C1 --group elen.acme.137.protocol6022.eth,claudine.acme.137.protocol6022.eth",
 				"warning: memory hydrate: claudine.acme.137.protocol6022.eth is an expert, which reads the session of a key (--session), not a group's"},
 		} {
 			args := append([]string{"memory", "hydrate", "--file", filepath.Join(cfgDir, "ok.jsonl")}, strings.Fields(tt.args)...)

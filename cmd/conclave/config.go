@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"net/netip"
 	"net/url"
 	"os"
 	"regexp"
@@ -71,11 +72,19 @@ type Config struct {
 	HTTP         HTTPConfig                     `toml:"http"`
 	Log          LogConfig                      `toml:"log"`
 	MCP          MCPConfig                      `toml:"mcp"`
+	Tools        ToolsConfig                    `toml:"tools"`
 	Trace        TraceConfig                    `toml:"trace"`
 	OTel         OTelConfig                     `toml:"otel"`
 
 	// secretValues are the secrets' values, as loaded (secretValuesOf).
 	secretValues []string
+}
+
+// ToolsConfig is [tools]: bounds on what MCP servers send back.
+type ToolsConfig struct {
+	// MaxResultBytes bounds one answer read from a server (an HTTP body, a
+	// streamed event, a stdio line); past it the call fails.
+	MaxResultBytes int64 `toml:"max_result_bytes"`
 }
 
 // TraceConfig is [trace]: the turn traces kept in the store.
@@ -160,6 +169,9 @@ type MemoryConfig struct {
 	KeyPrefix          string   `toml:"key_prefix"`
 	MaxSessionMessages int      `toml:"max_session_messages"`
 	ConversationTTL    Duration `toml:"conversation_ttl"`
+	// CloneScope: "channel" keeps a clone's and a human agent's memory per
+	// channel; "workspace" shares it across channels (WARN at start).
+	CloneScope string `toml:"clone_scope"`
 }
 
 // TemplatesConfig is [templates].
@@ -274,6 +286,20 @@ type HTTPConfig struct {
 	PublicURL string `toml:"public_url"`
 	OpsAddr   string `toml:"ops_addr"`
 	PProf     bool   `toml:"pprof"`
+	// TrustedProxies are the CIDRs of the proxies in front of conclave
+	// whose X-Forwarded-For the wallet page believes.
+	TrustedProxies []string `toml:"trusted_proxies"`
+}
+
+// trustedProxies parses http.trusted_proxies (validated at load).
+func (h HTTPConfig) trustedProxies() []netip.Prefix {
+	var out []netip.Prefix
+	for _, s := range h.TrustedProxies {
+		if p, err := netip.ParsePrefix(s); err == nil {
+			out = append(out, p.Masked())
+		}
+	}
+	return out
 }
 
 // LogConfig is [log].
@@ -323,6 +349,7 @@ func defaultConfig() Config {
 			KeyPrefix:          memory.DefaultKeyPrefix,
 			MaxSessionMessages: memory.DefaultMaxSessionMessages,
 			ConversationTTL:    Duration{memory.DefaultConversationTTL},
+			CloneScope:         eng.CloneScope,
 		},
 		Templates: TemplatesConfig{Dir: "templates"},
 		ENS: ENSConfig{
@@ -349,6 +376,7 @@ func defaultConfig() Config {
 		Errors: ErrorsConfig{Notify: eng.Notify},
 		HTTP:   HTTPConfig{Addr: ":8080"},
 		Log:    LogConfig{Level: "info", Format: "json"},
+		Tools:  ToolsConfig{MaxResultBytes: tools.DefaultMaxResultBytes},
 		Trace: TraceConfig{
 			Enabled: eng.Traces, Retention: Duration{memory.DefaultTraceRetention},
 			MaxBytesPerConversation: memory.DefaultTraceMaxBytes,
@@ -616,6 +644,9 @@ func (c *Config) validate() error {
 		}
 	}
 	p.positive("trace.retention", c.Trace.Retention)
+	if c.Tools.MaxResultBytes <= 0 {
+		p.bad("tools.max_result_bytes", "must be > 0")
+	}
 	if c.Trace.MaxBytesPerConversation <= 0 {
 		p.bad("trace.max_bytes_per_conversation", "must be > 0")
 	}
@@ -878,6 +909,16 @@ func (c *Config) validateConversation(p *problems) {
 	case "agent", "channel":
 	default:
 		p.bad("expert.session_scope", "%q is not one of agent, channel", c.Expert.SessionScope)
+	}
+	for i, s := range c.HTTP.TrustedProxies {
+		if _, err := netip.ParsePrefix(s); err != nil {
+			p.bad(fmt.Sprintf("http.trusted_proxies[%d]", i), "%q is not a CIDR (e.g. \"10.0.0.0/8\")", s)
+		}
+	}
+	switch c.Memory.CloneScope {
+	case agents.ScopeChannel, agents.ScopeWorkspace:
+	default:
+		p.bad("memory.clone_scope", "%q is not one of channel, workspace", c.Memory.CloneScope)
 	}
 	switch c.Errors.Notify {
 	case "thread", "log":

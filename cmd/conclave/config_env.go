@@ -209,6 +209,9 @@ func (c Config) masked() Config {
 		}
 		m.MCP.Servers[i] = srv
 	}
+	if c.OTel.Endpoint != "" {
+		m.OTel.Endpoint = redact.URL(c.OTel.Endpoint)
+	}
 	for _, s := range m.secrets() {
 		if s.key == "llm.api_key" {
 			continue // done with the profile

@@ -25,7 +25,7 @@ func envSample(t reflect.Type) (file, envValue string, ok bool) {
 		return `"from-file"`, "from-env", true
 	case t.Kind() == reflect.Bool:
 		return "true", "false", true
-	case t.Kind() == reflect.Int, t.Kind() == reflect.Uint64:
+	case t.Kind() == reflect.Int, t.Kind() == reflect.Int64, t.Kind() == reflect.Uint64:
 		return "3", "7", true
 	case t.Kind() == reflect.Float64:
 		return "0.25", "0.5", true
@@ -263,6 +263,7 @@ func TestConfigPrint(t *testing.T) {
 		"llm.profiles.cheap.base_url key": "0123456789abcdef0123456789abcdef",
 		"mcp.servers[1].url query":        "secret-mcp-query",
 		"mcp.servers[0].command (secret)": "secret-mcp-arg",
+		"otel.endpoint user-info":         "secret-otel-pass",
 	}
 	file := fmt.Sprintf(`[slack]
 app_token = %q
@@ -289,6 +290,8 @@ env = { CRM_TOKEN = "$CRM_TOKEN", CRM_KEY = %q }
 name = "search"
 url = "https://search.example/mcp?token=secret-mcp-query"
 headers = { Authorization = %q }
+[otel]
+endpoint = "https://otel-user:secret-otel-pass@otel.example:4318"
 `, secrets["slack.app_token"], secrets["slack.bot_token"], secrets["llm.headers"], secrets["llm.profiles.cheap.api_key"],
 		secrets["llm.profiles.cheap.headers"], secrets["memory.redis_url"], secrets["ens.mainnet_rpc_url"],
 		secrets["mcp.servers[0].env"], secrets["mcp.servers[1].headers"])
@@ -319,6 +322,7 @@ headers = { Authorization = %q }
 		"CRM_KEY = '****'", "CRM_TOKEN = '$CRM_TOKEN'", "Authorization = '****'",
 		"base_url = 'https://****@llm.example/v1?key=****'", "base_url = 'https://rpc.example/v3/****'",
 		"url = 'https://search.example/mcp?token=****'", "command = ['crm-mcp', '****', '****']", "secret_args = true",
+		"endpoint = 'https://****@otel.example:4318'",
 	} {
 		if !strings.Contains(out, "\n"+line+"\n") {
 			t.Errorf("no line %q in:\n%s", line, out)

@@ -246,7 +246,7 @@ func TestCloneAnswersWithItsHumansHistory(t *testing.T) {
 	group := "grp-" + hex.EncodeToString(sum[:])[:32]
 	hugoSays := memory.SessionEntry{Role: "user", Author: "Hugo (" + hugoENS + ")", Content: "I can take the car to the garage on Tuesday.",
 		ConversationID: agents.ConversationID(testTeam, testChannel, first.TS), TS: first.TS}
-	entries, err := store.ReadSession(ctx, hugoENS, group, 0)
+	entries, err := store.ReadSession(ctx, hugoENS+"#"+testChannel, group, 0) // memory.clone_scope = "channel"
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -283,7 +283,7 @@ func TestCloneAnswersWithItsHumansHistory(t *testing.T) {
 		!strings.Contains(sys, "Hugo's past conversations") {
 		t.Errorf("the clone's system prompt does not name its human:\n%s", sys)
 	}
-	entries, err = store.ReadSession(ctx, hugoENS, group, 0)
+	entries, err = store.ReadSession(ctx, hugoENS+"#"+testChannel, group, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

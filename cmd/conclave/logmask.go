@@ -7,30 +7,29 @@ import (
 	"github.com/conclavehq/conclave/agents/redact"
 )
 
-// maskingWriter is w with every configured URL's secrets (user-info, query
-// values, path keys) and every secret_args argument masked, so that no log
-// line shows them — the libraries' own lines included, which conclave's
-// packages cannot mask at the source. slog writes one record per Write.
-func maskingWriter(w io.Writer, c Config) io.Writer {
-	var pairs []string
-	for _, u := range c.configuredURLs() {
-		pairs = append(pairs, redact.URLPairs(u)...)
-	}
-	for _, s := range c.MCP.Servers {
-		if s.SecretArgs && len(s.Command) > 1 {
-			pairs = append(pairs, redact.ValuePairs(s.Command[1:]...)...)
+// masker is the one masker of everything conclave sends out (agents/redact):
+// log lines (the libraries' own included), Slack posts, stored messages,
+// traces, spans, chat --record files. It masks the secrets' values as
+// loaded (secretValuesOf), every configured URL's credentials (user-info,
+// passwords, query values, path keys) and every secret_args argument.
+func (c Config) masker() *redact.Masker {
+	s := redact.Secrets{Values: c.secretValues, URLs: c.configuredURLs()}
+	for _, srv := range c.MCP.Servers {
+		if srv.SecretArgs && len(srv.Command) > 1 {
+			s.Args = append(s.Args, srv.Command[1:]...)
 		}
 	}
-	if len(pairs) == 0 {
-		return w
-	}
-	return replacingWriter{w: w, r: strings.NewReplacer(pairs...)}
+	return redact.New(s)
 }
 
+// maskingWriter is w with c's masker on every Write: slog writes one
+// record per Write.
+func maskingWriter(w io.Writer, c Config) io.Writer { return c.masker().Writer(w) }
+
 // configuredURLs are the URLs of the configuration that may carry
-// secrets: RPC, model, Redis and MCP endpoints.
+// secrets: RPC, model, Redis, MCP and OpenTelemetry endpoints.
 func (c Config) configuredURLs() []string {
-	urls := []string{c.ENS.MainnetRPCURL, c.Memory.RedisURL}
+	urls := []string{c.ENS.MainnetRPCURL, c.Memory.RedisURL, c.OTel.Endpoint}
 	for _, ch := range c.ENS.Chains {
 		urls = append(urls, ch.RPCURL)
 	}
@@ -48,10 +47,11 @@ func (c Config) configuredURLs() []string {
 	return urls
 }
 
-// secretValuesOf are the values a turn's trace or a debug log must never
-// show: the Slack tokens, the model profiles' keys and headers, the MCP
-// servers' env and headers (a "$NAME" reference read from the
-// environment), and URLs with credentials.
+// secretValuesOf are the values nothing conclave sends out may show: the
+// Slack tokens, the model profiles' keys and headers, the MCP servers'
+// env and headers (a "$NAME" reference read from the environment). The
+// URLs' credentials are the masker's, from configuredURLs, so that a
+// masked URL still names its host.
 func (c *Config) secretValuesOf(getenv func(string) string) []string {
 	var out []string
 	add := func(v string) {
@@ -63,7 +63,7 @@ func (c *Config) secretValuesOf(getenv func(string) string) []string {
 		}
 	}
 	for _, s := range c.secrets() {
-		if *s.dst != "" && isSecretValue(s.key, *s.dst) {
+		if *s.dst != "" && !strings.HasSuffix(s.key, "_url") && isSecretValue(s.key, *s.dst) {
 			add(*s.dst)
 		}
 	}
@@ -90,16 +90,4 @@ func (c *Config) secretValuesOf(getenv func(string) string) []string {
 		}
 	}
 	return out
-}
-
-type replacingWriter struct {
-	w io.Writer
-	r *strings.Replacer
-}
-
-func (m replacingWriter) Write(p []byte) (int, error) {
-	if _, err := io.WriteString(m.w, m.r.Replace(string(p))); err != nil {
-		return 0, err
-	}
-	return len(p), nil
 }

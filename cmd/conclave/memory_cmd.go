@@ -21,7 +21,7 @@ func runHydrate(ctx context.Context, args []string, e env) error {
 	agentName := fs.String("agent", "", "the agent whose memory is hydrated (required)")
 	session := fs.String("session", "", "the session key (an expert's business key)")
 	group := fs.String("group", "", "comma-separated ENS names: hydrate the clone/human session of this group")
-	channel := fs.String("channel", "", "the channel, when expert.session_scope = \"channel\"")
+	channel := fs.String("channel", "", "the channel, when expert.session_scope = \"channel\" (--session) or memory.clone_scope = \"channel\" (--group)")
 	file := fs.String("file", "", "the JSONL file (required; - for stdin)")
 	if err := parseFlags(fs, args, e); err != nil {
 		return err
@@ -61,6 +61,12 @@ func runHydrate(ctx context.Context, args []string, e env) error {
 		// Group sessions live under the human's namespace, where its twin
 		// reads them too.
 		namespace = humanOfStatic(cfg, agent.Canonical)
+		if cfg.Memory.CloneScope != agents.ScopeWorkspace {
+			if *channel == "" {
+				return fmt.Errorf("%w: --group needs --channel with memory.clone_scope = \"channel\" (a group's memory is kept per channel)", errUsage)
+			}
+			namespace = agents.CloneNamespace(&agents.Options{CloneScope: cfg.Memory.CloneScope}, namespace, *channel)
+		}
 	} else if *channel != "" {
 		if cfg.Expert.SessionScope != "channel" {
 			return fmt.Errorf("%w: --channel only applies with expert.session_scope = \"channel\"", errUsage)

@@ -43,7 +43,7 @@ type runMetrics struct {
 
 	toolCalls      *prometheus.CounterVec
 	postsAbandoned prometheus.Counter
-	feedback       *prometheus.CounterVec
+	feedback       *prometheus.GaugeVec
 }
 
 func newRunMetrics(reg prometheus.Registerer) *runMetrics {
@@ -101,9 +101,9 @@ func newRunMetrics(reg prometheus.Registerer) *runMetrics {
 		Name: "conclave_tool_calls_total",
 		Help: "MCP tool calls a model asked for, by server, tool and outcome (ok, error, timeout, failed, unavailable, unknown, canceled).",
 	}, []string{"server", "tool", "outcome"})
-	m.feedback = prometheus.NewCounterVec(prometheus.CounterOpts{
+	m.feedback = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "conclave_feedback_total",
-		Help: "Presses of the 👍/👎 buttons under agents' posts, by agent, role and value (positive, negative); a second press by the same person counts again.",
+		Help: "Ratings given with the 👍/👎 buttons under agents' posts, by agent, role and value (positive, negative): a person's rating of a turn counts once, and a change moves it from one value to the other.",
 	}, []string{"agent", "role", "value"})
 	reg.MustRegister(m.turns, m.turnSeconds, m.waitSeconds, m.tokens, m.turnFailures, m.templateErrors,
 		m.events, m.lockTries, m.lockSeconds, m.llmCalls, m.llmAttempts, m.llmAttemptTime, m.toolCalls, m.postsAbandoned,
@@ -112,7 +112,10 @@ func newRunMetrics(reg prometheus.Registerer) *runMetrics {
 }
 
 // observeFeedback is the engine's OnFeedback hook.
-func (m *runMetrics) observeFeedback(agent, role, value string) {
+func (m *runMetrics) observeFeedback(agent, role, value, previous string) {
+	if previous != "" {
+		m.feedback.WithLabelValues(agent, role, previous).Dec()
+	}
 	m.feedback.WithLabelValues(agent, role, value).Inc()
 }
 

@@ -98,6 +98,13 @@ func attrs(kvs []*commonpb.KeyValue) map[string]string {
 // once conclave stopped (which flushes them).
 func otelConversation(t *testing.T, capture bool) ([]*tracepb.Span, []*commonpb.KeyValue, []string) {
 	t.Helper()
+	return otelConversationSaying(t, capture, "")
+}
+
+// otelConversationSaying is otelConversation with more words in the
+// person's question.
+func otelConversationSaying(t *testing.T, capture bool, more string) ([]*tracepb.Span, []*commonpb.KeyValue, []string) {
+	t.Helper()
 	db := redistest.New(t)
 	r := newRig(t, fakeslack.Options{EchoPosts: true})
 	lookupModel(r)
@@ -105,7 +112,7 @@ func otelConversation(t *testing.T, capture bool) ([]*tracepb.Span, []*commonpb.
 	otel := fmt.Sprintf("\n[otel]\nendpoint = %q\ncapture_content = %v\n", rx.srv.URL, capture)
 	path := r.config(t, otel+redisSection(db.URL, db.Prefix)+lookupSections(httpSection(t, "crm", "10s")))
 	p := start(t, path, toolEnv)
-	root := r.slack.SendMessage(fakeslack.Message{Channel: testChannel, User: testPerson, Text: claudineENS + ", what cover does Ada Lovelace have?"})
+	root := r.slack.SendMessage(fakeslack.Message{Channel: testChannel, User: testPerson, Text: claudineENS + ", what cover does Ada Lovelace have?" + more})
 	r.waitPosts(t, p, 2)
 	waitTraces(t, toolEnv, path, permalink(root.TS), 2) // both turns are committed: their spans are made
 	if code := p.stop(t); code != 0 {
@@ -198,6 +205,30 @@ func TestOpenTelemetry(t *testing.T) {
 				t.Error("a secret is in a span")
 			}
 		})
+	}
+}
+
+// TestOpenTelemetryMasksSecrets: with capture_content, a configured
+// secret in a prompt (a person pasted the model key) is in no exported
+// span attribute: the spans are built from the masked trace.
+func TestOpenTelemetryMasksSecrets(t *testing.T) {
+	spans, _, _ := otelConversationSaying(t, true, " Our key is sk-test-model-key and the CRM's Authorization is Bearer crm-secret-value.")
+	masked := 0
+	for _, s := range spans {
+		for key, v := range attrs(s.Attributes) {
+			if strings.Contains(v, "sk-test-model-key") || strings.Contains(v, "crm-secret-value") {
+				t.Errorf("span %s attribute %s holds a secret", s.Name, key)
+			}
+			if strings.Contains(v, "[redacted]") {
+				masked++
+			}
+			if len(v) > 16<<10+16 {
+				t.Errorf("span %s attribute %s is %d bytes long, past the cap", s.Name, key, len(v))
+			}
+		}
+	}
+	if masked == 0 {
+		t.Error("no attribute shows the masked prompt: content was not captured")
 	}
 }
 

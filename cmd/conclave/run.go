@@ -230,7 +230,8 @@ func (p *instance) openTools(context.Context) error {
 	}
 	// The connection pool is shared, not the client: a Streamable HTTP
 	// session keeps a long-lived stream that a client timeout would cut.
-	hub, err := tools.New(servers, tools.Options{Logger: p.log, OnCall: p.metrics.observeToolCall, HTTPClient: &http.Client{Transport: p.web.Transport}})
+	hub, err := tools.New(servers, tools.Options{Logger: p.log, OnCall: p.metrics.observeToolCall,
+		HTTPClient: &http.Client{Transport: p.web.Transport}, MaxResultBytes: p.cfg.Tools.MaxResultBytes})
 	if err != nil {
 		return err
 	}
@@ -376,6 +377,7 @@ func engineOptions(cfg Config, botUserID string) agents.Options {
 		MaxToolRounds:    cfg.LLM.MaxToolRounds,
 		MatchThreshold:   cfg.Expert.MatchThreshold,
 		SessionScope:     cfg.Expert.SessionScope,
+		CloneScope:       cfg.Memory.CloneScope,
 		Notify:           cfg.Errors.Notify,
 		WorkingReaction:  cfg.Slack.WorkingReaction,
 		BotUserID:        botUserID,
@@ -388,10 +390,13 @@ func engineOptions(cfg Config, botUserID string) agents.Options {
 		PostTimeout:      6 * cfg.Slack.Timeout.Duration,
 		Agents:           map[string]agents.AgentSettings{},
 		Traces:           cfg.Trace.Enabled,
-		Feedback:         cfg.Slack.Feedback,
-		Replica:          replicaName(),
-		Secrets:          cfg.secretValues,
-		TemplateVars:     cfg.Templates.Vars,
+		// Stored compressed: incompressible text grows by a little, so the
+		// entry is bounded below the store's bound by that margin.
+		TraceEntryMaxBytes: cfg.Trace.MaxBytesPerConversation - cfg.Trace.MaxBytesPerConversation/64 - 64,
+		Feedback:           cfg.Slack.Feedback,
+		Replica:            replicaName(),
+		Mask:               cfg.masker(),
+		TemplateVars:       cfg.Templates.Vars,
 
 		MaxToolCallsPerRound: cfg.LLM.MaxToolCallsPerRound,
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/conclavehq/conclave/agents"
 	"github.com/conclavehq/conclave/ens"
 )
 
@@ -60,6 +61,9 @@ func sharedExperts(ctx context.Context, channels []ChannelConfig, dir roleResolv
 // then shared across those channels (docs/memory.md). Roles not declared
 // in [[agents]] are read within the RPC timeout.
 func warnSharedMemory(ctx context.Context, cfg Config, dir roleResolver, log *slog.Logger) {
+	if cfg.Memory.CloneScope == agents.ScopeWorkspace {
+		log.Warn(`memory.clone_scope = "workspace": a clone's and a human agent's memory is shared across channels, so what is said in a private channel can reach another channel's prompt (see docs/memory.md)`)
+	}
 	if cfg.Expert.SessionScope == "channel" {
 		return
 	}

@@ -87,3 +87,28 @@ agents = [%q]
 		})
 	}
 }
+
+// TestCloneScopeWarning: memory.clone_scope = "workspace" is a WARN at
+// start; "channel" (the default) says nothing; anything else is refused.
+func TestCloneScopeWarning(t *testing.T) {
+	for _, scope := range []string{"workspace", "channel"} {
+		t.Run(scope, func(t *testing.T) {
+			r := newRig(t, fakeslack.Options{})
+			p := start(t, r.config(t, fmt.Sprintf("\n[memory]\nclone_scope = %q\n", scope)), nil)
+			if code := p.stop(t); code != 0 {
+				t.Fatalf("exit code %d", code)
+			}
+			warned := strings.Count(p.logs.String(), `"level":"WARN","msg":"memory.clone_scope = \"workspace\"`)
+			if want := map[string]int{"workspace": 1, "channel": 0}[scope]; warned != want {
+				t.Errorf("%d WARN(s) about clone_scope, want %d:\n%s", warned, want, p.logs)
+			}
+		})
+	}
+	cfg := defaultConfig()
+	if err := decodeConfig("c.toml", []byte("[memory]\nclone_scope = \"team\"\n"), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.validate(); err == nil || !strings.Contains(err.Error(), "memory.clone_scope") {
+		t.Errorf("clone_scope \"team\": %v, want an error naming memory.clone_scope", err)
+	}
+}

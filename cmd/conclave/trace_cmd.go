@@ -15,11 +15,13 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 
 	"github.com/google/uuid"
 
 	"github.com/conclavehq/conclave/agents"
 	"github.com/conclavehq/conclave/agents/llm"
+	"github.com/conclavehq/conclave/agents/redact"
 	"github.com/conclavehq/conclave/memory"
 )
 
@@ -62,7 +64,7 @@ func runTrace(ctx context.Context, args []string, e env) error {
 		if i < 0 {
 			return fmt.Errorf("trace: no turn %q in conversation %s", *turn, traces[0].Conversation)
 		}
-		return writeTurnDetail(e.stdout, traces[i])
+		return writeTurnDetail(escapingWriter{e.stdout}, traces[i])
 	case *asJSON:
 		enc := json.NewEncoder(e.stdout)
 		for _, t := range traces {
@@ -76,9 +78,45 @@ func runTrace(ctx context.Context, args []string, e env) error {
 		if i > 0 {
 			fmt.Fprintln(e.stdout)
 		}
-		writeTurnBlock(e.stdout, t)
+		writeTurnBlock(escapingWriter{e.stdout}, t)
 	}
 	return nil
+}
+
+// escapingWriter is w with control characters escaped (ESC as \x1b),
+// line breaks and tabs kept: a trace holds what models and tools wrote,
+// and a terminal must not run their escape sequences.
+type escapingWriter struct{ w io.Writer }
+
+func (e escapingWriter) Write(p []byte) (int, error) {
+	if _, err := io.WriteString(e.w, escapeControls(string(p))); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// escapeControls writes each control character of s (Unicode Cc, but
+// line feed and tab, and the bidirectional overrides that reorder what a
+// terminal shows) as a Go escape.
+func escapeControls(s string) string {
+	escape := func(r rune) bool {
+		return r != '\n' && r != '\t' && (unicode.IsControl(r) || r >= 0x202a && r <= 0x202e || r >= 0x2066 && r <= 0x2069)
+	}
+	if strings.IndexFunc(s, escape) < 0 {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case !escape(r):
+			b.WriteRune(r)
+		case r < 0x100:
+			fmt.Fprintf(&b, "\\x%02x", r)
+		default:
+			fmt.Fprintf(&b, "\\u%04x", r)
+		}
+	}
+	return b.String()
 }
 
 // positional takes the first argument that is neither a flag nor the
@@ -326,7 +364,7 @@ func traceOf(log agents.TraceLog) func(ctx context.Context, w io.Writer, convID 
 			if i > 0 {
 				fmt.Fprintln(w)
 			}
-			writeTurnBlock(w, t)
+			writeTurnBlock(escapingWriter{w}, t)
 		}
 		return nil
 	}
@@ -337,22 +375,23 @@ func traceOf(log agents.TraceLog) func(ctx context.Context, w io.Writer, convID 
 // made.
 type recorder struct {
 	agents.Model
-	dir string
-	mu  sync.Mutex
-	n   int
+	dir  string
+	mask *redact.Masker // the configuration's secrets, masked in every file
+	mu   sync.Mutex
+	n    int
 }
 
-// recordTo wraps m so that it records to dir, which it creates. A dir
-// that already holds files is refused unless force: two runs' files would
-// mix, numbered alike.
-func recordTo(dir string, m agents.Model, force bool) (agents.Model, error) {
+// recordTo wraps m so that it records to dir, which it creates, with
+// mask's secrets masked. A dir that already holds files is refused unless
+// force: two runs' files would mix, numbered alike.
+func recordTo(dir string, m agents.Model, mask *redact.Masker, force bool) (agents.Model, error) {
 	if entries, err := os.ReadDir(dir); err == nil && len(entries) > 0 && !force {
 		return nil, fmt.Errorf("chat: --record: %s is not empty (%d file(s)); name a new directory, or add --force to write over it", dir, len(entries))
 	}
 	if err := os.MkdirAll(dir, 0o750); err != nil { // #nosec G703 -- the directory the operator named with --record
 		return nil, fmt.Errorf("chat: --record: %w", err)
 	}
-	return &recorder{Model: m, dir: dir}, nil
+	return &recorder{Model: m, dir: dir, mask: mask}, nil
 }
 
 // Complete implements agents.Model.
@@ -395,7 +434,7 @@ func (r *recorder) Complete(ctx context.Context, req llm.Request) (llm.Response,
 	body, merr := json.MarshalIndent(rec, "", "  ")
 	if merr == nil {
 		name := fmt.Sprintf("%03d-%s-%s.json", n, recordName(req.Agent), recordName(req.Prompt))
-		merr = os.WriteFile(filepath.Join(r.dir, name), append(body, '\n'), 0o600)
+		merr = os.WriteFile(filepath.Join(r.dir, name), append(r.mask.Bytes(body), '\n'), 0o600)
 	}
 	if merr != nil && err == nil {
 		err = fmt.Errorf("chat: --record: %w", merr)

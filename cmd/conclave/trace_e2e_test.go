@@ -264,11 +264,30 @@ func TestChatRecordWithFakeModel(t *testing.T) {
 	}
 }
 
+// A configured secret a person pastes is masked in the --record files.
+func TestChatRecordMasksSecrets(t *testing.T) {
+	r := newRig(t, fakeslack.Options{})
+	path := r.config(t, claimsDesk)
+	dir := filepath.Join(t.TempDir(), "calls")
+	code, stdout, stderr := runChatScript(t, "Is C45653 covered? The key is sk-test-model-key\n", "--config", path, "--as", "Ada", "--fake-model", "--record", dir)
+	if code != 0 {
+		t.Fatalf("exit code %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	body, err := os.ReadFile(filepath.Join(dir, "001-elen-default.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(body), "sk-test-model-key") || !strings.Contains(string(body), "The key is [redacted]") {
+		t.Errorf("the recorded request holds the key, or not the masked message:\n%s", body)
+	}
+}
+
 // The facilitator's answer to a person carries 👍/👎 buttons (the
 // expert's reply and the facilitator's call do not, slack.feedback =
 // "answers"); a press through the real socketmode client is thanked
 // ephemerally, counted, and shows in conclave trace; a second press by
-// the same person replaces the first.
+// the same person replaces the first, and the count moves with it (a
+// person's rating counts once).
 func TestFeedbackButtons(t *testing.T) {
 	db := redistest.New(t)
 	r := newRig(t, fakeslack.Options{EchoPosts: true})
@@ -312,7 +331,7 @@ func TestFeedbackButtons(t *testing.T) {
 		t.Errorf("thanks = %+v", last)
 	}
 	s := p.scrape(t)
-	for value, want := range map[string]float64{"negative": 1, "positive": 1} {
+	for value, want := range map[string]float64{"negative": 1, "positive": 0} {
 		got, _ := s.sum("conclave_feedback_total", `agent="`+elenENS+`"`, `role="facilitator"`, `value="`+value+`"`)
 		if got != want {
 			t.Errorf("conclave_feedback_total{value=%q} = %v, want %v", value, got, want)

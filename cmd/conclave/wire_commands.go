@@ -14,7 +14,7 @@ import (
 // (when http.public_url is empty it serves nothing and /verify-wallet says
 // so).
 func wireCommands(cfg Config, web *bot.WebAPI, eng *agents.Engine, store memory.Store, directory *ens.Directory, log *slog.Logger) (*bot.Commands, *bot.WalletVerifier, error) {
-	wallet, err := bot.NewWalletVerifier(bot.WalletOptions{PublicURL: cfg.HTTP.PublicURL, Logger: log}, store, web)
+	wallet, err := bot.NewWalletVerifier(bot.WalletOptions{PublicURL: cfg.HTTP.PublicURL, Logger: log, TrustedProxies: cfg.HTTP.trustedProxies()}, store, web)
 	if err != nil {
 		return nil, nil, err
 	}

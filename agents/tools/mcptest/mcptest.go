@@ -33,6 +33,11 @@ const StdioEnv = "CONCLAVE_MCPTEST_STDIO"
 // Customers are the names lookup_customer knows.
 var Customers = map[string]string{"Ada Lovelace": "C45653", "Grace Hopper": "C10001"}
 
+// bigArgs asks the big tool for an answer of Bytes bytes.
+type bigArgs struct {
+	Bytes int `json:"bytes" jsonschema:"the length of the answer"`
+}
+
 type lookupArgs struct {
 	Name string `json:"name" jsonschema:"the customer's full name"`
 }
@@ -54,6 +59,10 @@ func NewServer(stdio bool) *mcp.Server {
 	mcp.AddTool(s, &mcp.Tool{Name: "fail", Description: "Always fails."},
 		func(context.Context, *mcp.CallToolRequest, empty) (*mcp.CallToolResult, any, error) {
 			return nil, nil, errors.New("the CRM is down")
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "big", Description: "Answers as many bytes as asked."},
+		func(_ context.Context, _ *mcp.CallToolRequest, in bigArgs) (*mcp.CallToolResult, any, error) {
+			return text(strings.Repeat("x", in.Bytes)), nil, nil
 		})
 	mcp.AddTool(s, &mcp.Tool{Name: "hang", Description: "Never answers."},
 		func(ctx context.Context, _ *mcp.CallToolRequest, _ empty) (*mcp.CallToolResult, any, error) {

@@ -37,13 +37,9 @@ func fileSafe(s string) string {
 	return s
 }
 
-// existingGolden lists the .txt files of a golden directory (none when it
-// does not exist).
-func existingGolden(dir string) ([]string, error) {
-	entries, err := os.ReadDir(dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
+// existingGolden lists the .txt files of a golden directory.
+func existingGolden(golden *os.Root) ([]string, error) {
+	entries, err := fs.ReadDir(golden.FS(), ".")
 	if err != nil {
 		return nil, err
 	}
@@ -56,43 +52,63 @@ func existingGolden(dir string) ([]string, error) {
 	return names, nil
 }
 
-// writeGolden writes the files into dir and removes the .txt files no
-// request matches any more.
-func writeGolden(dir string, files map[string]string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil { // #nosec G301 -- a directory of the repository, committed
+// writeGolden writes the files into tests/<dir> and removes the .txt
+// files no request matches any more, all through the tests/ root: a
+// golden directory or file linked out of tests/ is an error, and nothing
+// outside is written or deleted.
+func writeGolden(tests *os.Root, dir string, files map[string]string) error {
+	if err := tests.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) { // #nosec G301 -- a directory of the repository, committed
 		return fmt.Errorf("templates test: write golden files: %w", err)
 	}
-	old, err := existingGolden(dir)
+	golden, err := tests.OpenRoot(dir)
+	if err != nil {
+		return fmt.Errorf("templates test: write golden files: %w", err)
+	}
+	defer golden.Close()
+	old, err := existingGolden(golden)
 	if err != nil {
 		return fmt.Errorf("templates test: write golden files: %w", err)
 	}
 	for _, name := range old {
 		if _, ok := files[name]; !ok {
-			if err := os.Remove(filepath.Join(dir, name)); err != nil {
+			if err := golden.Remove(name); err != nil {
 				return fmt.Errorf("templates test: remove a stale golden file: %w", err)
 			}
 		}
 	}
-	for name, text := range files {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil { // #nosec G306 -- committed to the repository
+	for _, name := range slices.Sorted(maps.Keys(files)) {
+		if err := golden.WriteFile(name, []byte(files[name]), 0o644); err != nil { // #nosec G306 -- committed to the repository
 			return fmt.Errorf("templates test: write golden files: %w", err)
 		}
 	}
 	return nil
 }
 
-// compareGolden compares the files with those of dir: a difference is a
-// unified diff naming the golden file; a missing or a stale file is named
-// too.
-func compareGolden(dir, script string, files map[string]string) []string {
-	old, err := existingGolden(dir)
-	if err != nil {
+// compareGolden compares the files with those of tests/<dir> (shown as
+// display), read through the tests/ root: a difference is a unified diff
+// naming the golden file; a missing or a stale file is named too. A
+// golden file linked out of tests/ is an error, its content never shown.
+func compareGolden(tests *os.Root, dir, display, script string, files map[string]string) []string {
+	golden, err := tests.OpenRoot(dir)
+	var old []string
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
 		return []string{fmt.Sprintf("read the golden files: %v", err)}
+	default:
+		defer golden.Close()
+		if old, err = existingGolden(golden); err != nil {
+			return []string{fmt.Sprintf("read the golden files: %v", err)}
+		}
 	}
 	var problems []string
 	for _, name := range slices.Sorted(maps.Keys(files)) {
-		path := filepath.Join(dir, name)
-		want, err := os.ReadFile(path) // #nosec G304 -- a golden file of the repository being tested
+		path := filepath.Join(display, name)
+		var want []byte
+		err := fs.ErrNotExist
+		if golden != nil {
+			want, err = golden.ReadFile(name)
+		}
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
 			problems = append(problems, fmt.Sprintf("%s: no such golden file: the request is new (run with -update to write it)", path))
@@ -105,7 +121,7 @@ func compareGolden(dir, script string, files map[string]string) []string {
 	}
 	for _, name := range old {
 		if _, ok := files[name]; !ok {
-			problems = append(problems, fmt.Sprintf("%s: no request matches it any more (run with -update to remove it)", filepath.Join(dir, name)))
+			problems = append(problems, fmt.Sprintf("%s: no request matches it any more (run with -update to remove it)", filepath.Join(display, name)))
 		}
 	}
 	return problems

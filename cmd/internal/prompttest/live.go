@@ -69,11 +69,11 @@ func judgePrompt(dir string) (*template.Template, error) {
 	case errors.Is(err, fs.ErrNotExist):
 		path = "the built-in judge prompt"
 	default:
-		return nil, fmt.Errorf("prompttest: %w", err)
+		return nil, fmt.Errorf("templates test: %w", err)
 	}
 	t, err := template.New(path).Option("missingkey=error").Parse(text)
 	if err != nil {
-		return nil, fmt.Errorf("prompttest: %w", err)
+		return nil, fmt.Errorf("templates test: %w", err)
 	}
 	return t, nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -81,14 +82,19 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	paths, err := filepath.Glob(filepath.Join(o.Dir, "tests", "*.chat"))
-	if err != nil || len(paths) == 0 {
+	tests, err := openTests(o.Dir)
+	if err != nil {
+		return Summary{}, err
+	}
+	defer tests.Close()
+	names, err := fs.Glob(tests.FS(), "*.chat")
+	if err != nil || len(names) == 0 {
 		return Summary{}, fmt.Errorf("templates test: %w: %s holds no tests/*.chat", ErrNoTests, o.Dir)
 	}
-	slices.Sort(paths)
+	slices.Sort(names)
 	var sum Summary
-	for _, path := range paths {
-		r := runOne(ctx, o, path)
+	for _, name := range names {
+		r := runOne(ctx, o, tests, name)
 		r.print(o.Out, o.Update, o.Verbose)
 		if r.ok() {
 			sum.Passed++
@@ -138,11 +144,31 @@ func indent(s string) string {
 	return "    " + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n    ") + "\n"
 }
 
-// runOne runs one script.
-func runOne(ctx context.Context, o Options, path string) result {
-	name := strings.TrimSuffix(filepath.Base(path), ".chat")
+// openTests opens the tests/ directory of dir as a root, itself through
+// the root of dir: every script and golden file is read and written
+// through it, so a link out of tests/ is never followed.
+func openTests(dir string) (*os.Root, error) {
+	repo, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, fmt.Errorf("templates test: %w: %s holds no tests/*.chat: %w", ErrNoTests, dir, err)
+	}
+	defer repo.Close()
+	tests, err := repo.OpenRoot("tests")
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("templates test: %w: %s holds no tests/*.chat", ErrNoTests, dir)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("templates test: %w: %s holds no tests/*.chat: %w", ErrNoTests, dir, err)
+	}
+	return tests, nil
+}
+
+// runOne runs the script tests/<file>.
+func runOne(ctx context.Context, o Options, tests *os.Root, file string) result {
+	name := strings.TrimSuffix(file, ".chat")
+	path := filepath.Join(o.Dir, "tests", file)
 	res := result{name: name}
-	f, err := os.Open(path) // #nosec G304 -- a test of the repository being tested
+	f, err := tests.Open(file)
 	if err != nil {
 		res.problems = append(res.problems, err.Error())
 		return res
@@ -165,18 +191,18 @@ func runOne(ctx context.Context, o Options, path string) result {
 	res.problems = append(res.problems, p.model.takeProblems()...)
 	res.requests = len(requests) + int(p.liveRequests.Load())
 	res.transcript, res.log = p.transcript.String(), p.log.String()
-	goldenDir := filepath.Join(o.Dir, "tests", name+".golden")
+	goldenDir := name + ".golden"
 	files := goldenFiles(requests)
 	switch {
 	case o.Live != nil: // a real model's requests differ from run to run
 	case o.Update && res.ok():
-		if err := writeGolden(goldenDir, files); err != nil {
+		if err := writeGolden(tests, goldenDir, files); err != nil {
 			res.problems = append(res.problems, err.Error())
 		}
 	case o.Update:
 		res.problems = append(res.problems, "(golden files not written: the script failed)")
 	default:
-		res.problems = append(res.problems, compareGolden(goldenDir, path, files)...)
+		res.problems = append(res.problems, compareGolden(tests, goldenDir, filepath.Join(o.Dir, "tests", goldenDir), path, files)...)
 	}
 	return res
 }
