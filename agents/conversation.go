@@ -33,6 +33,7 @@ type convo struct {
 	appended map[string]bool    // namespace|key|ts appended while loaded
 	notices  []notice           // ephemeral notices to send once committed
 	traces   []memory.TurnTrace // finished turns' traces, for the next commit
+	usage    []memory.Usage     // what finished turns spent, for the next commit
 	// overloaded is the agent a turn was refused for, the queue being
 	// full (conversation.max_queued): its ⚠️ goes after routing.
 	overloaded string
@@ -82,6 +83,9 @@ func (c *convo) step(ctx context.Context) (bool, error) {
 		// lose their reaction.
 		c.m.settleFacilitator()
 		return false, nil // the caller's commit sends the notices
+	}
+	if spent, err := c.budgetsSpent(ctx, next); spent || err != nil {
+		return false, err // the caller's commit concludes
 	}
 	act := c.action(next)
 	if act == nil {
@@ -203,11 +207,12 @@ func (c *convo) commit(ctx context.Context, mode commitMode) (bool, error) {
 		Release:      mode == commitRelease,
 		PendingPosts: len(c.st.Outbox),
 		Traces:       c.traces,
+		Usage:        c.usage,
 	})
 	if err != nil {
 		return false, fmt.Errorf("agents: commit conversation %s: %w", c.conv.ID, err)
 	}
-	c.newMsgs, c.sessions, c.traces = nil, nil, nil
+	c.newMsgs, c.sessions, c.traces, c.usage = nil, nil, nil, nil
 	c.conv.State = conv.State // what a streamed reply's marker is committed over
 	for _, n := range c.notices {
 		var err error
@@ -535,6 +540,7 @@ func (s turnStep) finish(t *turn) {
 	if tr, ok := s.run.done(t); ok {
 		s.c.traces = append(s.c.traces, tr)
 	}
+	s.c.usage = append(s.c.usage, s.c.usageOf(t)...)
 }
 
 // apply feeds what a turn produced so far into the machine: the history

@@ -27,6 +27,7 @@ const (
 	concludeByPerson  = "person"  // a person or human agent wrote :end:
 	concludeByTimeout = "timeout" // no message for conversation.timeout
 	concludeByGuard   = "guard"   // conversation.max_turns reached
+	concludeByBudget  = "budget"  // a daily model budget is spent
 )
 
 // concludeReasons are the reasons as templates read them
@@ -36,6 +37,7 @@ var concludeReasons = map[string]string{
 	concludeByPerson:  templates.ConcludePerson,
 	concludeByTimeout: templates.ConcludeInactivity,
 	concludeByGuard:   templates.ConcludeMaxTurns,
+	concludeByBudget:  templates.ConcludeBudget,
 }
 
 // convState is the engine's state of one conversation, stored as JSON.

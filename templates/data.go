@@ -60,7 +60,8 @@ type Data struct {
 	// when there is none.
 	LatestPersonRequest Request
 	// ConcludeReason says why the facilitator's conclude prompt runs:
-	// ConcludeEnd, ConcludePerson, ConcludeInactivity or ConcludeMaxTurns;
+	// ConcludeEnd, ConcludePerson, ConcludeInactivity, ConcludeMaxTurns or
+	// ConcludeBudget;
 	// empty in every other prompt.
 	ConcludeReason string
 	// KnownSessions are the memory keys the agent already has, most
@@ -78,6 +79,10 @@ const (
 	ConcludePerson     = "person"     // a person or human agent wrote :end:
 	ConcludeInactivity = "inactivity" // no message for conversation.timeout
 	ConcludeMaxTurns   = "max_turns"  // conversation.max_turns was reached
+	// ConcludeBudget: a daily model budget is spent. The engine then
+	// concludes without calling the model, so no conclude prompt reads
+	// it today; fixtures and templates may name it.
+	ConcludeBudget = "budget"
 )
 
 // Request is a message as templates see it.

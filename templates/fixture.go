@@ -222,11 +222,11 @@ func (fj *fixtureJSON) fixture() (Fixture, error) {
 		d.LatestPersonRequest.Content = r.Content
 	}
 	switch fj.ConcludeReason {
-	case "", ConcludeEnd, ConcludePerson, ConcludeInactivity, ConcludeMaxTurns:
+	case "", ConcludeEnd, ConcludePerson, ConcludeInactivity, ConcludeMaxTurns, ConcludeBudget:
 		d.ConcludeReason = fj.ConcludeReason
 	default:
-		return Fixture{}, fmt.Errorf("ConcludeReason %q is not one of %s, %s, %s, %s or empty",
-			fj.ConcludeReason, ConcludeEnd, ConcludePerson, ConcludeInactivity, ConcludeMaxTurns)
+		return Fixture{}, fmt.Errorf("ConcludeReason %q is not one of %s, %s, %s, %s, %s or empty",
+			fj.ConcludeReason, ConcludeEnd, ConcludePerson, ConcludeInactivity, ConcludeMaxTurns, ConcludeBudget)
 	}
 	d.KnownSessions = fj.KnownSessions
 	if d.CloneOf, err = fj.author(fj.CloneOf); err != nil {
