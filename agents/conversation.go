@@ -84,8 +84,15 @@ func (c *convo) step(ctx context.Context) (bool, error) {
 		c.m.settleFacilitator()
 		return false, nil // the caller's commit sends the notices
 	}
-	if spent, err := c.budgetsSpent(ctx, next); spent || err != nil {
-		return false, err // the caller's commit concludes
+	if c.e.budgets.gates(next) {
+		person, _ := exchangePerson(c.st, c.conv, c.msgs)
+		scope, err := c.e.budgets.spent(ctx, c.conv.Channel, person, c.e.now(), c.log)
+		if err != nil {
+			return false, err
+		}
+		if scope != "" {
+			return false, c.turns().refuse(ctx, scope, person) // the caller's commit concludes
+		}
 	}
 	act := c.action(next)
 	if act == nil {
@@ -540,7 +547,8 @@ func (s turnStep) finish(t *turn) {
 	if tr, ok := s.run.done(t); ok {
 		s.c.traces = append(s.c.traces, tr)
 	}
-	s.c.usage = append(s.c.usage, s.c.usageOf(t)...)
+	person, name := exchangePerson(s.c.st, s.c.conv, s.c.msgs)
+	s.c.usage = append(s.c.usage, turnUsage(t, s.c.conv.Channel, person, name)...)
 }
 
 // apply feeds what a turn produced so far into the machine: the history
@@ -793,4 +801,35 @@ func (s turnStep) conclude(ctx context.Context) error {
 		t.report.Outcome = "empty"
 	}
 	return s.post(ctx, t, f, t.id, text, pendingPost{Conclusion: true})
+}
+
+// refuse concludes the conversation without a model call, a daily budget
+// of scope being spent, and gives the budget's notice once per
+// conversation and day: in the thread, or, for a person's budget, to
+// that person alone once the step commits.
+func (s turnStep) refuse(ctx context.Context, scope, person string) error {
+	c := s.c
+	now := c.e.now()
+	c.m.requestConclude(&concludeRequest{Reason: concludeByBudget})
+	c.m.concluded(now, true)
+	c.react(ctx)
+	c.log.Info("conversation concluded", slog.String("reason", concludeByBudget), slog.String("scope", scope))
+	key := "budget:" + scope + ":" + memory.UsageDay(now)
+	if c.st.Noticed[key] {
+		return nil
+	}
+	if c.st.Noticed == nil {
+		c.st.Noticed = make(map[string]bool)
+	}
+	c.st.Noticed[key] = true
+	name := c.facilitator
+	if name == "" && len(c.names) > 0 {
+		name = c.names[0]
+	}
+	if scope == budgetPerson {
+		c.notices = append(c.notices, notice{user: person, agent: name, text: budgetNotice(scope)})
+		return nil
+	}
+	id := c.m.turnID()
+	return c.deliver(ctx, pendingPost{PostID: id + "-budget", Turn: id, Agent: name, Text: budgetNotice(scope), Notice: true})
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/conclavehq/conclave/agents/llm"
 	"github.com/conclavehq/conclave/memory"
@@ -90,19 +91,19 @@ func (c runner) spend(t *turn, model string, resp llm.Response, err error) {
 	}
 }
 
-// usageOf is what a finished turn adds to the usage counters.
-func (c *convo) usageOf(t *turn) []memory.Usage {
+// turnUsage is what a finished turn of a conversation in channel adds
+// to the usage counters, on behalf of the exchange's person.
+func turnUsage(t *turn, channel, person, name string) []memory.Usage {
 	if len(t.report.Usage) == 0 {
 		return nil
 	}
-	person, name := c.exchangePerson()
 	out := make([]memory.Usage, 0, len(t.report.Usage))
 	for _, u := range t.report.Usage {
 		if u.Model == "" {
 			continue
 		}
 		out = append(out, memory.Usage{
-			Person: person, PersonName: name, Channel: c.conv.Channel,
+			Person: person, PersonName: name, Channel: channel,
 			Agent: t.agent.EnsDomain, AgentName: t.agent.Name, Model: u.Model,
 			InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, Calls: u.Calls,
 		})
@@ -113,9 +114,9 @@ func (c *convo) usageOf(t *turn) []memory.Usage {
 // exchangePerson is the person whose message began the current exchange:
 // the one who reopened the thread, else the root's author, else the
 // first person who wrote ("" when none did).
-func (c *convo) exchangePerson() (id, name string) {
+func exchangePerson(st *convState, conv memory.Conversation, msgs []memory.Message) (id, name string) {
 	byTS := func(ts string) (memory.Message, bool) {
-		for _, m := range c.msgs {
+		for _, m := range msgs {
 			if m.TS == ts {
 				return m, true
 			}
@@ -123,16 +124,16 @@ func (c *convo) exchangePerson() (id, name string) {
 		return memory.Message{}, false
 	}
 	var opening []string
-	if len(c.st.SinceReopen) > 0 {
-		opening = append(opening, c.st.SinceReopen[0])
+	if len(st.SinceReopen) > 0 {
+		opening = append(opening, st.SinceReopen[0])
 	}
-	opening = append(opening, c.conv.ThreadTS)
+	opening = append(opening, conv.ThreadTS)
 	for _, ts := range opening {
 		if m, ok := byTS(ts); ok && isPersonKind(m.Kind) && m.UserID != "" {
 			return m.UserID, m.Name
 		}
 	}
-	for _, m := range c.msgs {
+	for _, m := range msgs {
 		if isPersonKind(m.Kind) && m.UserID != "" {
 			return m.UserID, m.Name
 		}
@@ -190,107 +191,84 @@ func budgetNotice(scope string) string {
 	return fmt.Sprintf("⚠️ The daily model budget of %s is spent; it resets at 00:00 UTC.", what)
 }
 
-// channelBudget is a channel's daily budget: its own, else [budget]'s.
-func (e *Engine) channelBudget(channel string) int64 {
-	if n := e.static[channel].DailyTokens; n > 0 {
-		return n
-	}
-	return e.opts.Budgets.PerChannel
-}
+// budgetKeeper checks the daily budgets before a turn starts. It
+// remembers the budgets past budgetWarnRatio already logged today, so
+// that each is logged once (per replica).
+type budgetKeeper struct {
+	budgets  Budgets
+	channels map[string]int64 // a channel's own budget ([[channels]] daily_tokens)
+	spending Spending         // nil: no budget is checked
+	onBudget func(scope string, ratio float64)
 
-// budgetWatch remembers the budgets past budgetWarnRatio already logged
-// today, so that each is logged once (per replica).
-type budgetWatch struct {
 	mu     sync.Mutex
-	logged map[string]bool // day + scope + group
+	logged map[string]bool // scope + group, for day
 	day    string
 }
 
-// crossed reports whether the budget of scope and group went past the
-// warning ratio for the first time today.
-func (w *budgetWatch) crossed(day, scope, group string) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.day != day {
-		w.day, w.logged = day, map[string]bool{}
+func newBudgetKeeper(o *Options, d *Deps) *budgetKeeper {
+	k := &budgetKeeper{budgets: o.Budgets, channels: map[string]int64{}, spending: d.Spending, onBudget: d.OnBudget}
+	for _, ch := range o.Channels {
+		if ch.DailyTokens > 0 {
+			k.channels[ch.ID] = ch.DailyTokens
+		}
 	}
-	k := scope + "\x00" + group
-	if w.logged[k] {
-		return false
-	}
-	w.logged[k] = true
-	return true
+	return k
 }
 
-// budgetsSpent checks, before act starts a turn, the daily budgets of the
-// exchange's person, the channel and the workspace. When one is spent,
-// the conversation concludes without a model call (reason "budget") and
-// the thread gets the budget's notice, once per conversation and day
-// (ephemeral to the person for theirs); budgetsSpent then reports true.
-func (c *convo) budgetsSpent(ctx context.Context, act action) (bool, error) {
-	b := c.e.opts.Budgets
-	chLimit := c.e.channelBudget(c.conv.Channel)
-	if c.e.deps.Spending == nil || (b.PerPerson == 0 && chLimit == 0 && b.Workspace == 0) {
-		return false, nil
+// channelBudget is a channel's daily budget: its own, else [budget]'s.
+func (k *budgetKeeper) channelBudget(channel string) int64 {
+	if n := k.channels[channel]; n > 0 {
+		return n
 	}
-	if act != actCall && act != actFacilitator && act != actConclude {
-		return false, nil
+	return k.budgets.PerChannel
+}
+
+// gates reports whether act starts a turn that budgets hold back.
+func (k *budgetKeeper) gates(act action) bool {
+	if k.spending == nil || k.budgets == (Budgets{}) && len(k.channels) == 0 {
+		return false
 	}
-	person, _ := c.exchangePerson()
-	var s memory.Spent
-	var err error
-	c.e.cpu.off(func() { s, err = c.e.deps.Spending.Spent(ctx, person, c.conv.Channel) })
+	return act == actCall || act == actFacilitator || act == actConclude
+}
+
+// spent reads today's counters for a turn of person in channel and
+// returns the scope of the first budget spent ("" when none is). It
+// reports each budget's used share (OnBudget) and logs, once a day, a
+// budget past budgetWarnRatio.
+func (k *budgetKeeper) spent(ctx context.Context, channel, person string, now time.Time, log *slog.Logger) (string, error) {
+	s, err := k.spending.Spent(ctx, person, channel)
 	if err != nil {
-		return false, fmt.Errorf("agents: read today's usage: %w", err)
+		return "", fmt.Errorf("agents: read today's usage: %w", err)
 	}
-	now := c.e.now()
-	day := memory.UsageDay(now)
-	uses := budgetsOf(b, chLimit, s, person)
+	uses := budgetsOf(k.budgets, k.channelBudget(channel), s, person)
 	for _, u := range uses {
 		ratio := float64(u.spent) / float64(u.limit)
-		if c.e.deps.OnBudget != nil {
-			c.e.deps.OnBudget(u.scope, ratio)
+		if k.onBudget != nil {
+			k.onBudget(u.scope, ratio)
 		}
-		group := map[string]string{budgetPerson: person, budgetChannel: c.conv.Channel}[u.scope]
-		if ratio >= budgetWarnRatio && c.e.budgets.crossed(day, u.scope, group) {
-			c.log.Warn("daily model budget 80% used", slog.String("scope", u.scope), slog.String("group", group),
+		group := map[string]string{budgetPerson: person, budgetChannel: channel}[u.scope]
+		if ratio >= budgetWarnRatio && k.firstToday(memory.UsageDay(now), u.scope, group) {
+			log.Warn("daily model budget 80% used", slog.String("scope", u.scope), slog.String("group", group),
 				slog.Int64("spent", u.spent), slog.Int64("limit", u.limit))
 		}
 	}
-	scope := spentBudget(uses)
-	if scope == "" {
-		return false, nil
-	}
-	c.m.requestConclude(&concludeRequest{Reason: concludeByBudget})
-	c.m.concluded(now, true)
-	c.react(ctx)
-	c.log.Info("conversation concluded", slog.String("reason", concludeByBudget), slog.String("scope", scope))
-	if key := "budget:" + scope + ":" + day; !c.st.Noticed[key] {
-		if c.st.Noticed == nil {
-			c.st.Noticed = make(map[string]bool)
-		}
-		c.st.Noticed[key] = true
-		if err := c.noticeBudget(ctx, scope, person); err != nil {
-			return true, err
-		}
-	}
-	return true, nil
+	return spentBudget(uses), nil
 }
 
-// noticeBudget posts a spent budget's notice: in the thread, or, for a
-// person's budget, to that person alone once the step commits.
-func (c *convo) noticeBudget(ctx context.Context, scope, person string) error {
-	text := budgetNotice(scope)
-	name := c.facilitator
-	if name == "" && len(c.names) > 0 {
-		name = c.names[0]
+// firstToday reports whether the budget of scope and group is noted for
+// the first time on day.
+func (k *budgetKeeper) firstToday(day, scope, group string) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.day != day {
+		k.day, k.logged = day, map[string]bool{}
 	}
-	if scope == budgetPerson {
-		c.notices = append(c.notices, notice{user: person, agent: name, text: text})
-		return nil
+	key := scope + "\x00" + group
+	if k.logged[key] {
+		return false
 	}
-	id := c.m.turnID()
-	return c.deliver(ctx, pendingPost{PostID: id + "-budget", Turn: id, Agent: name, Text: text, Notice: true})
+	k.logged[key] = true
+	return true
 }
 
 // usageTotals are a turn's tokens over its models and their cost, which

@@ -280,9 +280,8 @@ type Engine struct {
 	// runnable goroutines, and each step of recording and acknowledging
 	// an event (socket read, store round trip, ack write) waits behind
 	// them all. Nil when Options.ComputeWorkers is negative: no bound.
-	cpu cpuTokens
-	// budgets are the budgets past budgetWarnRatio logged today.
-	budgets *budgetWatch
+	cpu     cpuTokens
+	budgets *budgetKeeper // the daily budgets
 }
 
 // New returns an engine; it starts nothing.
@@ -305,7 +304,6 @@ func New(opts Options, deps Deps) *Engine {
 		nudge:    make(chan struct{}, 1),
 		ready:    make(chan task, 256),
 		workers:  newWorkers(),
-		budgets:  &budgetWatch{},
 		inbound:  deps.Store,
 		convs:    deps.Store,
 		locks:    deps.Store,
@@ -327,6 +325,7 @@ func New(opts Options, deps Deps) *Engine {
 	opts.BaseDomains = bases
 	e.bases = bases
 	e.opts = opts
+	e.budgets = newBudgetKeeper(&e.opts, &e.deps)
 	e.opts.maskSecrets = secretMask(opts.Secrets)
 	e.opts.Agents = agentSettings(opts.Agents, e.naming, e.patterns, e.log)
 	for _, c := range opts.Channels {

@@ -180,7 +180,7 @@ func collectPaths(prefix string, v any, out map[string]bool) {
 
 // wildcardParent tells which tables are keyed by operator-chosen names.
 func wildcardParent(p string) bool {
-	return p == "llm.profiles" || p == "agent_settings"
+	return p == "llm.profiles" || p == "llm.prices" || p == "agent_settings"
 }
 
 func typePaths(prefix string, t reflect.Type, out map[string]bool) {
