@@ -63,8 +63,11 @@ func TestTraceOfAConversation(t *testing.T) {
 		t.Fatalf("conclave trace: exit %d\n%s", code, stderr)
 	}
 	blocks := strings.Split(out, "\n\n")
-	if len(blocks) != 2 {
-		t.Fatalf("%d blocks, want one per turn:\n%s", len(blocks), out)
+	if len(blocks) != 3 {
+		t.Fatalf("%d blocks, want one per turn and the total:\n%s", len(blocks), out)
+	}
+	if !strings.HasPrefix(blocks[2], "total     2 turn(s), ") || !strings.Contains(blocks[2], "4 model call(s)") {
+		t.Errorf("the total does not sum the turns:\n%s", blocks[2])
 	}
 	for i, want := range [][]string{
 		{"turn " + traces[0].TurnID, claudineENS + " (expert)", "context-found", " ok\n", "tokens", "timings", "total ", "model ", "tools ", "post ",
