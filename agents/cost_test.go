@@ -286,3 +286,68 @@ func TestBudgetsAcrossReplicas(t *testing.T) {
 		t.Errorf("notices = %d, want %d (one per refused thread)", notices, want)
 	}
 }
+
+// With budgets on, a turn's store work is one round trip more than
+// without (TestRoundTripsPerTurn): the read of today's counters before it
+// starts; counting its usage rides in the commit that ends it.
+func TestRoundTripsPerTurnWithBudgets(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		budgets Budgets
+		turn    int64
+	}{
+		{"budgets off", Budgets{}, 3},
+		{"budgets on", Budgets{PerPerson: 1000, PerChannel: 1000, Workspace: 1000}, 4},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var trips *redistest.RoundTrips
+			r := newRig(t, withCountedRedis(&trips), withPricedModel, func(r *rig) {
+				r.opts.Budgets = tt.budgets
+				r.e = r.engine(fakePrompts{}, func(d *Deps) { d.Spending = r.store })
+			})
+			r.model.fallback = spending
+			r.send("", "U1", "Ada", "a first thread, for the caches")
+			r.settle()
+			ev := r.send("", "U1", "Ada", "hello")
+			handled := trips.Count()
+			r.e.process(context.Background(), context.Background(), task{id: ConversationID(team, chanA, ev.TS), channel: chanA})
+			if n := trips.Count() - handled; n > tt.turn {
+				t.Errorf("the turn took %d round trips, want at most %d", n, tt.turn)
+			}
+			counts, err := r.store.Usage(context.Background(), r.clock.Now(), r.clock.Now())
+			if err != nil || len(counts) != 3 || counts[0].Calls != 2 {
+				t.Errorf("usage after two turns = %+v, %v; want its three groups, two calls each", counts, err)
+			}
+		})
+	}
+}
+
+// BenchmarkTurnBudgets is a person's question answered by the
+// facilitator on Redis, with budgets off and on; it reports the Redis
+// round trips per turn beside the CPU time.
+func BenchmarkTurnBudgets(b *testing.B) {
+	for _, bb := range []struct {
+		name    string
+		budgets Budgets
+	}{
+		{"off", Budgets{}},
+		{"on", Budgets{PerPerson: 1 << 40, PerChannel: 1 << 40, Workspace: 1 << 40}},
+	} {
+		b.Run(bb.name, func(b *testing.B) {
+			var trips *redistest.RoundTrips
+			r := newRig(b, withCountedRedis(&trips), withPricedModel, func(r *rig) {
+				r.opts.Budgets = bb.budgets
+				r.e = r.engine(fakePrompts{}, func(d *Deps) { d.Spending = r.store })
+			})
+			r.model.fallback = spending
+			turns := 0
+			start := trips.Count()
+			for b.Loop() {
+				ev := r.send("", "U1", "Ada", "hello")
+				r.e.process(context.Background(), context.Background(), task{id: ConversationID(team, chanA, ev.TS), channel: chanA})
+				turns++
+			}
+			b.ReportMetric(float64(trips.Count()-start)/float64(turns), "trips/turn")
+		})
+	}
+}
