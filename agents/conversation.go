@@ -810,7 +810,11 @@ func (s turnStep) conclude(ctx context.Context) error {
 func (s turnStep) refuse(ctx context.Context, scope, person string) error {
 	c := s.c
 	now := c.e.now()
-	c.m.requestConclude(&concludeRequest{Reason: concludeByBudget})
+	if c.st.Conclude == nil {
+		// A conclusion already asked for (by :end:) keeps its trigger,
+		// whose working reaction concluded takes off.
+		c.m.requestConclude(&concludeRequest{Reason: concludeByBudget})
+	}
 	c.m.concluded(now, true)
 	c.react(ctx)
 	c.log.Info("conversation concluded", slog.String("reason", concludeByBudget), slog.String("scope", scope))
