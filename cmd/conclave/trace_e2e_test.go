@@ -306,7 +306,10 @@ func TestFeedbackButtons(t *testing.T) {
 		t.Fatalf("conclave trace: exit %d\n%s", code, stderr)
 	}
 	blocks := strings.Split(out, "\n\n")
-	last := blocks[len(blocks)-1]
+	if !strings.HasPrefix(blocks[len(blocks)-1], "total ") {
+		t.Errorf("the output does not end with the total:\n%s", out)
+	}
+	last := blocks[len(blocks)-2] // the last turn's, before the total
 	if !strings.Contains(last, "turn "+traces[2].TurnID) || !strings.Contains(last, "feedback  👎 negative by "+testPerson) || strings.Contains(last, "positive") {
 		t.Errorf("the answer's block does not show the one 👎 press:\n%s", last)
 	}
