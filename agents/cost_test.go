@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -189,6 +188,53 @@ func TestBudgetWarnsAtEightyPercent(t *testing.T) {
 	}
 }
 
+// budgetLedger watches the budget checks and the commits of usage of
+// every replica, in one order (its lock is held across each call), to
+// tell how many turns were under way when the budget ran out: those whose
+// check passed and whose usage was not committed yet.
+type budgetLedger struct {
+	mu                sync.Mutex
+	limit, total      int64
+	passed, committed int
+	underWay          int // -1 until the budget runs out
+}
+
+type ledgerSpending struct {
+	Spending
+	l *budgetLedger
+}
+
+func (s ledgerSpending) Spent(ctx context.Context, person, channel string) (memory.Spent, error) {
+	s.l.mu.Lock()
+	defer s.l.mu.Unlock()
+	got, err := s.Spending.Spent(ctx, person, channel)
+	if err == nil && got.Workspace < s.l.limit {
+		s.l.passed++
+	}
+	return got, err
+}
+
+type ledgerStore struct {
+	Store
+	l *budgetLedger
+}
+
+func (s ledgerStore) Commit(ctx context.Context, lk memory.Lock, c memory.Commit) (bool, error) {
+	s.l.mu.Lock()
+	defer s.l.mu.Unlock()
+	pending, err := s.Store.Commit(ctx, lk, c)
+	if err == nil && len(c.Usage) > 0 {
+		s.l.committed++
+		for _, u := range c.Usage {
+			s.l.total += u.InputTokens + u.OutputTokens
+		}
+		if s.l.total >= s.l.limit && s.l.underWay < 0 {
+			s.l.underWay = s.l.passed - s.l.committed
+		}
+	}
+	return pending, err
+}
+
 // TestBudgetsAcrossReplicas runs three replicas on one Redis: the
 // workspace budget is never exceeded by more than the turns under way
 // when it ran out, and every refused thread gets exactly one notice,
@@ -199,14 +245,8 @@ func TestBudgetsAcrossReplicas(t *testing.T) {
 	const limit, perTurn, threads = 45, 15, 12
 	r.opts.Budgets = Budgets{Workspace: limit}
 	r.opts.SweepInterval = 5 * time.Millisecond
-	var inFlight, maxInFlight atomic.Int64
-	r.model.fallback = func(req llm.Request) (llm.Response, error) {
-		n := inFlight.Add(1)
-		for m := maxInFlight.Load(); n > m && !maxInFlight.CompareAndSwap(m, n); m = maxInFlight.Load() {
-		}
-		defer inFlight.Add(-1)
-		return spending(req)
-	}
+	r.model.fallback = spending
+	ledger := &budgetLedger{limit: limit, underWay: -1}
 	posted := make(chan struct{}, 1)
 	r.chat.afterPost = func() {
 		select {
@@ -218,7 +258,8 @@ func TestBudgetsAcrossReplicas(t *testing.T) {
 	engines := make([]*Engine, 3)
 	for i := range engines {
 		stores[i] = db.Store(t, memory.Options{Now: r.clock.Now})
-		engines[i] = r.engine(fakePrompts{}, onStore(stores[i]), func(d *Deps) { d.Spending = stores[i] })
+		engines[i] = r.engine(fakePrompts{}, onStore(ledgerStore{stores[i], ledger}),
+			func(d *Deps) { d.Spending = ledgerSpending{stores[i], ledger} })
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -262,8 +303,14 @@ func TestBudgetsAcrossReplicas(t *testing.T) {
 	if spent.Workspace != calls*perTurn {
 		t.Errorf("counted %d tokens for %d calls, want %d", spent.Workspace, calls, calls*perTurn)
 	}
-	if over := spent.Workspace - limit; over > 0 && over > maxInFlight.Load()*perTurn {
-		t.Errorf("budget %d exceeded by %d tokens, more than the %d turns under way at most", limit, over, maxInFlight.Load())
+	ledger.mu.Lock()
+	underWay := ledger.underWay
+	ledger.mu.Unlock()
+	if underWay < 0 {
+		t.Fatalf("the budget never ran out (%d tokens counted)", spent.Workspace)
+	}
+	if over := spent.Workspace - limit; over > int64(underWay)*perTurn {
+		t.Errorf("budget %d exceeded by %d tokens, more than the %d turns under way when it ran out", limit, over, underWay)
 	}
 	if calls >= threads {
 		t.Errorf("every thread was answered (%d calls): the budget never bit", calls)
