@@ -77,6 +77,10 @@ type TurnPrompt struct {
 	// MaxInputTokens is the budget when neither the prompt's settings nor
 	// the profile set one (DefaultOptions().MaxInputTokens when zero).
 	MaxInputTokens int
+	// BudgetOverride, when set, is the input budget whatever the prompt's
+	// settings and the profile say: a retry after the endpoint refused a
+	// request as longer than the model's context window.
+	BudgetOverride int
 	// MaxMessageChars caps each history message's content, in runes (no
 	// cap when zero).
 	MaxMessageChars int
@@ -121,7 +125,7 @@ func BuildRequest(prompts Prompts, profiles Profiles, p TurnPrompt) (llm.Request
 		return llm.Request{}, info, err
 	}
 	info.Tools = settings.Tools
-	info.Budget = firstPositive(settings.MaxInputTokens, profile.MaxInputTokens, p.MaxInputTokens)
+	info.Budget = firstPositive(p.BudgetOverride, settings.MaxInputTokens, profile.MaxInputTokens, p.MaxInputTokens)
 	if info.Budget == 0 {
 		info.Budget = DefaultOptions().MaxInputTokens
 	}

@@ -33,6 +33,7 @@ type convo struct {
 	appended map[string]bool    // namespace|key|ts appended while loaded
 	notices  []notice           // ephemeral notices to send once committed
 	traces   []memory.TurnTrace // finished turns' traces, for the next commit
+	usage    []memory.Usage     // what finished turns spent, for the next commit
 	// overloaded is the agent a turn was refused for, the queue being
 	// full (conversation.max_queued): its ⚠️ goes after routing.
 	overloaded string
@@ -82,6 +83,16 @@ func (c *convo) step(ctx context.Context) (bool, error) {
 		// lose their reaction.
 		c.m.settleFacilitator()
 		return false, nil // the caller's commit sends the notices
+	}
+	if c.e.budgets.gates(next) {
+		person, _ := exchangePerson(c.st, c.conv, c.msgs)
+		scope, err := c.e.budgets.spent(ctx, c.conv.Channel, person, c.e.now(), c.log)
+		if err != nil {
+			return false, err
+		}
+		if scope != "" {
+			return false, c.turns().refuse(ctx, scope, person) // the caller's commit concludes
+		}
 	}
 	act := c.action(next)
 	if act == nil {
@@ -203,11 +214,12 @@ func (c *convo) commit(ctx context.Context, mode commitMode) (bool, error) {
 		Release:      mode == commitRelease,
 		PendingPosts: len(c.st.Outbox),
 		Traces:       c.traces,
+		Usage:        c.usage,
 	})
 	if err != nil {
 		return false, fmt.Errorf("agents: commit conversation %s: %w", c.conv.ID, err)
 	}
-	c.newMsgs, c.sessions, c.traces = nil, nil, nil
+	c.newMsgs, c.sessions, c.traces, c.usage = nil, nil, nil, nil
 	c.conv.State = conv.State // what a streamed reply's marker is committed over
 	for _, n := range c.notices {
 		var err error
@@ -551,6 +563,8 @@ func (s turnStep) finish(t *turn) {
 	if tr, ok := s.run.done(t); ok {
 		s.c.traces = append(s.c.traces, tr)
 	}
+	person, name := exchangePerson(s.c.st, s.c.conv, s.c.msgs)
+	s.c.usage = append(s.c.usage, turnUsage(t, s.c.conv.Channel, person, name)...)
 }
 
 // apply feeds what a turn produced so far into the machine: the history
@@ -817,4 +831,39 @@ func (s turnStep) conclude(ctx context.Context) error {
 		t.report.Outcome = "empty"
 	}
 	return s.post(ctx, t, f, t.id, text, pendingPost{Conclusion: true})
+}
+
+// refuse concludes the conversation without a model call, a daily budget
+// of scope being spent, and gives the budget's notice once per
+// conversation and day: in the thread, or, for a person's budget, to
+// that person alone once the step commits.
+func (s turnStep) refuse(ctx context.Context, scope, person string) error {
+	c := s.c
+	now := c.e.now()
+	if c.st.Conclude == nil {
+		// A conclusion already asked for (by :end:) keeps its trigger,
+		// whose working reaction concluded takes off.
+		c.m.requestConclude(&concludeRequest{Reason: concludeByBudget})
+	}
+	c.m.concluded(now, true)
+	c.react(ctx)
+	c.log.Info("conversation concluded", slog.String("reason", concludeByBudget), slog.String("scope", scope))
+	key := "budget:" + scope + ":" + memory.UsageDay(now)
+	if c.st.Noticed[key] {
+		return nil
+	}
+	if c.st.Noticed == nil {
+		c.st.Noticed = make(map[string]bool)
+	}
+	c.st.Noticed[key] = true
+	name := c.facilitator
+	if name == "" && len(c.names) > 0 {
+		name = c.names[0]
+	}
+	if scope == budgetPerson {
+		c.notices = append(c.notices, notice{user: person, agent: name, text: budgetNotice(scope)})
+		return nil
+	}
+	id := c.m.turnID()
+	return c.deliver(ctx, pendingPost{PostID: id + "-budget", Turn: id, Agent: name, Text: budgetNotice(scope), Notice: true})
 }

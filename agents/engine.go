@@ -59,6 +59,9 @@ type ChannelConfig struct {
 	ID     string
 	Agents []string // ENS names, in configuration order
 	Start  string   // StartAll (default) or StartMention
+	// DailyTokens is the channel's daily token budget, over
+	// Budgets.PerChannel (0: that one).
+	DailyTokens int64
 }
 
 // AgentSettings are per-agent settings from the configuration.
@@ -144,6 +147,13 @@ type Options struct {
 	// Nil masks nothing.
 	Mask *redact.Masker
 
+	// Prices are the models' prices, by model name (llm.prices): a turn's
+	// usage and trace carry its cost when its model has one. Budgets are
+	// the daily token budgets, checked before a turn starts
+	// (Deps.Spending reads the counters).
+	Prices  map[string]Price
+	Budgets Budgets
+
 	// Owns, when set, limits the conversations the sweeper hands to
 	// workers to those it accepts: `conclave chat` may share the store of
 	// a running conclave and must leave its conversations alone.
@@ -216,6 +226,12 @@ type Deps struct {
 	// Jitter, optional, draws the jitter of post retries, in [0, 1]
 	// (default: math/rand).
 	Jitter func() float64
+	// Spending, optional, reads today's usage counters for the daily
+	// budgets (none are checked without it); OnBudget, optional
+	// (metrics), is called with each budget's used share as a turn's
+	// start finds it.
+	Spending Spending
+	OnBudget func(scope string, ratio float64)
 	// StreamTicker, optional, ticks every d while a reply is streamed
 	// (default: time.NewTicker); it returns the ticks and a stop.
 	StreamTicker func(d time.Duration) (<-chan time.Time, func())
@@ -241,7 +257,9 @@ type TurnReport struct {
 	PromptTokens     int
 	CompletionTokens int
 	ToolCalls        int // tools the model called in this turn
-	Err              error
+	// Usage is what the turn spent, per model.
+	Usage []ModelUsage
+	Err   error
 }
 
 // Errors of the run-time registry.
@@ -284,7 +302,8 @@ type Engine struct {
 	// runnable goroutines, and each step of recording and acknowledging
 	// an event (socket read, store round trip, ack write) waits behind
 	// them all. Nil when Options.ComputeWorkers is negative: no bound.
-	cpu cpuTokens
+	cpu     cpuTokens
+	budgets *budgetKeeper // the daily budgets
 }
 
 // New returns an engine; it starts nothing.
@@ -328,6 +347,7 @@ func New(opts Options, deps Deps) *Engine {
 	opts.BaseDomains = bases
 	e.bases = bases
 	e.opts = opts
+	e.budgets = newBudgetKeeper(&e.opts, &e.deps)
 	e.opts.Agents = agentSettings(opts.Agents, e.naming, e.patterns, e.log)
 	for _, c := range opts.Channels {
 		e.static[c.ID] = canonicalChannel(c, e.canonical)

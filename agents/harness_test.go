@@ -476,6 +476,7 @@ func (r *rig) nextTS() string {
 type testStore interface {
 	Store
 	TraceLog
+	memory.UsageLog
 	AcquireLock(ctx context.Context, convID string, ttl time.Duration) (memory.Lock, error)
 	PendingPosts(ctx context.Context) (int, error)
 	AppendSession(ctx context.Context, a memory.SessionAppend) error

@@ -17,6 +17,9 @@ func noticeReason(err error) string {
 	if errors.Is(err, errTurnDeadline) {
 		return errTurnDeadline.Error()
 	}
+	if errors.Is(err, errContextOverflow) {
+		return errContextOverflow.Error()
+	}
 	if te, ok := errors.AsType[*templates.Error](err); ok {
 		where := te.RepoFile()
 		if te.Line > 0 {

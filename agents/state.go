@@ -28,6 +28,7 @@ const (
 	concludeByTimeout = "timeout" // no message for conversation.timeout
 	concludeByGuard   = "guard"   // conversation.max_turns reached
 	concludeByStall   = "stalled" // the facilitator repeated itself, or called only agents at their cap
+	concludeByBudget  = "budget"  // a daily model budget is spent
 )
 
 // concludeReasons are the reasons as templates read them
@@ -38,6 +39,7 @@ var concludeReasons = map[string]string{
 	concludeByTimeout: templates.ConcludeInactivity,
 	concludeByGuard:   templates.ConcludeMaxTurns,
 	concludeByStall:   templates.ConcludeStalled,
+	concludeByBudget:  templates.ConcludeBudget,
 }
 
 // convState is the engine's state of one conversation, stored as JSON.

@@ -55,6 +55,7 @@ func (c runner) complete(ctx context.Context, t *turn, req llm.Request) (llm.Res
 		resp, err := c.callModel(ctx, t, req)
 		c.tracer.traceCall(t, req, resp, err, began)
 		c.tracer.logBodies(ctx, req, resp, err)
+		c.spend(t, modelName(c.deps.Model, req), resp, err)
 		t.report.PromptTokens += resp.PromptTokens
 		t.report.CompletionTokens += resp.CompletionTokens
 		if err != nil || len(req.Tools) == 0 || len(resp.ToolCalls) == 0 {

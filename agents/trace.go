@@ -52,6 +52,11 @@ type Trace struct {
 	Outcome       string       `json:"outcome"`
 	// Notice is the reason class of the ⚠️ notice the turn posted.
 	Notice string `json:"notice,omitempty"`
+	// InputTokens and OutputTokens are the turn's, over its calls;
+	// CostUSD is their cost when every model it called has a price.
+	InputTokens  int64    `json:"input_tokens"`
+	OutputTokens int64    `json:"output_tokens"`
+	CostUSD      *float64 `json:"cost_usd,omitempty"`
 	// Posted are the Slack ts of the messages the turn posted.
 	Posted []string `json:"posted,omitempty"`
 	// Feedback is filled when traces are read (ReadTraces).
@@ -94,6 +99,8 @@ type TraceResponse struct {
 	Model            string          `json:"model,omitempty"`
 	PromptTokens     int             `json:"prompt_tokens"`
 	CompletionTokens int             `json:"completion_tokens"`
+	// CostUSD is the call's cost at its model's price (none unpriced).
+	CostUSD *float64 `json:"cost_usd,omitempty"`
 }
 
 // TraceToolCall is one call a model asked for.
@@ -195,12 +202,7 @@ func (c turnTracer) traceCall(t *turn, req llm.Request, resp llm.Response, err e
 	if tr == nil {
 		return
 	}
-	call := TraceCall{Model: req.Model, Started: began, Request: resp.Sent, DurationMS: c.now().Sub(began).Milliseconds()}
-	if call.Model == "" {
-		if p, err := c.deps.Model.Profile(req.Profile); err == nil {
-			call.Model = p.Model
-		}
-	}
+	call := TraceCall{Model: modelName(c.deps.Model, req), Started: began, Request: resp.Sent, DurationMS: c.now().Sub(began).Milliseconds()}
 	if len(call.Request) == 0 {
 		// Not sent, or by a model that does not say what it sent: the
 		// request as the engine built it.
@@ -212,6 +214,10 @@ func (c turnTracer) traceCall(t *turn, req llm.Request, resp llm.Response, err e
 		call.Response = &TraceResponse{
 			Content: resp.Content, Reasoning: resp.Reasoning, FinishReason: resp.FinishReason, Model: resp.Model,
 			PromptTokens: resp.PromptTokens, CompletionTokens: resp.CompletionTokens,
+		}
+		if p, ok := c.opts.Prices[call.Model]; ok {
+			cost := p.Cost(int64(resp.PromptTokens), int64(resp.CompletionTokens))
+			call.Response.CostUSD = &cost
 		}
 		for _, tc := range resp.ToolCalls {
 			call.Response.ToolCalls = append(call.Response.ToolCalls, TraceToolCall{tc.ID, tc.Name, tc.Arguments})
@@ -290,6 +296,7 @@ func (c turnTracer) finishTrace(t *turn) (memory.TurnTrace, bool) {
 	tr.Phase, tr.Outcome = r.Phase, r.Outcome
 	tr.Timings.QueuedMS = r.Wait.Milliseconds()
 	tr.Timings.TotalMS = r.Duration.Milliseconds()
+	tr.InputTokens, tr.OutputTokens, tr.CostUSD = usageTotals(r.Usage)
 	for _, m := range *c.msgs {
 		if m.TurnID == t.id || strings.HasPrefix(m.TurnID, t.id+"-") {
 			tr.Posted = append(tr.Posted, m.TS)

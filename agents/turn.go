@@ -74,6 +74,7 @@ type turn struct {
 	deadline time.Time
 	stream   *streamer // while its reply is streamed
 	trace    *Trace    // nil when traces are off
+	fit      *fitting  // what its last request was built from
 
 	// What the turn produced beyond its posts, for the step to feed
 	// into the machine (convo.apply): history notes, and the markers of
@@ -142,7 +143,7 @@ func (c runner) done(t *turn) (memory.TurnTrace, bool) {
 func (c runner) build(t *turn, prompt string, data templates.Data, history, tail []HistoryMessage) (llm.Request, error) {
 	began := c.now()
 	defer func() { t.tracePrompts(prompt, c.now().Sub(began)) }()
-	req, info, err := BuildRequest(t.prompts, c.deps.Model, TurnPrompt{
+	tp := TurnPrompt{
 		Agent:           t.agent,
 		Prompt:          prompt,
 		Data:            data,
@@ -151,7 +152,9 @@ func (c runner) build(t *turn, prompt string, data templates.Data, history, tail
 		AgentProfile:    c.opts.Agents[t.agent.EnsDomain].LLMProfile,
 		MaxInputTokens:  c.opts.MaxInputTokens,
 		MaxMessageChars: c.opts.MaxMessageChars,
-	})
+	}
+	req, info, err := BuildRequest(t.prompts, c.deps.Model, tp)
+	t.fit = &fitting{prompt: tp, budget: info.Budget}
 	for _, w := range info.Warnings {
 		c.log.Warn(w, slog.String(logAgent, t.agent.EnsDomain), slog.String(logPhase, prompt))
 	}
@@ -184,7 +187,7 @@ func (c runner) ask(ctx context.Context, t *turn, req llm.Request) (string, erro
 func (c runner) askResponse(ctx context.Context, t *turn, req llm.Request) (llm.Response, error) {
 	mctx, cancel := context.WithDeadline(ctx, t.deadline)
 	defer cancel()
-	resp, err := c.complete(mctx, t, req)
+	resp, err := c.completeFitting(mctx, t, req)
 	if err != nil && ctx.Err() == nil && mctx.Err() != nil {
 		err = fmt.Errorf("%w (%s): %w", errTurnDeadline, c.opts.TurnTimeout, err)
 	}

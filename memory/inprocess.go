@@ -26,6 +26,7 @@ type InProcess struct {
 	inPeople   // under mu too, so that recording reads what it depends on atomically
 	inSessions // under mu too, so that a commit appends to sessions atomically
 	inTraces   // under mu too, so that a commit adds its traces atomically
+	inUsage    // under mu too, so that a commit counts its usage atomically
 }
 
 type inConv struct {
@@ -65,6 +66,7 @@ func NewInProcess(opts Options) *InProcess {
 		sessions: map[string]map[string][]SessionEntry{}, used: map[string]map[string]uint64{},
 	}
 	s.inTraces = newInTraces(&s.mu, s.now, s.opts)
+	s.inUsage = newInUsage(&s.mu, s.now)
 	return s
 }
 
@@ -375,6 +377,10 @@ func (s *InProcess) Commit(_ context.Context, l Lock, c Commit) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("memory: commit %s: %w", l.ConversationID, err)
 	}
+	usage, err := usageWritesOf(c.Usage)
+	if err != nil {
+		return false, fmt.Errorf("memory: commit %s: %w", l.ConversationID, err)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
@@ -392,6 +398,7 @@ func (s *InProcess) Commit(_ context.Context, l Lock, c Commit) (bool, error) {
 		s.appendSession(a)
 	}
 	s.addTraces(rec.conv, traces, now)
+	s.addUsage(usage, now)
 	if c.Release {
 		delete(s.locks, l.ConversationID)
 	}

@@ -51,6 +51,7 @@ type Redis struct {
 	redisPeople
 	redisSessions
 	redisTraces
+	redisUsage
 	owned   bool
 	direct  bool // commit appends to sessions in its own script (not on Cluster)
 	decoded *decoded
@@ -83,6 +84,7 @@ func NewRedis(ctx context.Context, o RedisOptions) (*Redis, error) {
 		redisPeople:   redisPeople{conn},
 		redisSessions: redisSessions{conn},
 		redisTraces:   redisTraces{conn},
+		redisUsage:    redisUsage{conn},
 		owned:         o.Client == nil,
 		decoded:       newDecoded(decodedBudget),
 	}
@@ -545,6 +547,9 @@ func strs(v any) []string {
 type outboxEntry struct {
 	ID       string          `json:"id"`
 	Sessions []SessionAppend `json:"sessions"`
+	// Usage is counted into the counters of Day (the day of the commit).
+	Day   string  `json:"day,omitempty"`
+	Usage []Usage `json:"usage,omitempty"`
 }
 
 // Commit implements Store.
@@ -593,8 +598,13 @@ func (r *Redis) commit(ctx context.Context, k convKeys, l Lock, c Commit, releas
 		args = append(args, m.TS, body)
 	}
 	appends := stamped(slices.DeleteFunc(slices.Clone(c.Sessions), func(a SessionAppend) bool { return len(a.Entries) == 0 }), r.opts.Now())
-	if !r.direct && len(appends) > 0 {
-		body, err := json.Marshal(outboxEntry{ID: newToken(), Sessions: appends})
+	usage, err := usageWritesOf(c.Usage)
+	if err != nil {
+		return "", false, err
+	}
+	day := UsageDay(r.opts.Now())
+	if !r.direct && (len(appends) > 0 || len(c.Usage) > 0) {
+		body, err := json.Marshal(outboxEntry{ID: newToken(), Sessions: appends, Day: day, Usage: c.Usage})
 		if err != nil {
 			return "", false, fmt.Errorf("encode session appends: %w", err)
 		}
@@ -616,6 +626,13 @@ func (r *Redis) commit(ctx context.Context, k convKeys, l Lock, c Commit, releas
 	args = append(args, max(c.PendingPosts, 0))
 	if keys, args, err = r.commitTraces(keys, args, conv, c.Traces); err != nil {
 		return "", false, err
+	}
+	if !r.direct {
+		usage = usageWrites{} // parked in the outbox
+	}
+	args = usageArgs(args, usage)
+	if len(usage.incr)+len(usage.names) > 0 {
+		keys = append(keys, r.keys.usage(day).counters())
 	}
 	n, err := commitScript.Run(ctx, r.c, keys, args...).Int()
 	if err != nil {
@@ -659,6 +676,11 @@ func (r *Redis) drainOutbox(ctx context.Context, k convKeys, entry string) error
 			return err
 		}
 	}
+	if len(e.Usage) > 0 {
+		if err := r.countUsage(ctx, e.Day, e.Usage, e.ID); err != nil {
+			return err
+		}
+	}
 	if err := r.c.LRem(ctx, k.outbox, 1, entry).Err(); err != nil {
 		return fmt.Errorf("drop outbox entry: %w", err)
 	}
@@ -667,6 +689,9 @@ func (r *Redis) drainOutbox(ctx context.Context, k convKeys, entry string) error
 	_, _ = r.c.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for _, a := range e.Sessions {
 			p.Del(ctx, r.keys.sessions(a.Namespace).applied(e.ID))
+		}
+		if len(e.Usage) > 0 {
+			p.Del(ctx, r.keys.usage(e.Day).applied(e.ID))
 		}
 		return nil
 	})

@@ -189,10 +189,12 @@ return {redis.call('HGETALL', KEYS[3]), redis.call('HVALS', KEYS[4]), redis.call
 // count, (ts, message)…, outbox entry (empty for none), session bound, session
 // count, (key, entry count, entries…)…, pending posts, trace count and, when
 // there are traces, trace retention ms, trace bound in bytes, entries… (with
-// the keys trace list, trace bytes and thread reference last). Returns 0
+// the keys trace list, trace bytes and thread reference), then the usage
+// counts as count_usage takes them (with the key of the day's counters
+// last, when there are some). Returns 0
 // when the lock is not held, else 2 when the conversation is pending, 1
 // when not.
-var commitScript = redis.NewScript(luaCommon + `
+var commitScript = redis.NewScript(luaCommon + luaUsage + `
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 local id, ttl, release = ARGV[2], ARGV[8], ARGV[9] ~= ''
 local pending = is_pending(KEYS[2], id)
@@ -255,8 +257,43 @@ if traces > 0 then
   redis.call('SET', size, total, 'PX', tttl)
   redis.call('SET', ref, id, 'PX', tttl)
 end
+if traces > 0 then
+  count_usage(KEYS[k + 3], ARGV, i + 4 + traces)
+else
+  count_usage(KEYS[k], ARGV, i + 2)
+end
 if release then redis.call('DEL', KEYS[1]) end
 if pending then return 2 end
+return 1
+`)
+
+// luaUsage is prepended to the scripts that count usage: count_usage
+// takes a day's counters key and, from ARGV[u], the number of increments,
+// the number of names, then (when either is not 0) the key's ttl ms, the
+// (field, increment) pairs and the (field, name) pairs.
+const luaUsage = `
+local function count_usage(key, A, u)
+  local n, m = tonumber(A[u]), tonumber(A[u + 1])
+  if n + m == 0 then return end
+  local j = u + 3
+  for _ = 1, n do
+    redis.call('HINCRBY', key, A[j], A[j + 1])
+    j = j + 2
+  end
+  for _ = 1, m do
+    redis.call('HSET', key, A[j], A[j + 1])
+    j = j + 2
+  end
+  redis.call('PEXPIRE', key, A[u + 2])
+end
+`
+
+// usageScript: KEYS day's counters, applied mark; ARGV mark ttl ms, then
+// count_usage's from ARGV[2]. A count already applied is skipped
+// (returns 0).
+var usageScript = redis.NewScript(luaUsage + `
+if not redis.call('SET', KEYS[2], '1', 'NX', 'PX', ARGV[1]) then return 0 end
+count_usage(KEYS[1], ARGV, 2)
 return 1
 `)
 
@@ -301,5 +338,5 @@ return {prevAgent, prevUser}
 
 var allScripts = []*redis.Script{
 	recordScript, recordLookedScript, updateScript, deleteScript, markPendingScript, dueScript, renewScript,
-	loadScript, commitScript, releaseScript, appendScript, addAgentScript, pairScript,
+	loadScript, commitScript, releaseScript, appendScript, addAgentScript, pairScript, usageScript,
 }

@@ -141,6 +141,9 @@ type Commit struct {
 	// the thread (Conversation's Channel and ThreadTS) then leads to them
 	// (TraceRef).
 	Traces []TurnTrace
+	// Usage is added to the counters of the store's current UTC day
+	// (UsageLog).
+	Usage []Usage
 }
 
 // Store is conclave's persistence. All methods are safe for concurrent use.
@@ -243,6 +246,8 @@ type Store interface {
 
 	// Lookup reads the records q names, in one round trip.
 	Lookup(ctx context.Context, q Lookup) (Found, error)
+
+	UsageLog
 
 	// ChannelAgents lists the ENS names registered in a channel at run
 	// time, in the order they were added.

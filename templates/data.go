@@ -62,9 +62,8 @@ type Data struct {
 	// when there is none.
 	LatestPersonRequest Request
 	// ConcludeReason says why the facilitator's conclude prompt runs:
-	// ConcludeEnd, ConcludePerson, ConcludeInactivity, ConcludeMaxTurns or
-	// ConcludeStalled;
-	// empty in every other prompt.
+	// ConcludeEnd, ConcludePerson, ConcludeInactivity, ConcludeMaxTurns,
+	// ConcludeStalled or ConcludeBudget; empty in every other prompt.
 	ConcludeReason string
 	// KnownSessions are the memory keys the agent already has, most
 	// recently used first; the engine fills it for an expert's threading
@@ -103,6 +102,10 @@ const (
 	ConcludeInactivity = "inactivity" // no message for conversation.timeout
 	ConcludeMaxTurns   = "max_turns"  // conversation.max_turns was reached
 	ConcludeStalled    = "stalled"    // the facilitator went round in circles (a repeated reply, or calls only to capped agents)
+	// ConcludeBudget: a daily model budget is spent. The engine then
+	// concludes without calling the model, so no conclude prompt reads
+	// it today; fixtures and templates may name it.
+	ConcludeBudget = "budget"
 )
 
 // Request is a message as templates see it.

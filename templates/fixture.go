@@ -231,11 +231,11 @@ func (fj *fixtureJSON) fixture() (Fixture, error) {
 		d.LatestPersonRequest.Content = r.Content
 	}
 	switch fj.ConcludeReason {
-	case "", ConcludeEnd, ConcludePerson, ConcludeInactivity, ConcludeMaxTurns, ConcludeStalled:
+	case "", ConcludeEnd, ConcludePerson, ConcludeInactivity, ConcludeMaxTurns, ConcludeStalled, ConcludeBudget:
 		d.ConcludeReason = fj.ConcludeReason
 	default:
-		return Fixture{}, fmt.Errorf("ConcludeReason %q is not one of %s, %s, %s, %s, %s or empty",
-			fj.ConcludeReason, ConcludeEnd, ConcludePerson, ConcludeInactivity, ConcludeMaxTurns, ConcludeStalled)
+		return Fixture{}, fmt.Errorf("ConcludeReason %q is not one of %s, %s, %s, %s, %s, %s or empty",
+			fj.ConcludeReason, ConcludeEnd, ConcludePerson, ConcludeInactivity, ConcludeMaxTurns, ConcludeStalled, ConcludeBudget)
 	}
 	d.KnownSessions = fj.KnownSessions
 	if d.CloneOf, err = fj.author(fj.CloneOf); err != nil {

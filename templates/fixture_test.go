@@ -89,7 +89,7 @@ func TestParseFixtureErrors(t *testing.T) {
 		{"history role", `{"session_history": [{"role": "tool", "content": "x"}]}`, `session_history[0]: role "tool" is not user, assistant or system`},
 		{"person with a key format", `{"ChannelMembers": [{"Name": "Pat", "SessionFormat": "C#####"}]}`, `ChannelMembers[0]: member "Pat" has agent fields but IsAgent is false`},
 		{"person's request naming no member", `{"LatestPersonRequest": {"Content": "hi", "Author": "Nobody"}}`, `LatestPersonRequest: author "Nobody" is not the Name or EnsDomain of a channel member`},
-		{"unknown conclude reason", `{"ConcludeReason": "timeout"}`, `ConcludeReason "timeout" is not one of end, person, inactivity, max_turns, stalled or empty`},
+		{"unknown conclude reason", `{"ConcludeReason": "timeout"}`, `ConcludeReason "timeout" is not one of end, person, inactivity, max_turns, stalled, budget or empty`},
 		{"attribute not a string", `{"ChannelMembers": [{"Name": "A", "IsAgent": true, "Attributes": {"n": 1}}]}`, "cannot unmarshal number"},
 	}
 	for _, tt := range tests {

@@ -200,6 +200,7 @@ func chatEngine(cfg Config, p *instance, term *terminal.Terminal) *agents.Engine
 		Resolver: p.directory,
 		Logger:   p.log,
 		Tools:    p.toolbox,
+		Spending: p.store, // the budgets hold in a terminal conversation too
 	})
 }
 

@@ -75,6 +75,7 @@ type Config struct {
 	Tools        ToolsConfig                    `toml:"tools"`
 	Trace        TraceConfig                    `toml:"trace"`
 	OTel         OTelConfig                     `toml:"otel"`
+	Budget       BudgetConfig                   `toml:"budget"`
 
 	// secretValues are the secrets' values, as loaded (secretValuesOf).
 	secretValues []string
@@ -141,6 +142,21 @@ type LLMConfig struct {
 	MaxToolRounds int                         `toml:"max_tool_rounds"`
 
 	MaxToolCallsPerRound int `toml:"max_tool_calls_per_round"`
+	// Prices are USD per million tokens, by model name.
+	Prices map[string]PriceConfig `toml:"prices"`
+}
+
+// PriceConfig is one [llm.prices."<model>"].
+type PriceConfig struct {
+	Input  float64 `toml:"input"`
+	Output float64 `toml:"output"`
+}
+
+// BudgetConfig is [budget]: daily token budgets, 0 = unlimited.
+type BudgetConfig struct {
+	DailyTokensPerPerson  int `toml:"daily_tokens_per_person"`
+	DailyTokensPerChannel int `toml:"daily_tokens_per_channel"`
+	DailyTokens           int `toml:"daily_tokens"`
 }
 
 // MCPConfig is [mcp]: the MCP servers agents take tools from.
@@ -256,6 +272,8 @@ type ChannelConfig struct {
 	ID     string   `toml:"id"`
 	Agents []string `toml:"agents"`
 	Start  string   `toml:"start"`
+	// DailyTokens overrides budget.daily_tokens_per_channel (0: that one).
+	DailyTokens int `toml:"daily_tokens"`
 }
 
 // ConversationConfig is [conversation].
@@ -631,6 +649,7 @@ func (c *Config) validate() error {
 	if _, ok := c.LLM.Profiles[c.Templates.JudgeProfile]; c.Templates.JudgeProfile != "" && !ok {
 		p.bad("templates.judge_profile", "%q is not a profile of [llm.profiles]", c.Templates.JudgeProfile)
 	}
+	c.validateCost(&p)
 	c.validateChannels(&p, static)
 	c.validateConversation(&p)
 	c.validateHTTP(&p)
@@ -1021,5 +1040,33 @@ func validatePolicy(key, policy, pattern string, bad func(string, string, ...any
 		}
 	} else if pattern != "" {
 		bad(key+".session_pattern", "only used with session_policy = \"pattern\"")
+	}
+}
+
+// validateCost checks [llm.prices] and [budget]: nothing negative, and a
+// price names a model.
+func (c *Config) validateCost(p *problems) {
+	for model, pr := range c.LLM.Prices {
+		key := fmt.Sprintf("llm.prices.%q", model)
+		if strings.TrimSpace(model) == "" {
+			p.bad(key, "must name a model")
+		}
+		if pr.Input < 0 || pr.Output < 0 {
+			p.bad(key, "prices must be >= 0 (USD per million tokens)")
+		}
+	}
+	for key, n := range map[string]int{
+		"budget.daily_tokens_per_person":  c.Budget.DailyTokensPerPerson,
+		"budget.daily_tokens_per_channel": c.Budget.DailyTokensPerChannel,
+		"budget.daily_tokens":             c.Budget.DailyTokens,
+	} {
+		if n < 0 {
+			p.bad(key, "must be >= 0 (0 = unlimited)")
+		}
+	}
+	for i, ch := range c.Channels {
+		if ch.DailyTokens < 0 {
+			p.bad(fmt.Sprintf("channels[%d].daily_tokens", i), "must be >= 0 (0 = the [budget] one)")
+		}
 	}
 }

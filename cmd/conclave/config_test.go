@@ -180,7 +180,7 @@ func collectPaths(prefix string, v any, out map[string]bool) {
 
 // wildcardParent tells which tables are keyed by operator-chosen names.
 func wildcardParent(p string) bool {
-	return p == "llm.profiles" || p == "agent_settings"
+	return p == "llm.profiles" || p == "llm.prices" || p == "agent_settings"
 }
 
 func typePaths(prefix string, t reflect.Type, out map[string]bool) {
@@ -298,6 +298,11 @@ func TestConfigValidationNamesKey(t *testing.T) {
 		{"clone scope", "[memory]\nclone_scope = \"team\"", "memory.clone_scope"},
 		{"trace retention", "[trace]\nretention = \"0s\"", "trace.retention: must be a positive duration"},
 		{"trace bound", "[trace]\nmax_bytes_per_conversation = 0", "trace.max_bytes_per_conversation: must be > 0"},
+		{"negative price", "[llm.prices.\"gpt-4o\"]\ninput = -1\noutput = 2", `llm.prices."gpt-4o": prices must be >= 0`},
+		{"price of no model", "[llm.prices.\" \"]\ninput = 1", `llm.prices." ": must name a model`},
+		{"negative person budget", "[budget]\ndaily_tokens_per_person = -5", "budget.daily_tokens_per_person: must be >= 0"},
+		{"negative workspace budget", "[budget]\ndaily_tokens = -1", "budget.daily_tokens: must be >= 0"},
+		{"negative channel budget", "[[channels]]\nid = \"C01\"\ndaily_tokens = -1", "channels[0].daily_tokens: must be >= 0"},
 		{"server name", "[[mcp.servers]]\nname = \"CRM\"\nurl = \"http://x/mcp\"", `mcp.servers[0].name: "CRM" must be [a-z0-9_-]+`},
 		{"server name with the separator", "[[mcp.servers]]\nname = \"crm__eu\"\nurl = \"http://x/mcp\"", `mcp.servers[0].name: "crm__eu" must not contain "__" (it joins server and tool names)`},
 		{"server twice", "[[mcp.servers]]\nname = \"crm\"\nurl = \"http://x/mcp\"\n[[mcp.servers]]\nname = \"crm\"\ncommand = [\"crm\"]", `mcp.servers[1].name: "crm" is used twice`},

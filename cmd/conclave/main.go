@@ -92,6 +92,7 @@ func commands() []command {
 		{"templates test", "run the conversations of tests/*.chat against a scripted model", runTemplatesTest},
 		{"memory hydrate", "append JSONL history to a memory session", runHydrate},
 		{"trace", "print a conversation's turns from a Slack link: prompts, requests, tools, timings", runTrace},
+		{"usage", "print the tokens, model calls and cost per person, channel, agent or model", runUsage},
 		{"tools list", "list each agent's MCP tools", runToolsList},
 		{"config print", "print the effective configuration, secrets masked", runConfigPrint},
 		{"healthcheck", "check the local bot's /healthz (for container health checks)", runHealthcheck},

@@ -30,6 +30,8 @@ type runMetrics struct {
 	turnSeconds    *prometheus.HistogramVec
 	waitSeconds    *prometheus.HistogramVec
 	tokens         *prometheus.CounterVec
+	cost           *prometheus.CounterVec
+	budgetUsed     *prometheus.GaugeVec
 	turnFailures   *prometheus.CounterVec
 	templateErrors *prometheus.CounterVec
 
@@ -61,8 +63,14 @@ func newRunMetrics(reg prometheus.Registerer) *runMetrics {
 			Buckets: prometheus.ExponentialBuckets(0.01, 2, 14),
 		}, []string{"role"}),
 		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "conclave_llm_tokens_total", Help: "Model tokens used, by agent, role and kind (prompt, completion).",
-		}, []string{"agent", "role", "kind"}),
+			Name: "conclave_llm_tokens_total", Help: "Model tokens the endpoints reported, by agent, model and direction (input, output).",
+		}, []string{"agent", "model", "direction"}),
+		cost: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "conclave_llm_cost_usd_total", Help: "Cost of the model tokens at the configured prices (llm.prices), in USD, by agent and model.",
+		}, []string{"agent", "model"}),
+		budgetUsed: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "conclave_budget_used_ratio", Help: "Share of a daily token budget used, by scope (person, channel, workspace), as the last turn to start found it.",
+		}, []string{"scope"}),
 		turnFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "conclave_turn_failures_total", Help: "Turns that failed, by role and phase.",
 		}, []string{"role", "phase"}),
@@ -105,10 +113,15 @@ func newRunMetrics(reg prometheus.Registerer) *runMetrics {
 		Name: "conclave_feedback_total",
 		Help: "Ratings given with the 👍/👎 buttons under agents' posts, by agent, role and value (positive, negative): a person's rating of a turn counts once, and a change moves it from one value to the other.",
 	}, []string{"agent", "role", "value"})
-	reg.MustRegister(m.turns, m.turnSeconds, m.waitSeconds, m.tokens, m.turnFailures, m.templateErrors,
+	reg.MustRegister(m.turns, m.turnSeconds, m.waitSeconds, m.tokens, m.cost, m.budgetUsed, m.turnFailures, m.templateErrors,
 		m.events, m.lockTries, m.lockSeconds, m.llmCalls, m.llmAttempts, m.llmAttemptTime, m.toolCalls, m.postsAbandoned,
 		m.feedback)
 	return m
+}
+
+// observeBudget is the engine's OnBudget hook.
+func (m *runMetrics) observeBudget(scope string, ratio float64) {
+	m.budgetUsed.WithLabelValues(scope).Set(ratio)
 }
 
 // observeFeedback is the engine's OnFeedback hook.
@@ -129,11 +142,12 @@ func (m *runMetrics) observeTurn(r agents.TurnReport) {
 	m.turns.WithLabelValues(r.Role, r.Phase, r.Outcome).Inc()
 	m.turnSeconds.WithLabelValues(r.Role).Observe(r.Duration.Seconds())
 	m.waitSeconds.WithLabelValues(r.Role).Observe(r.Wait.Seconds())
-	if r.PromptTokens > 0 {
-		m.tokens.WithLabelValues(r.Agent, r.Role, "prompt").Add(float64(r.PromptTokens))
-	}
-	if r.CompletionTokens > 0 {
-		m.tokens.WithLabelValues(r.Agent, r.Role, "completion").Add(float64(r.CompletionTokens))
+	for _, u := range r.Usage {
+		m.tokens.WithLabelValues(r.Agent, u.Model, "input").Add(float64(u.InputTokens))
+		m.tokens.WithLabelValues(r.Agent, u.Model, "output").Add(float64(u.OutputTokens))
+		if u.Priced {
+			m.cost.WithLabelValues(r.Agent, u.Model).Add(u.CostUSD)
+		}
 	}
 	if r.Outcome == "failed" {
 		m.turnFailures.WithLabelValues(r.Role, r.Phase).Inc()

@@ -401,7 +401,12 @@ func engineOptions(cfg Config, botUserID string) agents.Options {
 		MaxToolCallsPerRound: cfg.LLM.MaxToolCallsPerRound,
 	}
 	for _, ch := range cfg.Channels {
-		o.Channels = append(o.Channels, agents.ChannelConfig{ID: ch.ID, Agents: ch.Agents, Start: ch.Start})
+		o.Channels = append(o.Channels, agents.ChannelConfig{ID: ch.ID, Agents: ch.Agents, Start: ch.Start, DailyTokens: int64(ch.DailyTokens)})
+	}
+	o.Prices = pricesOf(cfg.LLM)
+	o.Budgets = agents.Budgets{
+		PerPerson: int64(cfg.Budget.DailyTokensPerPerson), PerChannel: int64(cfg.Budget.DailyTokensPerChannel),
+		Workspace: int64(cfg.Budget.DailyTokens),
 	}
 	for name, s := range cfg.AgentSetting {
 		o.Agents[strings.ToLower(name)] = agents.AgentSettings{LLMProfile: s.LLMProfile, SessionPolicy: s.SessionPolicy, SessionPattern: s.SessionPattern, Tools: s.Tools}
@@ -557,4 +562,13 @@ func startHub(ctx context.Context, hub *tools.Hub) (stop func()) {
 		stopTools()
 		done.Wait()
 	}
+}
+
+// pricesOf maps [llm.prices] onto the engine's prices.
+func pricesOf(c LLMConfig) map[string]agents.Price {
+	out := make(map[string]agents.Price, len(c.Prices))
+	for model, p := range c.Prices {
+		out[model] = agents.Price{Input: p.Input, Output: p.Output}
+	}
+	return out
 }

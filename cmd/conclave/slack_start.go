@@ -149,6 +149,8 @@ func (p *instance) buildSlack(s *slackSide) (*bot.Bot, error) {
 		Logger:   p.log,
 		OnTurn:   p.metrics.observeTurn,
 		Working:  working,
+		Spending: p.store,
+		OnBudget: p.metrics.observeBudget,
 
 		OnPostAbandoned: p.metrics.observePostAbandoned,
 		Traces:          p.store,

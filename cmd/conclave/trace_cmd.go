@@ -80,6 +80,7 @@ func runTrace(ctx context.Context, args []string, e env) error {
 		}
 		writeTurnBlock(escapingWriter{e.stdout}, t)
 	}
+	writeTraceTotal(e.stdout, traces)
 	return nil
 }
 
@@ -117,6 +118,38 @@ func escapeControls(s string) string {
 		}
 	}
 	return b.String()
+}
+
+// costOf is a turn's cost as the tokens line ends with it ("" unpriced).
+func costOf(usd *float64) string {
+	if usd == nil {
+		return ""
+	}
+	return fmt.Sprintf(", $%.6f", *usd)
+}
+
+// writeTraceTotal ends the turns with their sum; the cost when every
+// turn with tokens has one.
+func writeTraceTotal(w io.Writer, traces []agents.Trace) {
+	var in, out int64
+	calls := 0
+	var cost float64
+	priced := true
+	for _, t := range traces {
+		in += t.InputTokens
+		out += t.OutputTokens
+		calls += len(t.Calls)
+		if t.CostUSD != nil {
+			cost += *t.CostUSD
+		} else if t.InputTokens+t.OutputTokens > 0 {
+			priced = false
+		}
+	}
+	total := ""
+	if priced && in+out > 0 {
+		total = costOf(&cost)
+	}
+	fmt.Fprintf(w, "\ntotal     %d turn(s), %d in, %d out, %d model call(s)%s\n", len(traces), in, out, calls, total)
 }
 
 // positional takes the first argument that is neither a flag nor the
@@ -260,7 +293,7 @@ func writeTurnBlock(w io.Writer, t agents.Trace) {
 			out += c.Response.CompletionTokens
 		}
 	}
-	line("tokens", "%d in, %d out, %d model call(s)", in, out, len(t.Calls))
+	line("tokens", "%d in, %d out, %d model call(s)%s", in, out, len(t.Calls), costOf(t.CostUSD))
 	tm := t.Timings
 	steps := []struct {
 		name string

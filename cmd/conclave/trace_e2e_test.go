@@ -63,8 +63,11 @@ func TestTraceOfAConversation(t *testing.T) {
 		t.Fatalf("conclave trace: exit %d\n%s", code, stderr)
 	}
 	blocks := strings.Split(out, "\n\n")
-	if len(blocks) != 2 {
-		t.Fatalf("%d blocks, want one per turn:\n%s", len(blocks), out)
+	if len(blocks) != 3 {
+		t.Fatalf("%d blocks, want one per turn and the total:\n%s", len(blocks), out)
+	}
+	if !strings.HasPrefix(blocks[2], "total     2 turn(s), ") || !strings.Contains(blocks[2], "4 model call(s)") {
+		t.Errorf("the total does not sum the turns:\n%s", blocks[2])
 	}
 	for i, want := range [][]string{
 		{"turn " + traces[0].TurnID, claudineENS + " (expert)", "context-found", " ok\n", "tokens", "timings", "total ", "model ", "tools ", "post ",
@@ -342,7 +345,10 @@ func TestFeedbackButtons(t *testing.T) {
 		t.Fatalf("conclave trace: exit %d\n%s", code, stderr)
 	}
 	blocks := strings.Split(out, "\n\n")
-	last := blocks[len(blocks)-1]
+	if !strings.HasPrefix(blocks[len(blocks)-1], "total ") {
+		t.Errorf("the output does not end with the total:\n%s", out)
+	}
+	last := blocks[len(blocks)-2] // the last turn's, before the total
 	if !strings.Contains(last, "turn "+traces[2].TurnID) || !strings.Contains(last, "feedback  👎 negative by "+testPerson) || strings.Contains(last, "positive") {
 		t.Errorf("the answer's block does not show the one 👎 press:\n%s", last)
 	}

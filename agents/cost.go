@@ -1,0 +1,289 @@
+package agents
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/conclavehq/conclave/agents/llm"
+	"github.com/conclavehq/conclave/memory"
+)
+
+// Price is what a model costs, in USD per million tokens
+// ([llm.prices."<model>"]).
+type Price struct {
+	Input  float64
+	Output float64
+}
+
+// Cost is what in input and out output tokens cost at p, in USD.
+func (p Price) Cost(in, out int64) float64 {
+	return (float64(in)*p.Input + float64(out)*p.Output) / 1e6
+}
+
+// Budgets are the daily token budgets ([budget]); 0 is unlimited. A
+// channel's own budget ([[channels]] daily_tokens) is in its
+// ChannelConfig.
+type Budgets struct {
+	PerPerson  int64
+	PerChannel int64
+	Workspace  int64
+}
+
+// Spending reads today's usage counters, which commits write (memory's
+// stores implement it).
+type Spending interface {
+	// Spent reads today's (UTC) token totals of a person, a channel and
+	// the workspace.
+	Spent(ctx context.Context, person, channel string) (memory.Spent, error)
+}
+
+// ModelUsage is what a turn spent on one model, as the endpoint reported
+// it.
+type ModelUsage struct {
+	Model        string
+	InputTokens  int64
+	OutputTokens int64
+	Calls        int64
+	// CostUSD is the cost at the configured price; Priced is false when
+	// the model has none (CostUSD is then 0).
+	CostUSD float64
+	Priced  bool
+}
+
+// modelName is the model a request asks for: its own, else its
+// profile's.
+func modelName(m Model, req llm.Request) string {
+	if req.Model != "" {
+		return req.Model
+	}
+	if p, err := m.Profile(req.Profile); err == nil {
+		return p.Model
+	}
+	return ""
+}
+
+// spend adds one model call's tokens to the turn's usage. A call that
+// failed without a reply costs nothing and is not counted.
+func (c runner) spend(t *turn, model string, resp llm.Response, err error) {
+	if err != nil && resp.PromptTokens == 0 && resp.CompletionTokens == 0 {
+		return
+	}
+	in, out := int64(resp.PromptTokens), int64(resp.CompletionTokens)
+	var u *ModelUsage
+	for i := range t.report.Usage {
+		if t.report.Usage[i].Model == model {
+			u = &t.report.Usage[i]
+		}
+	}
+	if u == nil {
+		t.report.Usage = append(t.report.Usage, ModelUsage{Model: model})
+		u = &t.report.Usage[len(t.report.Usage)-1]
+	}
+	u.InputTokens += in
+	u.OutputTokens += out
+	u.Calls++
+	if p, ok := c.opts.Prices[model]; ok {
+		u.Priced = true
+		u.CostUSD += p.Cost(in, out)
+	}
+}
+
+// turnUsage is what a finished turn of a conversation in channel adds
+// to the usage counters, on behalf of the exchange's person.
+func turnUsage(t *turn, channel, person, name string) []memory.Usage {
+	if len(t.report.Usage) == 0 {
+		return nil
+	}
+	out := make([]memory.Usage, 0, len(t.report.Usage))
+	for _, u := range t.report.Usage {
+		if u.Model == "" {
+			continue
+		}
+		out = append(out, memory.Usage{
+			Person: person, PersonName: name, Channel: channel,
+			Agent: t.agent.EnsDomain, AgentName: t.agent.Name, Model: u.Model,
+			InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, Calls: u.Calls,
+		})
+	}
+	return out
+}
+
+// exchangePerson is the person whose message began the current exchange:
+// the one who reopened the thread, else the root's author, else the
+// first person who wrote ("" when none did).
+func exchangePerson(st *convState, conv memory.Conversation, msgs []memory.Message) (id, name string) {
+	byTS := func(ts string) (memory.Message, bool) {
+		for _, m := range msgs {
+			if m.TS == ts {
+				return m, true
+			}
+		}
+		return memory.Message{}, false
+	}
+	var opening []string
+	if len(st.SinceReopen) > 0 {
+		opening = append(opening, st.SinceReopen[0])
+	}
+	opening = append(opening, conv.ThreadTS)
+	for _, ts := range opening {
+		if m, ok := byTS(ts); ok && isPersonKind(m.Kind) && m.UserID != "" {
+			return m.UserID, m.Name
+		}
+	}
+	for _, m := range msgs {
+		if isPersonKind(m.Kind) && m.UserID != "" {
+			return m.UserID, m.Name
+		}
+	}
+	return "", ""
+}
+
+// Budget scopes, as the gauge and the logs name them.
+const (
+	budgetPerson    = "person"
+	budgetChannel   = "channel"
+	budgetWorkspace = "workspace"
+)
+
+// budgetWarnRatio is the share of a budget past which it is logged once.
+const budgetWarnRatio = 0.8
+
+// budgetUse is one budget as a turn's start finds it.
+type budgetUse struct {
+	scope string
+	limit int64
+	spent int64
+}
+
+// budgetsOf lists the budgets a turn of channel is held to, with what
+// today's counters hold, broadest first: the notice names the first one
+// spent. A budget of 0 is unlimited and left out.
+func budgetsOf(b Budgets, channelLimit int64, s memory.Spent, person string) []budgetUse {
+	var out []budgetUse
+	if b.Workspace > 0 {
+		out = append(out, budgetUse{budgetWorkspace, b.Workspace, s.Workspace})
+	}
+	if channelLimit > 0 {
+		out = append(out, budgetUse{budgetChannel, channelLimit, s.Channel})
+	}
+	if b.PerPerson > 0 && person != "" {
+		out = append(out, budgetUse{budgetPerson, b.PerPerson, s.Person})
+	}
+	return out
+}
+
+// spentBudget is the first budget used up ("" when none is).
+func spentBudget(uses []budgetUse) string {
+	for _, u := range uses {
+		if u.spent >= u.limit {
+			return u.scope
+		}
+	}
+	return ""
+}
+
+// budgetNotice is the thread's notice of a spent budget.
+func budgetNotice(scope string) string {
+	what := map[string]string{budgetWorkspace: "the workspace", budgetChannel: "this channel", budgetPerson: "your messages"}[scope]
+	return fmt.Sprintf("⚠️ The daily model budget of %s is spent; it resets at 00:00 UTC.", what)
+}
+
+// budgetKeeper checks the daily budgets before a turn starts. It
+// remembers the budgets past budgetWarnRatio already logged today, so
+// that each is logged once (per replica).
+type budgetKeeper struct {
+	budgets  Budgets
+	channels map[string]int64 // a channel's own budget ([[channels]] daily_tokens)
+	spending Spending         // nil: no budget is checked
+	onBudget func(scope string, ratio float64)
+
+	mu     sync.Mutex
+	logged map[string]bool // scope + group, for day
+	day    string
+}
+
+func newBudgetKeeper(o *Options, d *Deps) *budgetKeeper {
+	k := &budgetKeeper{budgets: o.Budgets, channels: map[string]int64{}, spending: d.Spending, onBudget: d.OnBudget}
+	for _, ch := range o.Channels {
+		if ch.DailyTokens > 0 {
+			k.channels[ch.ID] = ch.DailyTokens
+		}
+	}
+	return k
+}
+
+// channelBudget is a channel's daily budget: its own, else [budget]'s.
+func (k *budgetKeeper) channelBudget(channel string) int64 {
+	if n := k.channels[channel]; n > 0 {
+		return n
+	}
+	return k.budgets.PerChannel
+}
+
+// gates reports whether act starts a turn that budgets hold back.
+func (k *budgetKeeper) gates(act action) bool {
+	if k.spending == nil || k.budgets == (Budgets{}) && len(k.channels) == 0 {
+		return false
+	}
+	return act == actCall || act == actFacilitator || act == actConclude
+}
+
+// spent reads today's counters for a turn of person in channel and
+// returns the scope of the first budget spent ("" when none is). It
+// reports each budget's used share (OnBudget) and logs, once a day, a
+// budget past budgetWarnRatio.
+func (k *budgetKeeper) spent(ctx context.Context, channel, person string, now time.Time, log *slog.Logger) (string, error) {
+	s, err := k.spending.Spent(ctx, person, channel)
+	if err != nil {
+		return "", fmt.Errorf("agents: read today's usage: %w", err)
+	}
+	uses := budgetsOf(k.budgets, k.channelBudget(channel), s, person)
+	for _, u := range uses {
+		ratio := float64(u.spent) / float64(u.limit)
+		if k.onBudget != nil {
+			k.onBudget(u.scope, ratio)
+		}
+		group := map[string]string{budgetPerson: person, budgetChannel: channel}[u.scope]
+		if ratio >= budgetWarnRatio && k.firstToday(memory.UsageDay(now), u.scope, group) {
+			log.Warn("daily model budget 80% used", slog.String("scope", u.scope), slog.String("group", group),
+				slog.Int64("spent", u.spent), slog.Int64("limit", u.limit))
+		}
+	}
+	return spentBudget(uses), nil
+}
+
+// firstToday reports whether the budget of scope and group is noted for
+// the first time on day.
+func (k *budgetKeeper) firstToday(day, scope, group string) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.day != day {
+		k.day, k.logged = day, map[string]bool{}
+	}
+	key := scope + "\x00" + group
+	if k.logged[key] {
+		return false
+	}
+	k.logged[key] = true
+	return true
+}
+
+// usageTotals are a turn's tokens over its models and their cost, which
+// is known only when every model it called has a price.
+func usageTotals(us []ModelUsage) (in, out int64, cost *float64) {
+	var sum float64
+	priced := len(us) > 0
+	for _, u := range us {
+		in += u.InputTokens
+		out += u.OutputTokens
+		sum += u.CostUSD
+		priced = priced && u.Priced
+	}
+	if priced {
+		cost = &sum
+	}
+	return in, out, cost
+}
