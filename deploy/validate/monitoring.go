@@ -16,11 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
-// pendingMetrics are series the alerts and the dashboard read that the
-// cost and budget work registers in cmd/conclave; it is merged on its own.
-// A name here counts as registered; drop it once the source has it.
-var pendingMetrics = []string{"conclave_budget_used_ratio", "conclave_llm_cost_usd_total"}
-
 // metricName finds conclave's series in a PromQL expression.
 var metricName = regexp.MustCompile(`\bconclave_[a-z0-9_]+`)
 
@@ -33,13 +28,10 @@ var (
 
 // knownMetrics is every conclave_ name the repository's Go source (not
 // its tests, not deploy/) writes as a string, with the _bucket, _count and
-// _sum series of those it registers as histograms, plus pendingMetrics:
-// the series conclave can export.
+// _sum series of those it registers as histograms: the series conclave can
+// export.
 func knownMetrics(root string) (map[string]bool, error) {
 	known := map[string]bool{}
-	for _, name := range pendingMetrics {
-		known[name] = true
-	}
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error { // #nosec G703 -- the repository given on the command line, walked for its own source
 		switch {
 		case err != nil:
