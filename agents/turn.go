@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/conclavehq/conclave/agents/llm"
+	"github.com/conclavehq/conclave/agents/redact"
 	"github.com/conclavehq/conclave/ens"
 	"github.com/conclavehq/conclave/memory"
 	"github.com/conclavehq/conclave/templates"
@@ -174,13 +175,13 @@ var errTurnDeadline = errors.New("the turn passed its deadline")
 
 // ask calls the model, and the tools it calls, within what is left of the
 // turn's deadline (Options.TurnTimeout from its start). A partial reply is
-// marked (runner.markCut).
+// marked (markCut).
 func (c runner) ask(ctx context.Context, t *turn, req llm.Request) (string, error) {
 	resp, err := c.askResponse(ctx, t, req)
 	if err != nil {
 		return "", err
 	}
-	return c.markCut(resp), nil
+	return markCut(c.opts.Mask, resp), nil
 }
 
 // askResponse is ask, answering the model's response as it came.
@@ -197,12 +198,12 @@ func (c runner) askResponse(ctx context.Context, t *turn, req llm.Request) (llm.
 // filteredMark ends a reply the endpoint's content filter cut short.
 const filteredMark = "(cut by the model's content filter)"
 
-// markCut is a reply's text, masked and marked when it is partial: " …"
+// markCut is a reply's text, masked with mask and marked when it is partial: " …"
 // when the token limit cut it, the filteredMark when the content filter
 // did. A model that repeats a secret it was shown (a key in a tool's
 // result, an instruction) does not post it nor store it.
-func (c runner) markCut(resp llm.Response) string {
-	text := c.opts.Mask.String(resp.Content)
+func markCut(mask *redact.Masker, resp llm.Response) string {
+	text := mask.String(resp.Content)
 	if strings.TrimSpace(text) == "" {
 		return text
 	}
@@ -300,7 +301,7 @@ func (c runner) threading(ctx context.Context, t *turn, known []string) (threade
 	if err != nil {
 		return threaded{}, err
 	}
-	raw := c.markCut(resp)
+	raw := markCut(c.opts.Mask, resp)
 	reply, outcome, perr := parseThreading(raw)
 	if perr != nil {
 		c.log.Info("threading reply unreadable; retrying", slog.String(logAgent, a.EnsDomain), slog.Any(logError, perr))
