@@ -321,6 +321,9 @@ func (p *instance) startSlack(s *slackSide) error {
 		StreamMethod:    p.cfg.Slack.StreamMethod,
 		Registerer:      p.reg,
 		Tracer:          p.tracer,
+
+		DirectConversations: p.cfg.Slack.DMChannel != "",
+		SuggestedPrompts:    p.cfg.Slack.suggestedPrompts(),
 	}, p.log)
 	id, err := identify(s.runCtx, web, p.log)
 	if err != nil {
@@ -474,6 +477,7 @@ func engineOptions(cfg Config, botUserID string) agents.Options {
 		Feedback:         cfg.Slack.Feedback,
 		Replica:          replicaName(),
 		Secrets:          cfg.secretValues,
+		DirectChannel:    cfg.Slack.DMChannel,
 
 		MaxToolCallsPerRound: cfg.LLM.MaxToolCallsPerRound,
 	}
