@@ -132,13 +132,14 @@ func (e *Engine) load(ctx context.Context, lock memory.Lock, snap memory.Snapsho
 	}
 	c.roster = roster{agents: make(map[string]ens.Agent), registered: make(map[string]bool), resolve: e.resolve, log: c.log}
 	sort.SliceStable(c.msgs, func(i, j int) bool { return lessTS(c.msgs[i].TS, c.msgs[j].TS) })
+	home := e.opts.rosterOf(c.conv.Channel)
 	if added == nil {
-		if added, err = e.registry.ChannelAgents(ctx, c.conv.Channel); err != nil {
-			return nil, fmt.Errorf("agents: list agents of %s: %w", c.conv.Channel, err)
+		if added, err = e.registry.ChannelAgents(ctx, home); err != nil {
+			return nil, fmt.Errorf("agents: list agents of %s: %w", home, err)
 		}
 	}
-	names := e.channelNames(c.conv.Channel, added)
-	c.start = e.static[c.conv.Channel].Start
+	names := e.channelNames(home, added)
+	c.start = e.static[home].Start
 	if c.start == "" {
 		c.start = StartAll
 	}
@@ -326,6 +327,13 @@ func (c *convo) open(ctx context.Context, fresh []memory.Message) bool {
 		}
 	}
 	if root != nil && c.st.Status == statusNew && !c.st.Routed[root.TS] && startsOnRoot(c.inbound(*root), c.start, c.facilitator != "") {
+		c.st.Status = statusOpen
+		return true
+	}
+	// A direct message's thread that Slack opened (an assistant thread)
+	// has no root of the person's: their first message there stands for it.
+	if root == nil && c.st.Status == statusNew && len(fresh) > 0 && c.e.opts.rosterOf(c.conv.Channel) != c.conv.Channel &&
+		startsOnRoot(c.inbound(fresh[0]), c.start, c.facilitator != "") {
 		c.st.Status = statusOpen
 		return true
 	}

@@ -119,6 +119,13 @@ type Options struct {
 	BotUserID   string                   // conclave's own Slack user
 	BaseDomains []string                 // ens.base_domains; the first is canonical
 
+	// DirectChannel (slack.dm_channel), when set, names the configured
+	// channel whose agents hold the conversations of direct messages
+	// (channels "D…"): its roster, start rule, description and memory
+	// scopes are theirs, and a direct message in a thread conclave does
+	// not know starts a conversation.
+	DirectChannel string
+
 	ShutdownGrace time.Duration // shutdown_grace: time for in-flight turns after Run's context ends
 	LockTTL       time.Duration // per-conversation lock, renewed while a turn runs
 	SweepInterval time.Duration // how often Due is polled

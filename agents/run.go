@@ -75,7 +75,8 @@ func (e *Engine) record(ctx context.Context, ev Event) (Ticket, error) {
 		thread = ev.TS
 	}
 	id := ConversationID(ev.Team, ev.Channel, thread)
-	q := memory.Lookup{Channel: ev.Channel}
+	home := e.opts.rosterOf(ev.Channel)
+	q := memory.Lookup{Channel: home}
 	if ev.Kind == EventMessage {
 		if !isBotEvent(ev) {
 			q.User = ev.UserID
@@ -102,7 +103,7 @@ func (e *Engine) record(ctx context.Context, ev Event) (Ticket, error) {
 			return Ticket{}, fmt.Errorf("agents: look up message %s: %w", ev.TS, err)
 		}
 	}
-	names := e.channelNames(ev.Channel, found.ChannelAgents)
+	names := e.channelNames(home, found.ChannelAgents)
 	if len(names) == 0 {
 		return Ticket{}, nil
 	}
@@ -111,7 +112,7 @@ func (e *Engine) record(ctx context.Context, ev Event) (Ticket, error) {
 		return Ticket{}, e.recordChange(ctx, id, ev)
 	}
 	m := e.messageOf(ev, found.HumanAgent)
-	if thread != ev.TS && !found.Exists && len(findMentions(m.Text, e.forms(names))) == 0 && len(attemptedNames(m.Text, e.opts.BaseDomains)) == 0 {
+	if thread != ev.TS && !found.Exists && home == ev.Channel && len(findMentions(m.Text, e.forms(names))) == 0 && len(attemptedNames(m.Text, e.opts.BaseDomains)) == 0 {
 		return Ticket{}, nil // a thread conclave does not know, naming nobody
 	}
 	if _, err := e.inbound.RecordMessage(ctx, conv, m, ev.ID); err != nil {
@@ -135,7 +136,7 @@ func (e *Engine) intake(ev Event, conv memory.Conversation, q memory.Lookup) mem
 		Message:           e.messageOf(ev, ""),
 		EventID:           ev.ID,
 		Lookup:            q,
-		NeedChannelAgents: len(e.static[ev.Channel].Agents) == 0,
+		NeedChannelAgents: len(e.static[q.Channel].Agents) == 0,
 		NeedUnpaired:      q.User != "",
 		NeedExists:        conv.ThreadTS != ev.TS,
 	}
@@ -393,7 +394,7 @@ func (e *Engine) process(runCtx, turnCtx context.Context, t task) {
 	defer e.cpu.give()
 	log := e.log.With(slog.String(logConversation, t.id))
 	for runCtx.Err() == nil {
-		lock, snap, found, err := e.convs.AcquireAndLoad(turnCtx, t.id, e.opts.LockTTL, memory.Lookup{Channel: t.channel})
+		lock, snap, found, err := e.convs.AcquireAndLoad(turnCtx, t.id, e.opts.LockTTL, memory.Lookup{Channel: e.opts.rosterOf(t.channel)})
 		if errors.Is(err, memory.ErrLocked) {
 			return
 		}

@@ -3,6 +3,7 @@ package agents
 import (
 	"context"
 	"log/slog"
+	"strings"
 
 	"github.com/conclavehq/conclave/agents/llm"
 	"github.com/conclavehq/conclave/ens"
@@ -19,9 +20,19 @@ func (c *convo) expertNamespace(name string) string {
 // conversation of channel.
 func expertNamespace(o *Options, channel, name string) string {
 	if o.SessionScope == ScopeChannel {
-		return ExpertNamespace(name, channel)
+		return ExpertNamespace(name, o.rosterOf(channel))
 	}
 	return ExpertNamespace(name, "")
+}
+
+// rosterOf is the channel whose agents, start rule, description and memory
+// scopes a conversation of channel has: DirectChannel for a direct
+// message when it is set, else channel itself.
+func (o *Options) rosterOf(channel string) string {
+	if o.DirectChannel != "" && strings.HasPrefix(channel, "D") {
+		return o.DirectChannel
+	}
+	return channel
 }
 
 // humanOf is the human a clone or human agent stands for: a clone's

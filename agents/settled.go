@@ -56,7 +56,7 @@ func (e *Engine) settled(ctx context.Context, team, channel, threadTS string, bu
 	if busy {
 		return false, nil
 	}
-	list, err := e.ChannelAgents(ctx, channel)
+	list, err := e.ChannelAgents(ctx, e.opts.rosterOf(channel))
 	if err != nil {
 		return false, err
 	}

@@ -132,7 +132,7 @@ func (c view) members(ctx context.Context, self ens.Agent) []templates.Member {
 // data fills the template fields of a turn of agent a that sees visible.
 func (c view) data(ctx context.Context, a ens.Agent, visible []memory.Message, sessionID string, count int) templates.Data {
 	max := c.opts.MaxMessageChars
-	desc, err := c.chat.ChannelDescription(ctx, c.conv.Channel)
+	desc, err := c.chat.ChannelDescription(ctx, c.opts.rosterOf(c.conv.Channel))
 	if err != nil {
 		c.log.Warn("channel description", slog.Any(logError, err))
 	}

@@ -100,6 +100,13 @@ type Options struct {
 	StreamMethod string
 	// Now is the clock of native streams; nil: time.Now.
 	Now func() time.Time
+	// DirectConversations (set with slack.dm_channel): a person's direct
+	// message to conclave is recorded as a message of a conversation, as
+	// a channel's are, instead of being answered with the help.
+	DirectConversations bool
+	// SuggestedPrompts (slack.suggested_prompts, at most 4) are offered
+	// when a person opens an assistant thread with conclave.
+	SuggestedPrompts []SuggestedPrompt
 
 	HTTPClient *http.Client          // optional
 	Registerer prometheus.Registerer // optional: Slack metrics are registered here

@@ -88,7 +88,7 @@ func (b *Bot) handleEnvelope(ctx context.Context, req socketmode.Request) {
 	if req.RetryAttempt > 0 {
 		log = log.With(slog.Int("retry_attempt", req.RetryAttempt), slog.String("retry_reason", req.RetryReason))
 	}
-	ev, skip, err := decodeMessage(req.Payload, b.web.identity())
+	ev, skip, err := decodeMessageIn(req.Payload, b.web.identity(), b.opts.DirectConversations)
 	switch {
 	case err != nil:
 		// It will not decode better next time: acknowledge and drop it.
@@ -99,7 +99,11 @@ func (b *Bot) handleEnvelope(ctx context.Context, req socketmode.Request) {
 	case skip == skipDirect || skip == skipNotMessage:
 		if d, ok := decodeDirect(req.Payload, b.web.identity()); ok {
 			b.ack(ctx, req, nil)
-			b.handleDirect(ctx, d)
+			if d.Kind == DirectThreadStarted {
+				b.offerPrompts(ctx, d)
+			} else {
+				b.handleDirect(ctx, d)
+			}
 			return
 		}
 		fallthrough
@@ -312,6 +316,13 @@ var contentSubtypes = map[string]bool{
 // not for the handler. self is conclave's own identity, whose posts are
 // skipped.
 func decodeMessage(payload []byte, self Identity) (agents.Event, skipReason, error) {
+	return decodeMessageIn(payload, self, false)
+}
+
+// decodeMessageIn is decodeMessage that, with im, also decodes the
+// messages of a person's direct message with conclave (a "D…" channel;
+// group DMs stay skipped).
+func decodeMessageIn(payload []byte, self Identity, im bool) (agents.Event, skipReason, error) {
 	var outer struct {
 		Type      string          `json:"type"`
 		TeamID    string          `json:"team_id"`
@@ -337,7 +348,9 @@ func decodeMessage(payload []byte, self Identity) (agents.Event, skipReason, err
 		return agents.Event{}, skipNotMessage, nil
 	}
 	if m.ChannelType == "im" || m.ChannelType == "mpim" || strings.HasPrefix(m.Channel, "D") {
-		return agents.Event{}, skipDirect, nil
+		if !im || m.ChannelType == "mpim" || !strings.HasPrefix(m.Channel, "D") {
+			return agents.Event{}, skipDirect, nil
+		}
 	}
 	ev := agents.Event{ID: outer.EventID, Team: outer.TeamID, Channel: m.Channel, At: agents.TSTime(m.EventTS)}
 	if ev.Team == "" {

@@ -18,16 +18,18 @@ type DirectKind int
 
 // The kinds of direct events.
 const (
-	DirectMessage    DirectKind = iota + 1 // a person wrote to conclave's bot in a DM
-	DirectHomeOpened                       // a person opened conclave's App Home tab
+	DirectMessage       DirectKind = iota + 1 // a person wrote to conclave's bot in a DM
+	DirectHomeOpened                          // a person opened conclave's App Home tab
+	DirectThreadStarted                       // a person opened an assistant thread with conclave
 )
 
 // Direct is an event addressed to conclave itself rather than to a
 // channel's agents.
 type Direct struct {
-	Kind    DirectKind
-	User    string
-	Channel string // the DM channel (DirectMessage)
+	Kind     DirectKind
+	User     string
+	Channel  string // the DM channel (DirectMessage, DirectThreadStarted)
+	ThreadTS string // the assistant thread (DirectThreadStarted)
 }
 
 // DirectHandler answers direct events. The envelope is acknowledged before
@@ -70,7 +72,8 @@ func decodeDirect(payload []byte, self Identity) (Direct, bool) {
 		Type  string `json:"type"`
 		Event struct {
 			wireMessage
-			Tab string `json:"tab"`
+			Tab    string          `json:"tab"`
+			Thread assistantThread `json:"assistant_thread"`
 		} `json:"event"`
 	}
 	if json.Unmarshal(payload, &outer) != nil || outer.Type != "event_callback" {
@@ -80,6 +83,8 @@ func decodeDirect(payload []byte, self Identity) (Direct, bool) {
 	switch {
 	case ev.Type == "app_home_opened" && ev.User != "" && (ev.Tab == "home" || ev.Tab == ""):
 		return Direct{Kind: DirectHomeOpened, User: ev.User}, true
+	case ev.Type == "assistant_thread_started" && ev.Thread.ChannelID != "" && ev.Thread.ThreadTS != "":
+		return Direct{Kind: DirectThreadStarted, User: ev.Thread.UserID, Channel: ev.Thread.ChannelID, ThreadTS: ev.Thread.ThreadTS}, true
 	case ev.Type == "message" && ev.ChannelType == "im" && ev.Subtype == "" && ev.User != "" &&
 		ev.BotID == "" && !isOwn(&ev.wireMessage, self):
 		return Direct{Kind: DirectMessage, User: ev.User, Channel: ev.Channel}, true

@@ -22,7 +22,7 @@ import (
 var RequiredScopes = []string{
 	"chat:write", "chat:write.customize", "reactions:write",
 	"channels:history", "groups:history", "channels:read", "groups:read",
-	"users:read", "commands", "im:history",
+	"users:read", "commands", "im:history", "assistant:write",
 }
 
 // WebAPI is the Web API side of the transport: it implements agents.Chat

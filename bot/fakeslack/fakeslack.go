@@ -37,7 +37,7 @@ const (
 var DefaultScopes = []string{
 	"chat:write", "chat:write.customize", "reactions:write",
 	"channels:history", "groups:history", "channels:read", "groups:read",
-	"users:read", "commands", "im:history",
+	"users:read", "commands", "im:history", "assistant:write",
 }
 
 // Route chooses the connection an envelope goes to when the sender does not.

@@ -114,6 +114,10 @@ type SlackConfig struct {
 	Status bool `toml:"status"`
 	// Feedback buttons: answers, all or off.
 	Feedback string `toml:"feedback"`
+	// Direct messages: the [[channels]] entry whose agents hold them, and
+	// the prompts offered when one opens (see config_dm.go).
+	DMChannel        string                  `toml:"dm_channel"`
+	SuggestedPrompts []SuggestedPromptConfig `toml:"suggested_prompts"`
 }
 
 // LLMProfileConfig holds the keys of [llm] that a named profile may set.
@@ -651,6 +655,7 @@ func (c *Config) validate() error {
 	}
 	c.validateCost(&p)
 	c.validateChannels(&p, static)
+	c.validateDirect(&p)
 	c.validateConversation(&p)
 	c.validateHTTP(&p)
 	c.validateLog(&p)

@@ -396,6 +396,7 @@ func engineOptions(cfg Config, botUserID string) agents.Options {
 		Feedback:           cfg.Slack.Feedback,
 		Replica:            replicaName(),
 		Mask:               cfg.masker(),
+		DirectChannel:      cfg.Slack.DMChannel,
 		TemplateVars:       cfg.Templates.Vars,
 
 		MaxToolCallsPerRound: cfg.LLM.MaxToolCallsPerRound,

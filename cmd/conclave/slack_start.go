@@ -126,6 +126,9 @@ func (p *instance) buildSlack(s *slackSide) (*bot.Bot, error) {
 		StreamMethod:    p.cfg.Slack.StreamMethod,
 		Registerer:      p.reg,
 		Tracer:          p.tracer,
+
+		DirectConversations: p.cfg.Slack.DMChannel != "",
+		SuggestedPrompts:    p.cfg.Slack.suggestedPrompts(),
 	}, p.log)
 	id, err := identify(s.runCtx, web, p.log, s.failed)
 	if err != nil {
