@@ -87,6 +87,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"Ping", testPing},
 	}
 	tests = append(tests, traceTests...)
+	tests = append(tests, manageTests...)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
