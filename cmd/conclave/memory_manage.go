@@ -75,8 +75,18 @@ func (f memoryFlags) open(ctx context.Context, cmd string, e env) (memoryTarget,
 	}
 	return memoryTarget{
 		agent: agent, namespace: namespace, store: store,
-		log: newLogger(cfg.Log, maskingWriter(e.stderr, cfg)), by: whoRan(e),
+		log: newLogger(auditLog(cfg.Log), maskingWriter(e.stderr, cfg)), by: whoRan(e),
 	}, nil
+}
+
+// auditLog is c lowered to INFO when it is set above: who read or removed
+// a customer's memory is always logged.
+func auditLog(c LogConfig) LogConfig {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(c.Level)); err == nil && level > slog.LevelInfo {
+		c.Level = "info"
+	}
+	return c
 }
 
 // declaredAgent reports whether the configuration declares the agent.

@@ -19,7 +19,8 @@ import (
 func TestMemoryManageCommands(t *testing.T) {
 	db := redistest.New(t)
 	cfgDir := writeFiles(t, map[string]string{
-		"config.toml": cliConfig + "\n[memory]\nkey_prefix = \"" + db.Prefix + "\"\n",
+		// The audit lines are written whatever the level.
+		"config.toml": cliConfig + "\n[log]\nlevel = \"warn\"\n\n[memory]\nkey_prefix = \"" + db.Prefix + "\"\n",
 	})
 	environ := map[string]string{"CONCLAVE_CONFIG": filepath.Join(cfgDir, "config.toml"), "REDIS_URL": db.URL}
 	store := db.Store(t, memory.Options{})
