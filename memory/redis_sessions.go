@@ -70,13 +70,9 @@ func (r *redisSessions) ReadSession(ctx context.Context, namespace, key string, 
 	if err != nil {
 		return nil, fmt.Errorf("memory: read session %q of %s: %w", key, namespace, err)
 	}
-	out := make([]SessionEntry, 0, len(bodies))
-	for _, body := range bodies {
-		var e SessionEntry
-		if err := json.Unmarshal([]byte(body), &e); err != nil {
-			return nil, fmt.Errorf("memory: read session %q of %s: %w", key, namespace, err)
-		}
-		out = append(out, e)
+	out, err := decodeEntries(bodies)
+	if err != nil {
+		return nil, fmt.Errorf("memory: read session %q of %s: %w", key, namespace, err)
 	}
 	return out, nil
 }

@@ -8,6 +8,9 @@
 //	conclave templates render   print exactly what the model would receive
 //	conclave templates test     run the repository's prompt tests (tests/*.chat)
 //	conclave memory hydrate     load history into an agent's memory session
+//	conclave memory list        list an agent's memory sessions
+//	conclave memory show        print a memory session
+//	conclave memory forget      remove a memory session and its traces
 //	conclave tools list         list each agent's MCP tools
 //	conclave config print       print the effective configuration
 //	conclave healthcheck        exit 0 when the local bot answers /healthz
@@ -91,6 +94,9 @@ func commands() []command {
 		{"templates render", "print the request the model would receive", runTemplatesRender},
 		{"templates test", "run the conversations of tests/*.chat against a scripted model", runTemplatesTest},
 		{"memory hydrate", "append JSONL history to a memory session", runHydrate},
+		{"memory list", "list an agent's memory sessions: key, entries, size, last update", runMemoryList},
+		{"memory show", "print a memory session's entries (memory show --agent A KEY)", runMemoryShow},
+		{"memory forget", "remove a memory session, its index entries and its conversations' traces", runMemoryForget},
 		{"trace", "print a conversation's turns from a Slack link: prompts, requests, tools, timings", runTrace},
 		{"usage", "print the tokens, model calls and cost per person, channel, agent or model", runUsage},
 		{"tools list", "list each agent's MCP tools", runToolsList},

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -33,22 +32,28 @@ func runHydrate(ctx context.Context, args []string, e env) error {
 	if err != nil {
 		return err
 	}
-	if cfg.Memory.RedisURL == "" {
-		return errors.New("memory hydrate: memory.redis_url is not set; the in-process store lives only inside a running conclave, so there is nothing to hydrate")
-	}
-	names, err := ens.NewNames(cfg.ENS.BaseDomains)
+	entries, err := readJSONL(*file, e)
 	if err != nil {
 		return err
 	}
-	agent, err := names.Parse(*agentName)
+	store, agent, err := openMemoryStore(ctx, "memory hydrate", cfg, *agentName)
 	if err != nil {
-		return fmt.Errorf("memory hydrate: --agent: %w", err)
+		return err
 	}
-	if w := hydrateUnread(cfg, agent.Canonical, *group != ""); w != "" {
+	defer store.Close()
+	if w := hydrateUnread(cfg, agent, *group != ""); w != "" {
 		fmt.Fprintln(e.stderr, "warning: memory hydrate: "+w)
 	}
-	namespace, key := agent.Canonical, *session
+	namespace, err := memoryNamespace(cfg, agent, *channel, *group != "")
+	if err != nil {
+		return err
+	}
+	key := *session
 	if *group != "" {
+		names, err := ens.NewNames(cfg.ENS.BaseDomains)
+		if err != nil {
+			return err
+		}
 		var members []string
 		for _, g := range strings.Split(*group, ",") {
 			n, err := names.Parse(strings.TrimSpace(g))
@@ -58,31 +63,7 @@ func runHydrate(ctx context.Context, args []string, e env) error {
 			members = append(members, humanOfStatic(cfg, n.Canonical))
 		}
 		key = agents.GroupSessionID(members)
-		// Group sessions live under the human's namespace, where its twin
-		// reads them too.
-		namespace = humanOfStatic(cfg, agent.Canonical)
-		if cfg.Memory.CloneScope != agents.ScopeWorkspace {
-			if *channel == "" {
-				return fmt.Errorf("%w: --group needs --channel with memory.clone_scope = \"channel\" (a group's memory is kept per channel)", errUsage)
-			}
-			namespace = agents.CloneNamespace(&agents.Options{CloneScope: cfg.Memory.CloneScope}, namespace, *channel)
-		}
-	} else if *channel != "" {
-		if cfg.Expert.SessionScope != "channel" {
-			return fmt.Errorf("%w: --channel only applies with expert.session_scope = \"channel\"", errUsage)
-		}
-		namespace = agents.ExpertNamespace(agent.Canonical, *channel)
 	}
-
-	entries, err := readJSONL(*file, e)
-	if err != nil {
-		return err
-	}
-	store, err := memory.NewRedis(ctx, redisOptions(cfg.Memory))
-	if err != nil {
-		return err
-	}
-	defer store.Close()
 	if err := memory.Hydrate(ctx, store, namespace, key, entries, time.Now()); err != nil {
 		return err
 	}

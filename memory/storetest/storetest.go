@@ -88,6 +88,7 @@ func Run(t *testing.T, newStore Factory) {
 	}
 	tests = append(tests, traceTests...)
 	tests = append(tests, usageTests...)
+	tests = append(tests, manageTests...)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
