@@ -1,0 +1,93 @@
+package agents
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/conclavehq/conclave/templates"
+)
+
+// .Request is the message that began the exchange: the facilitator asks the
+// person a question and the person answers; the next default and the
+// conclusion still work from the opening message, in the first exchange
+// and after a reopening. The person's answer is what they added.
+func TestRequestIsTheExchangeOpening(t *testing.T) {
+	r := newRig(t)
+	rec := recordData(r)
+	r.model.on(elen, templates.PromptDefault, "🧭 Which claim number?", "🧭 :end:", "🧭 Which policy?", "🧭 :end:")
+	r.model.on(elen, templates.PromptConclude, "🧭 Claim CLM-2025-00177 is covered.", "🧭 The deductible is 500.")
+	root := r.send("", "U1", "Alice", "Is my claim covered?")
+	r.settle()
+	r.send(root.TS, "U1", "Alice", "CLM-2025-00177")
+	r.settle()
+	r.send(root.TS, "U1", "Alice", "And what is the deductible?")
+	r.settle()
+	r.send(root.TS, "U1", "Alice", "P-9")
+	r.settle()
+
+	for _, tt := range []struct {
+		prompt  string
+		i       int
+		request string
+	}{
+		{templates.PromptDefault, 0, "Is my claim covered?"},
+		{templates.PromptDefault, 1, "Is my claim covered?"},
+		{templates.PromptConclude, 0, "Is my claim covered?"},
+		{templates.PromptDefault, 2, "And what is the deductible?"},
+		{templates.PromptDefault, 3, "And what is the deductible?"},
+		{templates.PromptConclude, 1, "And what is the deductible?"},
+	} {
+		d := rec.get(t, elen, tt.prompt, tt.i)
+		if d.Request.Content != tt.request || d.Request.Author.Name() != "Alice" {
+			t.Errorf("%s %d: request %q by %q, want %q by Alice", tt.prompt, tt.i, d.Request.Content, d.Request.Author.Name(), tt.request)
+		}
+	}
+	// The field that was already there keeps its meaning: the person's answer.
+	if d := rec.get(t, elen, templates.PromptDefault, 1); d.LatestPersonRequest.Content != "CLM-2025-00177" {
+		t.Errorf("LatestPersonRequest %q, want the person's answer", d.LatestPersonRequest.Content)
+	}
+}
+
+// The built-in default and conclude quote .Request as the request to answer
+// and the person's answer as what they added, each once.
+func TestBuiltinPromptsQuoteTheRequest(t *testing.T) {
+	r := newRig(t, withBuiltinTemplates)
+	r.model.on(elen, templates.PromptDefault, "🧭 Which claim number?", "🧭 :end:", "🧭 Which policy?", "🧭 :end:")
+	r.model.on(elen, templates.PromptConclude, "🧭 Covered.", "🧭 500.")
+	root := r.send("", "U1", "Alice", "Is my claim covered?")
+	r.settle()
+	r.send(root.TS, "U1", "Alice", "CLM-2025-00177")
+	r.settle()
+	r.send(root.TS, "U1", "Alice", "And what is the deductible?")
+	r.settle()
+	r.send(root.TS, "U1", "Alice", "P-9")
+	r.settle()
+
+	last := func(prompt string, i int) string {
+		calls := r.model.calls(elen, prompt)
+		if len(calls) <= i {
+			t.Fatalf("%d %s requests, want more than %d", len(calls), prompt, i)
+		}
+		msgs := calls[i].Messages
+		return msgs[len(msgs)-1].Content
+	}
+	for _, tt := range []struct {
+		prompt         string
+		i              int
+		request, added string
+	}{
+		{templates.PromptDefault, 1, "Is my claim covered?", "CLM-2025-00177"},
+		{templates.PromptConclude, 0, "Is my claim covered?", "CLM-2025-00177"},
+		{templates.PromptDefault, 3, "And what is the deductible?", "P-9"},
+		{templates.PromptConclude, 1, "And what is the deductible?", "P-9"},
+	} {
+		p := last(tt.prompt, tt.i)
+		want := `The request to answer, from Alice: "` + tt.request + `".`
+		if !strings.Contains(p, want) || strings.Count(p, tt.request) != 1 {
+			t.Errorf("%s %d does not quote the request once:\n%s", tt.prompt, tt.i, p)
+		}
+		if !strings.Contains(p, `What the people added since: Alice: "`+tt.added+`".`) || strings.Count(p, tt.added) != 1 {
+			t.Errorf("%s %d does not quote the person's answer once as added:\n%s", tt.prompt, tt.i, p)
+		}
+	}
+}
