@@ -264,7 +264,7 @@ func TestCloneGroupFromParticipants(t *testing.T) {
 	// Naming Paul makes him take part, and the group another.
 	root := r.send("", "U1", "Alice", paul+" and "+twin+", Friday?")
 	r.settle()
-	if got, want := r.state(root.TS).Group, GroupSessionID([]string{paul, tina}); got != want {
+	if got, want := r.state(root.TS).Group, GroupSessionID([]string{elen, paul, tina}); got != want {
 		t.Errorf("group with Paul named %q, want %q", got, want)
 	}
 }

@@ -91,3 +91,31 @@ func TestBuiltinPromptsQuoteTheRequest(t *testing.T) {
 		}
 	}
 }
+
+// The clone's group always counts the channel's facilitator: a twin named
+// directly and the same twin called by the facilitator share one group,
+// and the second reads what the first said.
+func TestCloneGroupCountsTheFacilitator(t *testing.T) {
+	r := newRig(t, func(r *rig) { r.opts.Channels = []ChannelConfig{{ID: chanA, Agents: []string{elen, twin}}} })
+	r.model.on(twin, templates.PromptDefault, "Tina is free on Friday afternoon.", "As I said, Friday afternoon.")
+	r.model.on(elen, templates.PromptDefault, "🧭 :end:", "🧭 "+twin+" when is Tina free?", "🧭 :end:")
+	direct := r.send("", "U1", "Alice", twin+" are you free on Friday?")
+	r.settle()
+	called := r.send("", "U2", "Bob", "When could we meet Tina?")
+	r.settle()
+
+	g1, g2 := r.state(direct.TS).Group, r.state(called.TS).Group
+	if g1 == "" || g1 != g2 {
+		t.Fatalf("groups %q and %q, want one", g1, g2)
+	}
+	if want := GroupSessionID([]string{elen, tina}); g1 != want {
+		t.Errorf("group %q, want %q (the facilitator and the twin's human)", g1, want)
+	}
+	calls := r.model.calls(twin, templates.PromptDefault)
+	if len(calls) != 2 {
+		t.Fatalf("%d twin turns, want 2", len(calls))
+	}
+	if indexOf(calls[1], "Tina is free on Friday afternoon.") < 0 {
+		t.Errorf("the twin called by the facilitator does not read what it said when named:\n%s", strings.Join(contents(calls[1]), "\n"))
+	}
+}
