@@ -308,6 +308,22 @@ func (m *machine) cancelQueue() {
 	m.st.Calls = nil
 }
 
+// noteCancelled leaves the facilitator a history note for each call the
+// conclusion cancels (SPEC §14.2): a queued expert or clone turn, a human
+// agent's pending call. The notes are dated at the conversation's last
+// activity, so they follow the messages they answer.
+func (m *machine) noteCancelled() {
+	at := m.st.LastActivity
+	for _, q := range m.st.Queue {
+		if q.Agent != m.facilitator {
+			m.addNote(fmt.Sprintf("(%s did not answer: the call was cancelled when the conversation concluded)", q.Agent), at, false)
+		}
+	}
+	for _, call := range m.st.Calls {
+		m.addNote(fmt.Sprintf("(%s did not answer: the call was cancelled when the conversation concluded)", call.Agent), at, false)
+	}
+}
+
 // dequeued releases the working reaction of the messages a queued turn
 // answers.
 func (m *machine) dequeued(q queuedTurn) {
@@ -320,6 +336,7 @@ func (m *machine) dequeued(q queuedTurn) {
 // facilitator runs conclude next, or, without one, the conversation ends
 // at once, silently (true).
 func (m *machine) requestConclude(r *concludeRequest) bool {
+	m.noteCancelled()
 	m.cancelQueue()
 	m.settleFacilitator()
 	if m.facilitator == "" {
