@@ -148,3 +148,21 @@ func TestCancelledCallsLeaveNotes(t *testing.T) {
 		t.Errorf("queue %v, calls %v: not cancelled", m.st.Queue, m.st.Calls)
 	}
 }
+
+// An agent name that no agent of the channel has, written by the
+// facilitator, leaves it a history note in its next request.
+func TestUnknownNameLeavesANote(t *testing.T) {
+	r := newRig(t)
+	const zed = "zed.acme.137.protocol6022.eth"
+	r.model.on(elen, templates.PromptDefault, "🧭 "+zed+", is claim C42 covered?", "🧭 :end:")
+	r.send("", "U1", "Alice", "Is claim C42 covered?")
+	r.settle()
+	defaults := r.model.calls(elen, templates.PromptDefault)
+	if len(defaults) < 2 {
+		t.Fatalf("%d facilitator turns, want a second one after the unknown name", len(defaults))
+	}
+	note := "(" + zed + " reaches no one; no agent of this channel has that name)"
+	if !slices.ContainsFunc(contents(defaults[1]), func(s string) bool { return strings.Contains(s, note) }) {
+		t.Errorf("the second request lacks %q:\n%s", note, strings.Join(contents(defaults[1]), "\n"))
+	}
+}
