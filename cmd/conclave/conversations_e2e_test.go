@@ -253,7 +253,9 @@ func TestExpertsThatCannotAnswerWakeTheFacilitator(t *testing.T) {
 
 // TestThreadingOffersKnownKeys: in a first conversation the expert binds
 // C45653; in a second, its threading prompt lists that key, so that the
-// customer is remembered under one key.
+// customer is remembered under one key; the second message writes it
+// another way (c-45653), as a known key is bound only when the messages
+// write it (SPEC §14.2).
 func TestThreadingOffersKnownKeys(t *testing.T) {
 	db := redistest.New(t)
 	r := newRig(t, fakeslack.Options{EchoPosts: true})
@@ -267,7 +269,7 @@ func TestThreadingOffersKnownKeys(t *testing.T) {
 
 	r.slack.SendMessage(fakeslack.Message{Channel: testChannel, User: testPerson, Text: claudineENS + ", where does customer C45653 live?"})
 	r.waitPosts(t, p, 2)
-	r.slack.SendMessage(fakeslack.Message{Channel: testChannel, User: testPerson, Text: claudineENS + ", and the ACME customer from last week?"})
+	r.slack.SendMessage(fakeslack.Message{Channel: testChannel, User: testPerson, Text: claudineENS + ", and customer c-45653's claims?"})
 	r.waitPosts(t, p, 4)
 	threadings := requestsOf(r, model, "Claudine/context-not-found")
 	if len(threadings) != 2 {
@@ -279,6 +281,7 @@ func TestThreadingOffersKnownKeys(t *testing.T) {
 	if got := lastPrompt(threadings[1]); !strings.Contains(got, "Keys you already have, most recently used first: C45653.") {
 		t.Errorf("the second threading prompt does not offer the known key:\n%s", got)
 	}
+	checkPosts(t, r.slack, "Claudine: 📚 C45653 moved to Lyon.", "Elen: 🧭 Noted.", "Claudine: 📚 Still in Lyon.", "Elen: 🧭 Noted again.")
 }
 
 // storedConcluded reports whether the stored state of thread's
