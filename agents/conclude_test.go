@@ -217,17 +217,18 @@ func TestGuardConclusionIsDueAtOnce(t *testing.T) {
 	}
 }
 
-// In a reopened thread, a facilitator reply that is only :end: closes it
-// again silently when no other agent took a turn since: ✅ back, no
-// conclude turn, no post. Once an expert answered the follow-up, a reply
-// of only a signature and :end: asks for the conclusion and posts nothing
-// before it. Outside a reopened thread, :end: alone concludes as always.
+// In a reopened thread, a facilitator reply that is only :end: runs the
+// conclusion, and a conclusion that is only :end: closes the thread again
+// silently: ✅ back, no post. Once an expert answered the follow-up, a
+// reply of only a signature and :end: asks for the conclusion and posts
+// nothing before it. Outside a reopened thread, :end: alone concludes as
+// always.
 func TestAcknowledgementClosesSilently(t *testing.T) {
 	r := newRig(t)
 	r.model.on(elen, templates.PromptDefault, ":end:", " :end: ", cora+" and claim C2?", "🧭 :end:")
 	r.model.on(cora, templates.PromptContextNotFound, threading("C2", ""))
 	r.model.on(cora, templates.PromptContextFound, "C2 is covered.")
-	r.model.on(elen, templates.PromptConclude, "Summary.", "Follow-up answer.")
+	r.model.on(elen, templates.PromptConclude, "Summary.", " :end: ", "Follow-up answer.")
 	root := r.send("", "U1", "Alice", "Is claim C1 covered?")
 	r.settle()
 	if st := r.state(root.TS); st.Status != statusConcluded || len(r.model.calls(elen, templates.PromptConclude)) != 1 {
@@ -240,8 +241,8 @@ func TestAcknowledgementClosesSilently(t *testing.T) {
 	if st.Status != statusConcluded || st.Reopened || !r.chat.reacted(root.TS, "white_check_mark") {
 		t.Errorf("after thanks: status %q, reopened %v, ✅ %v", st.Status, st.Reopened, r.chat.reacted(root.TS, "white_check_mark"))
 	}
-	if n := len(r.model.calls(elen, templates.PromptConclude)); n != 1 {
-		t.Errorf("%d conclude turns after thanks, want 1", n)
+	if n := len(r.model.calls(elen, templates.PromptConclude)); n != 2 {
+		t.Errorf("%d conclude turns after thanks, want 2", n)
 	}
 	if got := r.chat.texts(); !slices.Equal(got, []string{"Elen: Summary."}) {
 		t.Errorf("posts after thanks %q", got)

@@ -789,16 +789,9 @@ func (s turnStep) facilitator(ctx context.Context) error {
 		c.st.Recent = remember(c.st.Recent, rest)
 	}
 	if hadEnd {
-		r := &concludeRequest{Reason: concludeByEnd, EndReply: text, PrevPrompt: prompt}
-		// In a reopened thread, a reply without words acknowledges
-		// ("thanks"): the machine decides whether it closes silently.
-		closed := c.m.facilitatorEnd(!hasWords(rest), r)
+		// :end: always concludes (SPEC §14.2); conclude may close silently.
+		c.m.requestConclude(&concludeRequest{Reason: concludeByEnd, EndReply: text, PrevPrompt: prompt})
 		c.react(ctx)
-		if closed {
-			c.log.Info("conversation closed again without a conclusion")
-			t.report.Outcome = "empty"
-			return nil
-		}
 		if !hasWords(rest) {
 			rest = "" // a lone signature ("🧭 :end:") is not worth a post
 		}
@@ -816,7 +809,7 @@ func (s turnStep) conclude(ctx context.Context) error {
 	r := c.st.Conclude
 	f, ok := c.agents[c.roster.facilitator]
 	if !ok {
-		c.m.concluded(c.e.now(), false)
+		c.m.concluded(c.e.now(), false, false)
 		c.react(ctx)
 		return nil
 	}
@@ -829,14 +822,19 @@ func (s turnStep) conclude(ctx context.Context) error {
 		t.report.Outcome = "cancelled"
 		return ctx.Err()
 	}
-	c.m.concluded(c.e.now(), true)
+	// A conclusion without words (only :end:, emoji or white space) closes
+	// silently: nothing is posted, the root still gets its ✅.
+	rest, _ := stripEnd(text)
+	silent := err == nil && !hasWords(rest)
+	c.m.concluded(c.e.now(), true, silent)
 	c.react(ctx)
-	c.log.Info("conversation concluded", slog.String("reason", r.Reason))
+	c.log.Info("conversation concluded", slog.String("reason", r.Reason), slog.Bool("silent", silent))
 	if err != nil {
 		return s.failed(ctx, t, err)
 	}
-	if strings.TrimSpace(text) == "" {
+	if silent {
 		t.report.Outcome = "empty"
+		return nil
 	}
 	return s.post(ctx, t, f, t.id, text, pendingPost{Conclusion: true})
 }
@@ -853,7 +851,7 @@ func (s turnStep) refuse(ctx context.Context, scope, person string) error {
 		// whose working reaction concluded takes off.
 		c.m.requestConclude(&concludeRequest{Reason: concludeByBudget})
 	}
-	c.m.concluded(now, true)
+	c.m.concluded(now, true, false)
 	c.react(ctx)
 	c.log.Info("conversation concluded", slog.String("reason", concludeByBudget), slog.String("scope", scope))
 	key := "budget:" + scope + ":" + memory.UsageDay(now)

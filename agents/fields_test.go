@@ -160,8 +160,9 @@ func TestGroupIDFrozen(t *testing.T) {
 	r.send(root.TS, "UX", "Xavi", "hi, I joined late")
 	r.send(root.TS, "U1", "Alice", twin+" what do you think?")
 	r.settle()
-	// Frozen at Tina's root, when only she had taken part.
-	want := GroupSessionID([]string{tina})
+	// Frozen at Tina's root, when only she (and the channel's facilitator,
+	// always counted) had taken part.
+	want := GroupSessionID([]string{elen, tina})
 	if got := r.state(root.TS).Group; got != want {
 		t.Errorf("group %q, want %q (frozen at first use)", got, want)
 	}

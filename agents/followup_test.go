@@ -48,6 +48,7 @@ func TestLatestPersonRequest(t *testing.T) {
 	r := newRig(t)
 	rec := recordData(r)
 	r.model.on(elen, templates.PromptDefault, "🧭 :end:", ":end:", cora+" is claim C2 covered?", "🧭 :end:")
+	r.model.on(elen, templates.PromptConclude, "C1 is covered.", ":end:", "C2 is covered too.")
 	r.model.on(cora, templates.PromptContextNotFound, threading("C2", ""))
 	r.model.on(cora, templates.PromptContextFound, "C2 is covered.")
 	root := r.send("", "U1", "Alice", "Is claim C1 covered?")
@@ -73,6 +74,7 @@ func TestLatestPersonRequest(t *testing.T) {
 	}
 	for i, want := range []struct{ request, reason string }{
 		{"Is claim C1 covered?", templates.ConcludeEnd},
+		{"thanks!", templates.ConcludeEnd},
 		{"And claim C2?", templates.ConcludeEnd},
 	} {
 		d := rec.get(t, elen, templates.PromptConclude, i)
@@ -80,8 +82,8 @@ func TestLatestPersonRequest(t *testing.T) {
 			t.Errorf("conclusion %d: person request %q, reason %q; want %q, %q", i+1, d.LatestPersonRequest.Content, d.ConcludeReason, want.request, want.reason)
 		}
 	}
-	if n := len(r.model.calls(elen, templates.PromptConclude)); n != 2 {
-		t.Errorf("%d conclusions, want 2 (a person's :end: in a concluded thread reopens nothing)", n)
+	if n := len(r.model.calls(elen, templates.PromptConclude)); n != 3 {
+		t.Errorf("%d conclusions, want 3 (a person's :end: in a concluded thread reopens nothing)", n)
 	}
 	if d := rec.get(t, cora, templates.PromptContextFound, 0); d.ConcludeReason != "" {
 		t.Errorf("ConcludeReason outside conclude = %q", d.ConcludeReason)
@@ -137,25 +139,48 @@ func TestConcludeReason(t *testing.T) {
 	}
 }
 
-// In a reopened thread, a facilitator reply without words closes it
-// silently exactly when no other agent took a turn since the reopening
-// message, whichever way it is spelt; otherwise the conclusion runs.
-func TestSilentCloseDecidedByTurns(t *testing.T) {
+// :end: always concludes (SPEC §14.2): after a conclusion, a follow-up the
+// facilitator answers with a wordless :end: gets conclude's answer posted;
+// a "thanks" answered :end: by the facilitator and by conclude posts
+// nothing, and the root keeps its ✅. Whichever way :end: is spelt.
+func TestEndAlwaysConcludes(t *testing.T) {
 	for _, end := range []string{":end:", "🧭 :end:"} {
-		t.Run(end+"/acknowledgement", func(t *testing.T) {
+		t.Run(end+"/a follow-up the thread answers", func(t *testing.T) {
 			r := newRig(t)
 			r.model.on(elen, templates.PromptDefault, "🧭 :end:", end)
-			r.model.on(elen, templates.PromptConclude, "Summary.", "You're welcome.")
+			r.model.on(elen, templates.PromptConclude, "C1 is covered; the deductible is 500.", "The deductible is 500.")
 			root := r.send("", "U1", "Alice", "Is claim C1 covered?")
 			r.settle()
-			r.send(root.TS, "U1", "Alice", "thanks!")
+			r.send(root.TS, "U1", "Alice", "what was the deductible again?")
+			r.settle()
+			if n := len(r.model.calls(elen, templates.PromptConclude)); n != 2 {
+				t.Errorf("%d conclusions, want 2: the follow-up is answered", n)
+			}
+			want := []string{"Elen: C1 is covered; the deductible is 500.", "Elen: The deductible is 500."}
+			if got := r.chat.texts(); !slices.Equal(got, want) {
+				t.Errorf("posts %q\nwant %q", got, want)
+			}
+			if st := r.state(root.TS); st.Status != statusConcluded || !r.reacted(root.TS, "white_check_mark") {
+				t.Errorf("status %q; want concluded again, with ✅", st.Status)
+			}
+		})
+		t.Run(end+"/an acknowledgement", func(t *testing.T) {
+			r := newRig(t)
+			r.model.on(elen, templates.PromptDefault, "🧭 :end:", end)
+			r.model.on(elen, templates.PromptConclude, "Summary.", end)
+			root := r.send("", "U1", "Alice", "Is claim C1 covered?")
+			r.settle()
+			thanks := r.send(root.TS, "U1", "Alice", "thanks!")
 			r.settle()
 			st := r.state(root.TS)
 			if st.Status != statusConcluded || st.Reopened || !r.reacted(root.TS, "white_check_mark") {
 				t.Errorf("status %q, reopened %v; want concluded again, with ✅", st.Status, st.Reopened)
 			}
-			if n := len(r.model.calls(elen, templates.PromptConclude)); n != 1 {
-				t.Errorf("%d conclusions, want 1: the thanks closes silently", n)
+			if !slices.Contains(st.Acknowledged, thanks.TS) {
+				t.Errorf("acknowledged %v, want the thanks (%s)", st.Acknowledged, thanks.TS)
+			}
+			if n := len(r.model.calls(elen, templates.PromptConclude)); n != 2 {
+				t.Errorf("%d conclusions, want 2: conclude decides the thanks needs no post", n)
 			}
 			if got := r.chat.texts(); !slices.Equal(got, []string{"Elen: Summary."}) {
 				t.Errorf("posts %q, want the first conclusion alone", got)
@@ -239,7 +264,7 @@ func TestCloneGroupFromParticipants(t *testing.T) {
 	// Naming Paul makes him take part, and the group another.
 	root := r.send("", "U1", "Alice", paul+" and "+twin+", Friday?")
 	r.settle()
-	if got, want := r.state(root.TS).Group, GroupSessionID([]string{paul, tina}); got != want {
+	if got, want := r.state(root.TS).Group, GroupSessionID([]string{elen, paul, tina}); got != want {
 		t.Errorf("group with Paul named %q, want %q", got, want)
 	}
 }
@@ -338,40 +363,32 @@ func TestKeyFromAToolIsBound(t *testing.T) {
 	}
 }
 
-// The machine's rule for a wordless :end: in a reopened thread: silent
-// exactly when no agent but the facilitator took a turn since the
-// reopening, and then the people's messages since are acknowledgements.
-func TestFacilitatorEndInAReopenedThread(t *testing.T) {
+// A wordless conclusion in a reopened thread makes the people's messages
+// since the reopening acknowledgements; one with words, or in a thread
+// never concluded, leaves them requests.
+func TestWordlessConclusionAcknowledges(t *testing.T) {
 	tests := []struct {
-		name       string
-		reopened   bool
-		noWords    bool
-		agentTurns map[string]int
-		silent     bool
+		name     string
+		reopened bool
+		silent   bool
+		want     []string
 	}{
-		{"an acknowledgement", true, true, map[string]int{elen: 1}, true},
-		{"after an expert's turn", true, true, map[string]int{elen: 2, cora: 1}, false},
-		{"with words", true, false, map[string]int{elen: 1}, false},
-		{"never concluded", false, true, map[string]int{elen: 1}, false},
+		{"an acknowledgement", true, true, []string{"5.0", "6.0"}},
+		{"with words", true, false, nil},
+		{"never concluded", false, true, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			st := &convState{Status: statusOpen, Reopened: tt.reopened, SinceReopen: []string{"5.0", "6.0"},
-				AgentTurns: tt.agentTurns, Routed: map[string]bool{}, Working: map[string]int{}, Noticed: map[string]bool{}}
-			for _, n := range tt.agentTurns {
-				st.Turns += n
-			}
+				Conclude: &concludeRequest{Reason: concludeByEnd}, AgentTurns: map[string]int{elen: 1},
+				Routed: map[string]bool{}, Working: map[string]int{}, Noticed: map[string]bool{}}
 			m := &machine{st: st, lim: limits{MaxTurns: 40, MaxQueued: 10}, facilitator: elen}
-			silent := m.facilitatorEnd(tt.noWords, &concludeRequest{Reason: concludeByEnd})
-			if silent != tt.silent {
-				t.Fatalf("closed silently = %v, want %v", silent, tt.silent)
+			m.concluded(time.Unix(100, 0), true, tt.silent)
+			if st.Status != statusConcluded || st.Conclude != nil || st.SinceReopen != nil || st.Reopened {
+				t.Errorf("status %q, conclude %v, since reopen %v, reopened %v", st.Status, st.Conclude, st.SinceReopen, st.Reopened)
 			}
-			if tt.silent {
-				if st.Status != statusConcluded || st.Conclude != nil || !slices.Equal(st.Acknowledged, []string{"5.0", "6.0"}) || st.SinceReopen != nil {
-					t.Errorf("after a silent close: status %q, conclude %v, acknowledged %v, since reopen %v", st.Status, st.Conclude, st.Acknowledged, st.SinceReopen)
-				}
-			} else if st.Conclude == nil || len(st.Acknowledged) != 0 {
-				t.Errorf("no conclusion asked for (%v), or acknowledgements recorded (%v)", st.Conclude, st.Acknowledged)
+			if !slices.Equal(st.Acknowledged, tt.want) {
+				t.Errorf("acknowledged %v, want %v", st.Acknowledged, tt.want)
 			}
 		})
 	}

@@ -127,3 +127,32 @@ func checkKey(key string, ps placeholders, pattern *regexp.Regexp) (string, stri
 	}
 	return picked, ""
 }
+
+// keyWritten reports whether one of texts writes key, up to case, spaces,
+// dashes and underscores, with no digit glued to a side of it that ends in
+// a digit: "c-45653" writes C45653, "C456530" and "C45654" do not.
+func keyWritten(key string, texts []string) bool {
+	k := normaliseKey(key)
+	if k == "" {
+		return false
+	}
+	isDigit := func(b byte) bool { return '0' <= b && b <= '9' }
+	for _, text := range texts {
+		n := normaliseKey(text)
+		for from := 0; ; {
+			i := strings.Index(n[from:], k)
+			if i < 0 {
+				break
+			}
+			i += from
+			end := i + len(k)
+			before := i > 0 && isDigit(k[0]) && isDigit(n[i-1])
+			after := end < len(n) && isDigit(k[len(k)-1]) && isDigit(n[end])
+			if !before && !after {
+				return true
+			}
+			from = i + 1
+		}
+	}
+	return false
+}

@@ -75,9 +75,10 @@ func TestCloneAnswersWithHumanHistory(t *testing.T) {
 	if len(calls) != 1 {
 		t.Fatalf("clone turns = %d, want 1", len(calls))
 	}
-	// Both conversations have Tina's group: she alone wrote the first
-	// before it was frozen, and the second names her twin.
-	group := GroupSessionID([]string{tina})
+	// Both conversations have Tina's group, with the channel's facilitator:
+	// she alone wrote the first before it was frozen, and the second names
+	// her twin.
+	group := GroupSessionID([]string{elen, tina})
 	req := calls[0]
 	if !strings.Contains(lastUser(req), "session="+group+"|") {
 		t.Errorf("clone session: %q, want %s", lastUser(req), group)

@@ -308,6 +308,22 @@ func (m *machine) cancelQueue() {
 	m.st.Calls = nil
 }
 
+// noteCancelled leaves the facilitator a history note for each call the
+// conclusion cancels (SPEC §14.2): a queued expert or clone turn, a human
+// agent's pending call. The notes are dated at the conversation's last
+// activity, so they follow the messages they answer.
+func (m *machine) noteCancelled() {
+	at := m.st.LastActivity
+	for _, q := range m.st.Queue {
+		if q.Agent != m.facilitator {
+			m.addNote(fmt.Sprintf("(%s did not answer: the call was cancelled when the conversation concluded)", q.Agent), at, false)
+		}
+	}
+	for _, call := range m.st.Calls {
+		m.addNote(fmt.Sprintf("(%s did not answer: the call was cancelled when the conversation concluded)", call.Agent), at, false)
+	}
+}
+
 // dequeued releases the working reaction of the messages a queued turn
 // answers.
 func (m *machine) dequeued(q queuedTurn) {
@@ -320,6 +336,7 @@ func (m *machine) dequeued(q queuedTurn) {
 // facilitator runs conclude next, or, without one, the conversation ends
 // at once, silently (true).
 func (m *machine) requestConclude(r *concludeRequest) bool {
+	m.noteCancelled()
 	m.cancelQueue()
 	m.settleFacilitator()
 	if m.facilitator == "" {
@@ -463,37 +480,16 @@ func (m *machine) facilitatorDone(wake []string, now time.Time) {
 	m.st.touch(now)
 }
 
-// facilitatorEnd handles a facilitator reply that held :end:. In a thread a
-// person reopened, a reply without words (:end:, with or without a
-// signature emoji) closes it again silently (true) when no other agent
-// took a turn since the reopening message: what the people wrote since
-// was an acknowledgement. Otherwise the conclusion r is asked for.
-func (m *machine) facilitatorEnd(noWords bool, r *concludeRequest) (closedSilently bool) {
-	st := m.st
-	if st.Reopened && noWords && m.othersTurns() == 0 {
-		m.cancelQueue()
-		m.settleFacilitator()
-		st.Status = statusConcluded
-		st.Reopened = false
-		st.Acknowledged = append(st.Acknowledged, st.SinceReopen...)
-		st.SinceReopen = nil
-		m.fx = append(m.fx, reactionChange{Done: true, Add: true})
-		return true
-	}
-	m.requestConclude(r)
-	return false
-}
-
-// othersTurns counts the turns of agents other than the facilitator since
-// the start or the reopening message (restart resets the counters then).
-func (m *machine) othersTurns() int {
-	return m.st.Turns - m.st.AgentTurns[m.facilitator]
-}
-
 // concluded ends the conclusion (run or failed): the conversation is
 // concluded, its queue and calls dropped; with done, the root gets the ✅.
-func (m *machine) concluded(now time.Time, done bool) {
+// A conclusion without words (silent) posts nothing: in a reopened thread,
+// the people's messages since the reopening were acknowledgements, never
+// requests again (.LatestPersonRequest).
+func (m *machine) concluded(now time.Time, done, silent bool) {
 	st := m.st
+	if silent && st.Reopened {
+		st.Acknowledged = append(st.Acknowledged, st.SinceReopen...)
+	}
 	trigger := ""
 	if st.Conclude != nil {
 		trigger = st.Conclude.Trigger

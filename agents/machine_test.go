@@ -494,8 +494,8 @@ func TestMachineTurns(t *testing.T) {
 		m := newMachine(t, mFac)
 		m.receive(byPerson("1.1", "cora?", false, namedExp), true, mT0)
 		r := &concludeRequest{Reason: concludeByEnd, EndReply: "bye :end:", PrevPrompt: "p"}
-		if m.facilitatorEnd(false, r) {
-			t.Fatal("closed silently")
+		if m.requestConclude(r) {
+			t.Fatal("closed without a conclusion")
 		}
 		if m.st.Conclude != r || len(m.st.Queue) != 0 || m.st.Status != statusOpen {
 			t.Errorf("conclude %+v, queue %v, status %q", m.st.Conclude, queued(m), m.st.Status)
@@ -504,24 +504,14 @@ func TestMachineTurns(t *testing.T) {
 			t.Error("the conclusion is not what runs next")
 		}
 	})
-	t.Run(":end: alone in a reopened thread closes it silently", func(t *testing.T) {
+	t.Run(":end: alone in a reopened thread concludes too", func(t *testing.T) {
 		m := newMachine(t, mFac)
 		m.st.Reopened = true
-		if !m.facilitatorEnd(true, &concludeRequest{Reason: concludeByEnd}) {
-			t.Fatal("not closed silently")
+		if m.requestConclude(&concludeRequest{Reason: concludeByEnd}) || m.st.Conclude == nil || m.st.Status != statusOpen {
+			t.Errorf("conclude %+v, status %q", m.st.Conclude, m.st.Status)
 		}
-		if m.st.Status != statusConcluded || m.st.Reopened || m.st.Conclude != nil {
-			t.Errorf("status %q, reopened %v, conclude %+v", m.st.Status, m.st.Reopened, m.st.Conclude)
-		}
-		if fx := m.takeEffects(); !slices.Equal(fx, []reactionChange{done(true)}) {
-			t.Errorf("effects %+v", fx)
-		}
-	})
-	t.Run(":end: with words in a reopened thread concludes again", func(t *testing.T) {
-		m := newMachine(t, mFac)
-		m.st.Reopened = true
-		if m.facilitatorEnd(false, &concludeRequest{Reason: concludeByEnd}) || m.st.Conclude == nil {
-			t.Errorf("conclude %+v", m.st.Conclude)
+		if m.next(now) != actConclude {
+			t.Error("the conclusion is not what runs next")
 		}
 	})
 	t.Run("the conclusion ends the conversation", func(t *testing.T) {
@@ -530,7 +520,7 @@ func TestMachineTurns(t *testing.T) {
 		m.receive(byPerson("1.2", "thanks :end:", true), true, mT0)
 		m.st.Reopened = true
 		m.takeEffects()
-		m.concluded(now, true)
+		m.concluded(now, true, false)
 		st := m.st
 		if st.Status != statusConcluded || st.Reopened || st.Conclude != nil || len(st.Queue) != 0 || len(st.Calls) != 0 || !st.LastActivity.Equal(now) {
 			t.Errorf("state %+v", st)
@@ -545,7 +535,7 @@ func TestMachineTurns(t *testing.T) {
 	t.Run("a conclusion with no facilitator to run it adds no ✅", func(t *testing.T) {
 		m := newMachine(t, mFac)
 		m.st.Conclude = &concludeRequest{Reason: concludeByTimeout}
-		m.concluded(now, false)
+		m.concluded(now, false, false)
 		if fx := m.takeEffects(); len(fx) != 0 || m.st.Status != statusConcluded {
 			t.Errorf("effects %+v, status %q", fx, m.st.Status)
 		}

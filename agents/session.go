@@ -48,8 +48,11 @@ func humanOf(a ens.Agent) string {
 // freezing it at first use (at the latest a clone's first turn): the
 // agents that took part in the conversation so far, as the authors of its
 // routed messages or named in them (human agents who wrote among them),
-// each clone counted as its human. Agents of the channel that took no part
-// are not in it, so adding one to the channel changes no group.
+// each clone counted as its human, and the channel's facilitator whether
+// or not it spoke before the clone (SPEC §14.2): a twin named directly and
+// the same twin called by the facilitator share one memory. Other agents
+// of the channel that took no part are not in it, so adding one to the
+// channel changes no group.
 func (c *convo) groupID() string {
 	if c.st.Group != "" {
 		return c.st.Group
@@ -61,6 +64,9 @@ func (c *convo) groupID() string {
 		return name // a human agent, or an agent no longer served
 	}
 	var names []string
+	if c.facilitator != "" {
+		names = append(names, c.facilitator)
+	}
 	for _, m := range c.msgs {
 		if !c.st.Routed[m.TS] {
 			continue

@@ -80,13 +80,12 @@ type convState struct {
 	// Conclude is a conclusion waiting to run.
 	Conclude *concludeRequest `json:"conclude,omitempty"`
 	// Reopened: a person reopened the concluded thread, which has not
-	// concluded again since. A facilitator reply without words (:end:,
-	// with or without a signature) then closes it silently, unless
-	// another agent took a turn since (machine.facilitatorEnd).
+	// concluded again since. A conclude reply without words then closes
+	// it silently (machine.concluded).
 	Reopened bool `json:"reopened,omitempty"`
 	// SinceReopen lists the messages people and human agents wrote since
 	// the thread was reopened, the reopening one first; Acknowledged, the
-	// messages of reopenings that closed silently: acknowledgements, which
+	// messages of reopenings whose conclusion had no words: acknowledgements, which
 	// are not requests (.LatestPersonRequest).
 	SinceReopen  []string `json:"since_reopen,omitempty"`
 	Acknowledged []string `json:"acknowledged,omitempty"`

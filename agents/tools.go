@@ -125,6 +125,7 @@ func (c runner) runTools(ctx context.Context, t *turn, offered []llm.Tool, calls
 	}
 	for i, call := range calls {
 		if ran[i] {
+			t.toolResults = append(t.toolResults, results[i])
 			t.notes = append(t.notes, turnNote{text: fmt.Sprintf("(used %s)", call.Name), at: c.now()})
 			t.report.ToolCalls++
 		}

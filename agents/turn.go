@@ -82,6 +82,9 @@ type turn struct {
 	// the messages its replies were streamed in.
 	notes    []turnNote
 	streamed map[string]streamMark
+	// toolResults are the results of the tools it ran: a threading key
+	// may be written there instead of in the messages (keyWritten).
+	toolResults []string
 }
 
 // turnNote is a history line a turn adds, never posted: a tool it used.
@@ -337,17 +340,27 @@ func (c runner) threading(ctx context.Context, t *turn, known []string) (threade
 			return th, nil
 		}
 	}
+	// A key the expert already has is bound only when the messages it
+	// sees or its tools' results write it (SPEC §14.2): a model must not
+	// "correct" C45654 to a known C45653.
+	written := func(key string) bool {
+		texts := slices.Clone(t.toolResults)
+		for _, m := range visible {
+			texts = append(texts, m.Text)
+		}
+		return keyWritten(key, texts)
+	}
 	var key, refused string
 	if why == keyHasSpaces {
 		// A phrase may still name a session the expert has (matching
 		// ignores blanks); it never starts one.
-		key, refused, err = c.chooseSession(ctx, a, wrote, false)
+		key, refused, err = c.chooseSession(ctx, a, wrote, false, written)
 		if err == nil && key == "" {
 			c.log.Warn("threading key refused", slog.String(logAgent, a.EnsDomain), slog.String("key", wrote), slog.String("why", why))
 			refused = fmt.Sprintf("its key %q was refused: %s", wrote, why)
 		}
 	} else {
-		key, refused, err = c.chooseSession(ctx, a, reply.Session, true)
+		key, refused, err = c.chooseSession(ctx, a, reply.Session, true, written)
 	}
 	switch {
 	case err != nil:
@@ -363,8 +376,9 @@ func (c runner) threading(ctx context.Context, t *turn, known []string) (threade
 
 // chooseSession matches a threading key against the expert's sessions and
 // applies its new-session policy (mayStart false: no new session). "" leaves the expert unbound; refused
-// then says why when the policy refused a new session.
-func (c runner) chooseSession(ctx context.Context, a ens.Agent, key string, mayStart bool) (session, refused string, err error) {
+// then says why when the policy refused a new session, or when the session
+// matched is not written where the expert could read it (written false).
+func (c runner) chooseSession(ctx context.Context, a ens.Agent, key string, mayStart bool, written func(string) bool) (session, refused string, err error) {
 	if key == "" {
 		return "", "", nil
 	}
@@ -378,6 +392,11 @@ func (c runner) chooseSession(ctx context.Context, a ens.Agent, key string, mayS
 		if kind != matchExact {
 			c.log.Info("session matched", slog.String(logAgent, a.EnsDomain), slog.String("key", key),
 				slog.String("session", match), slog.String("match", kind), slog.Float64("score", score))
+		}
+		if !written(match) {
+			c.log.Warn("known key not written in the messages nor a tool result; refused", slog.String(logAgent, a.EnsDomain),
+				slog.String("key", key), slog.String("session", match))
+			return "", fmt.Sprintf("its key %q is one it knows, but no message nor tool result writes it", match), nil
 		}
 		return match, "", nil
 	}

@@ -180,25 +180,67 @@ func (c view) data(ctx context.Context, a ens.Agent, visible []memory.Message, s
 			break
 		}
 	}
+	d.Request = d.InitialRequest
+	if m, ok := c.exchangeRequest(visible); ok {
+		d.Request = request(m)
+	}
 	return d
+}
+
+// exchangeRequest is .Request for an agent that sees visible: the message
+// that began the current exchange when the agent sees it, else the first
+// message of the exchange it sees that is not an answer (an expert's,
+// clone's or human agent's reply) nor a bare :end:. A person's answer to
+// the facilitator's question comes after the opening message, so it is
+// never the request while the opening message is there.
+func (c view) exchangeRequest(visible []memory.Message) (memory.Message, bool) {
+	inExchange := c.inExchange()
+	var opening string
+	for _, m := range c.msgs {
+		if inExchange[m.TS] && c.isPersonRequest(m) {
+			opening = m.TS
+			break
+		}
+	}
+	for _, m := range visible {
+		if m.TS == opening {
+			return m, true
+		}
+	}
+	for _, m := range visible {
+		if !inExchange[m.TS] || m.Kind == kindHuman || m.Kind == kindBot ||
+			(m.Kind == kindAgent && m.Agent != c.facilitator) || (m.Kind == kindPerson && !c.isPersonRequest(m)) {
+			continue
+		}
+		return m, true
+	}
+	return memory.Message{}, false
+}
+
+// inExchange tells, per message ts of the thread, whether it belongs to
+// the current exchange: from the message that began it (the root, or the
+// person's message that last reopened the thread) on; every message when
+// the reopening message is gone.
+func (c view) inExchange() map[string]bool {
+	in := make(map[string]bool, len(c.msgs))
+	started := c.st.ExchangeStart == ""
+	for _, m := range c.msgs {
+		started = started || m.TS == c.st.ExchangeStart
+		in[m.TS] = started
+	}
+	if !started {
+		for ts := range in {
+			in[ts] = true
+		}
+	}
+	return in
 }
 
 // discussion is .Messages for an agent that sees visible, and how many of
 // them belong to the current exchange: those from the message that began
 // it (the root, or the person's message that last reopened the thread).
 func (c view) discussion(ctx context.Context, visible []memory.Message) ([]templates.Message, int) {
-	inExchange := make(map[string]bool, len(c.msgs))
-	started := c.st.ExchangeStart == ""
-	for _, m := range c.msgs {
-		started = started || m.TS == c.st.ExchangeStart
-		inExchange[m.TS] = started
-	}
-	if !started { // the reopening message is gone from the thread
-		clear(inExchange)
-		for _, m := range c.msgs {
-			inExchange[m.TS] = true
-		}
-	}
+	inExchange := c.inExchange()
 	out := make([]templates.Message, len(visible))
 	count := 0
 	for i, m := range visible {

@@ -19,7 +19,7 @@ type shape int
 const (
 	shapeAny      shape = iota // unknown: not checked
 	shapeData                  // the root
-	shapeRequest               // InitialRequest, LatestRequest, LatestPersonRequest
+	shapeRequest               // InitialRequest, LatestRequest, LatestPersonRequest, Request
 	shapeMember                // a member
 	shapeMembers               // ChannelMembers
 	shapeStrings               // KnownSessions
@@ -43,6 +43,7 @@ func fieldsOf(s shape) map[string]shape {
 			"InitialRequest":           shapeRequest,
 			"LatestRequest":            shapeRequest,
 			"LatestPersonRequest":      shapeRequest,
+			"Request":                  shapeRequest,
 			"ConcludeReason":           shapeScalar,
 			"KnownSessions":            shapeStrings,
 			"CloneOf":                  shapeMember,

@@ -15,6 +15,11 @@ func followUpData() Data {
 	alice := d.ChannelMembers[4]
 	d.ConversationMessageCount = 6
 	d.LatestPersonRequest = Request{Content: "And the side mirror, is it covered too?", Author: alice}
+	d.Request = d.LatestPersonRequest // the follow-up reopened the thread: a new exchange
+	for i := range d.Messages {
+		d.Messages[i].InExchange = false
+	}
+	d.ExchangeMessageCount = 0
 	d.LatestRequest = Request{Content: "📚 C45653's policy covers glass and mirrors since January.", Author: claudine}
 	return d
 }

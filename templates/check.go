@@ -326,6 +326,7 @@ func withAuthor(d Data, m Member) Data {
 	d.InitialRequest.Author = m
 	d.LatestRequest.Author = m
 	d.LatestPersonRequest.Author = m
+	d.Request.Author = m
 	d.Messages = slices.Clone(d.Messages)
 	for i := range d.Messages {
 		d.Messages[i].Author = m

@@ -61,6 +61,12 @@ type Data struct {
 	// acknowledgement the facilitator closed silently; InitialRequest
 	// when there is none.
 	LatestPersonRequest Request
+	// Request is the message that began the current exchange (the root,
+	// or the person's message that reopened the concluded thread); for an
+	// expert or a clone, the first message of the exchange it sees. An
+	// answer to a call and a person's answer to the facilitator's
+	// question are never the Request. InitialRequest when there is none.
+	Request Request
 	// ConcludeReason says why the facilitator's conclude prompt runs:
 	// ConcludeEnd, ConcludePerson, ConcludeInactivity, ConcludeMaxTurns,
 	// ConcludeStalled or ConcludeBudget; empty in every other prompt.

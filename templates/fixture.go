@@ -108,6 +108,7 @@ type fixtureJSON struct {
 	InitialRequest           requestJSON       `json:"InitialRequest"`
 	LatestRequest            requestJSON       `json:"LatestRequest"`
 	LatestPersonRequest      *requestJSON      `json:"LatestPersonRequest"`
+	Request                  *requestJSON      `json:"Request"`
 	ConcludeReason           string            `json:"ConcludeReason"`
 	KnownSessions            []string          `json:"KnownSessions"`
 	CloneOf                  authorJSON        `json:"CloneOf"`
@@ -229,6 +230,15 @@ func (fj *fixtureJSON) fixture() (Fixture, error) {
 			return Fixture{}, fmt.Errorf("LatestPersonRequest: %w", err)
 		}
 		d.LatestPersonRequest.Content = r.Content
+	}
+	// Without one, the exchange's request is the initial request, as the
+	// engine has it in a thread never reopened.
+	d.Request = d.InitialRequest
+	if r := fj.Request; r != nil {
+		if d.Request.Author, err = fj.author(r.Author); err != nil {
+			return Fixture{}, fmt.Errorf("Request: %w", err)
+		}
+		d.Request.Content = r.Content
 	}
 	switch fj.ConcludeReason {
 	case "", ConcludeEnd, ConcludePerson, ConcludeInactivity, ConcludeMaxTurns, ConcludeStalled, ConcludeBudget:

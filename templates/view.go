@@ -82,6 +82,7 @@ type dataFields struct {
 	InitialRequest           requestFields
 	LatestRequest            requestFields
 	LatestPersonRequest      requestFields
+	Request                  requestFields
 	ConcludeReason           string
 	KnownSessions            []string
 	CloneOf                  any
@@ -288,6 +289,7 @@ func (d *Data) templateView() map[string]any {
 		"InitialRequest":           d.InitialRequest.templateView(),
 		"LatestRequest":            d.LatestRequest.templateView(),
 		"LatestPersonRequest":      d.LatestPersonRequest.templateView(),
+		"Request":                  d.Request.templateView(),
 		"ConcludeReason":           d.ConcludeReason,
 		"KnownSessions":            d.knownSessions(),
 		"CloneOf":                  d.CloneOf.optionalViews().full,
@@ -316,6 +318,7 @@ func (d *Data) fastView() dataFields {
 		InitialRequest:           d.InitialRequest.fastView(),
 		LatestRequest:            d.LatestRequest.fastView(),
 		LatestPersonRequest:      d.LatestPersonRequest.fastView(),
+		Request:                  d.Request.fastView(),
 		ConcludeReason:           d.ConcludeReason,
 		KnownSessions:            d.knownSessions(),
 		CloneOf:                  d.CloneOf.optionalViews().fast,

@@ -84,8 +84,8 @@ func TestFollowUpAfterConclusion(t *testing.T) {
 			if len(defaults) != 3 || len(concludes) != 2 {
 				t.Fatalf("%d default and %d conclude requests, want 3 and 2", len(defaults), len(concludes))
 			}
-			// The follow-up's first default: it is the latest message.
-			if got := lastPrompt(defaults[1]); !strings.Contains(got, `The latest message, from Ada: "And the side mirror?".`) {
+			// The follow-up's first default: it began the exchange.
+			if got := lastPrompt(defaults[1]); !strings.Contains(got, followUp) {
 				t.Errorf("the follow-up's first default prompt does not work from it:\n%s", got)
 			}
 			for what, req := range map[string]llmfake.Request{"the default after Claudine": defaults[2], "the follow-up's conclude": concludes[1]} {
@@ -117,8 +117,8 @@ func TestFollowUpAfterConclusion(t *testing.T) {
 // TestThanksAfterConclusionClosesSilently: after a conclusion, a person's
 // "thanks" reopens the thread; the facilitator's default (told to answer
 // an acknowledgement with :end: alone) replies :end: alone, or with its
-// signature: no other agent took a turn since the thanks, so either closes
-// it again: ✅ back, no conclude turn, nothing posted.
+// signature, which runs conclude (SPEC §14.2); conclude, told the same,
+// replies the same way: ✅ back, nothing posted.
 func TestThanksAfterConclusionClosesSilently(t *testing.T) {
 	for _, end := range []string{":end:", "🧭 :end:"} {
 		t.Run(end, func(t *testing.T) {
@@ -126,7 +126,7 @@ func TestThanksAfterConclusionClosesSilently(t *testing.T) {
 			r := newRig(t, fakeslack.Options{EchoPosts: true})
 			model := newCast(map[string][]string{
 				"Elen/default":  {"🧭 :end:", end},
-				"Elen/conclude": {"🧭 Your windscreen is covered."},
+				"Elen/conclude": {"🧭 Your windscreen is covered.", end},
 			}, "Elen")
 			r.llm.Handle(model.reply)
 			p := start(t, r.config(t, redisSection(db.URL, db.Prefix)+slowClocks), nil)
@@ -142,7 +142,7 @@ func TestThanksAfterConclusionClosesSilently(t *testing.T) {
 			// Once the facilitator's reply to "thanks" was handled the thread is
 			// concluded again and ✅ is back.
 			ctx := waitCtx(t)
-			for len(model.callLog()) < 3 || !storedConcluded(t, store, root.TS) {
+			for len(model.callLog()) < 4 || !storedConcluded(t, store, root.TS) {
 				select {
 				case <-ctx.Done():
 					t.Fatalf("the thread did not close again; calls %v\n%s", model.callLog(), p.logs)
@@ -150,15 +150,23 @@ func TestThanksAfterConclusionClosesSilently(t *testing.T) {
 				}
 			}
 			r.waitDone(t, p, root.TS, true)
-			checkCalls(t, model, "Elen/default", "Elen/conclude", "Elen/default")
+			checkCalls(t, model, "Elen/default", "Elen/conclude", "Elen/default", "Elen/conclude")
 			checkPosts(t, r.slack, "Elen: 🧭 Your windscreen is covered.")
 			defaults := requestsOf(r, model, "Elen/default")
 			if len(defaults) != 2 {
 				t.Fatalf("%d default requests, want 2", len(defaults))
 			}
-			if got := lastPrompt(defaults[1]); !strings.Contains(got, `The latest message, from Ada: "thanks!".`) ||
+			if got := lastPrompt(defaults[1]); !strings.Contains(got, `The request to answer, from Ada: "thanks!".`) ||
 				!strings.Contains(got, ":end: alone") {
 				t.Errorf("the default prompt after the thanks:\n%s", got)
+			}
+			concludes := requestsOf(r, model, "Elen/conclude")
+			if len(concludes) != 2 {
+				t.Fatalf("%d conclude requests, want 2", len(concludes))
+			}
+			if got := lastPrompt(concludes[1]); !strings.Contains(got, `The request to answer, from Ada: "thanks!".`) ||
+				!strings.Contains(got, "only thanks or acknowledges") || !strings.Contains(got, ":end: alone") {
+				t.Errorf("the conclude prompt after the thanks:\n%s", got)
 			}
 		})
 	}
@@ -245,7 +253,9 @@ func TestExpertsThatCannotAnswerWakeTheFacilitator(t *testing.T) {
 
 // TestThreadingOffersKnownKeys: in a first conversation the expert binds
 // C45653; in a second, its threading prompt lists that key, so that the
-// customer is remembered under one key.
+// customer is remembered under one key; the second message writes it
+// another way (c-45653), as a known key is bound only when the messages
+// write it (SPEC §14.2).
 func TestThreadingOffersKnownKeys(t *testing.T) {
 	db := redistest.New(t)
 	r := newRig(t, fakeslack.Options{EchoPosts: true})
@@ -259,7 +269,7 @@ func TestThreadingOffersKnownKeys(t *testing.T) {
 
 	r.slack.SendMessage(fakeslack.Message{Channel: testChannel, User: testPerson, Text: claudineENS + ", where does customer C45653 live?"})
 	r.waitPosts(t, p, 2)
-	r.slack.SendMessage(fakeslack.Message{Channel: testChannel, User: testPerson, Text: claudineENS + ", and the ACME customer from last week?"})
+	r.slack.SendMessage(fakeslack.Message{Channel: testChannel, User: testPerson, Text: claudineENS + ", and customer c-45653's claims?"})
 	r.waitPosts(t, p, 4)
 	threadings := requestsOf(r, model, "Claudine/context-not-found")
 	if len(threadings) != 2 {
@@ -271,6 +281,7 @@ func TestThreadingOffersKnownKeys(t *testing.T) {
 	if got := lastPrompt(threadings[1]); !strings.Contains(got, "Keys you already have, most recently used first: C45653.") {
 		t.Errorf("the second threading prompt does not offer the known key:\n%s", got)
 	}
+	checkPosts(t, r.slack, "Claudine: 📚 C45653 moved to Lyon.", "Elen: 🧭 Noted.", "Claudine: 📚 Still in Lyon.", "Elen: 🧭 Noted again.")
 }
 
 // storedConcluded reports whether the stored state of thread's

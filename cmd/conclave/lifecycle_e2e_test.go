@@ -240,9 +240,10 @@ func TestCloneAnswersWithItsHumansHistory(t *testing.T) {
 	first := r.slack.SendMessage(fakeslack.Message{Channel: testChannel, User: hugoUser, Text: "I can take the car to the garage on Tuesday."})
 	r.waitPosts(t, p, 1)
 	// The group: the agents that took part, the clone counted as its
-	// human. Hugo alone wrote the first thread before its group was
-	// frozen; the second names his clone: both are Hugo's group.
-	sum := sha256.Sum256([]byte(hugoENS))
+	// human, and the channel's facilitator always. Hugo alone wrote the
+	// first thread before its group was frozen; the second names his
+	// clone: both are Elen's and Hugo's group.
+	sum := sha256.Sum256([]byte(elenENS + "\n" + hugoENS))
 	group := "grp-" + hex.EncodeToString(sum[:])[:32]
 	hugoSays := memory.SessionEntry{Role: "user", Author: "Hugo (" + hugoENS + ")", Content: "I can take the car to the garage on Tuesday.",
 		ConversationID: agents.ConversationID(testTeam, testChannel, first.TS), TS: first.TS}
