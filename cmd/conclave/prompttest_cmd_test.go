@@ -118,9 +118,11 @@ func TestTemplatesTestLoop(t *testing.T) {
 		"FAIL claims (4 request(s))",
 		filepath.Join(golden, "001-elen-default.txt") + ": the request differs (run with -update to accept it):",
 		"--- " + filepath.Join(golden, "001-elen-default.txt") + "\n",
-		// The template's lines are joined when rendered.
-		"\n-The latest message: \"Is claim CLM-1 of customer C45653 covered?\". Call an expert by its full ENS name, or answer.\n" +
-			"+The latest message: \"Is claim CLM-1 of customer C45653 covered?\". Call one expert by its full ENS name, or answer.\n",
+		// The template's lines are joined when rendered; the golden file
+		// keeps one sentence a line, so the edit is a one-line diff.
+		"\n The latest message: \"Is claim CLM-1 of customer C45653 covered?\".\n" +
+			"-  Call an expert by its full ENS name, or answer.\n" +
+			"+  Call one expert by its full ENS name, or answer.\n",
 		"004-elen-default.txt: the request differs",
 		"conversation:\n    > Ada: Is claim CLM-1 of customer C45653 covered?\n",
 	} {

@@ -13,7 +13,8 @@ import (
 // RenderRequest is the readable text of one request, as golden files keep
 // it: who asks with which prompt, the settings the request sets (those it
 // leaves to the profile are absent), then each message (its role, then
-// its content), the tools offered and the tool rounds so far.
+// its content with one sentence a line, as SplitSentences writes it), the
+// tools offered and the tool rounds so far.
 func RenderRequest(r llm.Request) string {
 	var b strings.Builder
 	field := func(name, value string) { fmt.Fprintf(&b, "%s: %s\n", name, value) }
@@ -39,7 +40,7 @@ func RenderRequest(r llm.Request) string {
 		fmt.Fprintf(&b, "\n===== %s =====\n%s\n", title, strings.TrimRight(body, "\n"))
 	}
 	for _, m := range r.Messages {
-		section(m.Role, m.Content)
+		section(m.Role, SplitSentences(m.Content))
 	}
 	for _, t := range r.Tools {
 		section("tool "+t.Name, strings.TrimSpace(t.Description+"\n"+indentJSON(t.Parameters)))

@@ -12,7 +12,7 @@ func TestRenderRequest(t *testing.T) {
 	r := llm.Request{
 		Agent: "claudine.acme.137.protocol6022.eth", Role: "expert", Prompt: "context-not-found",
 		Profile: "cheap", Model: "small", Temperature: &temp, MaxTokens: 300, JSON: true,
-		Messages: []llm.Message{{Role: llm.RoleSystem, Content: "You are Claudine.\n"}, {Role: llm.RoleUser, Content: "Which customer?"}},
+		Messages: []llm.Message{{Role: llm.RoleSystem, Content: "You are Claudine. Answer briefly.\n"}, {Role: llm.RoleUser, Content: "Which customer?"}},
 		Tools:    []llm.Tool{{Name: "crm__lookup", Description: "Look a customer up.", Parameters: json.RawMessage(`{"type":"object"}`)}},
 		ToolRounds: []llm.ToolRound{{
 			Calls:   []llm.ToolCall{{ID: "1", Name: "crm__lookup", Arguments: `{"id":"C45653"}`}},
@@ -30,6 +30,7 @@ json: true
 
 ===== system =====
 You are Claudine.
+  Answer briefly.
 
 ===== user =====
 Which customer?
