@@ -60,7 +60,7 @@ func (f memoryFlags) open(ctx context.Context, cmd string, e env) (memoryTarget,
 	}
 	namespace, err := memoryNamespace(cfg, agent, *f.channel, false)
 	if err != nil {
-		store.Close()
+		_ = store.Close() // the namespace error is the one to report
 		return memoryTarget{}, err
 	}
 	if !declaredAgent(cfg, agent) {
@@ -69,7 +69,7 @@ func (f memoryFlags) open(ctx context.Context, cmd string, e env) (memoryTarget,
 			err = fmt.Errorf("%s: unknown agent %s: the configuration declares no such agent and its memory holds no session", cmd, agent)
 		}
 		if err != nil {
-			store.Close()
+			_ = store.Close() // the look-up error is the one to report
 			return memoryTarget{}, err
 		}
 	}

@@ -54,7 +54,7 @@ func runTemplatesInit(ctx context.Context, args []string, e env) error {
 	}
 	for name, body := range files {
 		path := filepath.Join(dir, filepath.FromSlash(name))
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
 			return fmt.Errorf("templates init: %w", err)
 		}
 		if err := os.WriteFile(path, []byte(body), 0o644); err != nil { // #nosec G306 -- files of a repository, meant to be read
@@ -85,7 +85,7 @@ func newRepositoryDir(dir string) error {
 	entries, err := os.ReadDir(dir)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return os.MkdirAll(dir, 0o755)
+		return os.MkdirAll(dir, 0o750)
 	case err != nil:
 		return fmt.Errorf("templates init: %w", err)
 	case len(entries) > 0:
