@@ -116,6 +116,11 @@ func TestRunAssistantThreadGetsPrompts(t *testing.T) {
 	if len(got) != 1 || got[0].Channel != testDM || got[0].ThreadTS != thread || !slices.Equal(got[0].Prompts, want) {
 		t.Fatalf("suggested prompts %+v, want %+v in %s/%s\n%s", got, want, testDM, thread, p.logs)
 	}
+	// The ack travels back over the WebSocket on its own: wait for it
+	// before counting.
+	if _, err := r.slack.WaitAck(waitCtx(t), started.Key()); err != nil {
+		t.Fatalf("assistant_thread_started not acknowledged: %v", err)
+	}
 	if ackCount(r.slack, started.Key()) != 1 {
 		t.Errorf("assistant_thread_started acknowledged %d times", ackCount(r.slack, started.Key()))
 	}
