@@ -291,7 +291,7 @@ func isBoolFlag(f *flag.Flag) bool {
 // running conclave, out of a command's reach.
 func openMemoryStore(ctx context.Context, cmd string, cfg Config, agentName string) (*memory.Redis, string, error) {
 	if cfg.Memory.RedisURL == "" {
-		return nil, "", fmt.Errorf("%s: memory.redis_url is not set; the in-process store lives only inside a running conclave, out of this command's reach", cmd)
+		return nil, "", errNoRedis(cmd, ", out of this command's reach")
 	}
 	names, err := ens.NewNames(cfg.ENS.BaseDomains)
 	if err != nil {
@@ -306,6 +306,21 @@ func openMemoryStore(ctx context.Context, cmd string, cfg Config, agentName stri
 		return nil, "", err
 	}
 	return store, agent.Canonical, nil
+}
+
+// openRedis opens the store of memory.redis_url for a command (cmd names
+// it in the error) that reads what a running conclave stored.
+func openRedis(ctx context.Context, cmd string, cfg Config, otherwise string) (*memory.Redis, error) {
+	if cfg.Memory.RedisURL == "" {
+		return nil, errNoRedis(cmd, otherwise)
+	}
+	return memory.NewRedis(ctx, redisOptions(cfg.Memory))
+}
+
+// errNoRedis says that cmd needs memory.redis_url, and what to do
+// otherwise (appended as written).
+func errNoRedis(cmd, otherwise string) error {
+	return fmt.Errorf("%s: memory.redis_url is not set; the in-process store lives only inside a running conclave%s", cmd, otherwise)
 }
 
 // memoryNamespace is the namespace the running bot keeps an agent's

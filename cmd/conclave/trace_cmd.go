@@ -46,10 +46,7 @@ func runTrace(ctx context.Context, args []string, e env) error {
 	if err != nil {
 		return err
 	}
-	if cfg.Memory.RedisURL == "" {
-		return errors.New("trace: memory.redis_url is not set; the in-process store lives only inside a running conclave (type /trace in conclave chat instead)")
-	}
-	store, err := memory.NewRedis(ctx, redisOptions(cfg.Memory))
+	store, err := openRedis(ctx, "trace", cfg, " (type /trace in conclave chat instead)")
 	if err != nil {
 		return err
 	}

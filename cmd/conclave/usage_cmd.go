@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -38,10 +37,7 @@ func runUsage(ctx context.Context, args []string, e env) error {
 	if err != nil {
 		return err
 	}
-	if cfg.Memory.RedisURL == "" {
-		return errors.New("usage: memory.redis_url is not set; the in-process store lives only inside a running conclave")
-	}
-	store, err := memory.NewRedis(ctx, redisOptions(cfg.Memory))
+	store, err := openRedis(ctx, "usage", cfg, "")
 	if err != nil {
 		return err
 	}
