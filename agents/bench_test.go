@@ -1,39 +1,15 @@
-package agents
+package agents_test
 
 import (
 	"context"
 	"fmt"
-	"strings"
+	"github.com/conclavehq/conclave/agents"
 	"testing"
 	"time"
 
 	"github.com/conclavehq/conclave/ens"
 	"github.com/conclavehq/conclave/templates"
 )
-
-func BenchmarkFindMentions(b *testing.B) {
-	forms := testForms()
-	text := strings.Repeat("some words about claim C45653, ", 300) + cora + " and " + elen
-	b.SetBytes(int64(len(text)))
-	for b.Loop() {
-		findMentions(text, forms)
-	}
-}
-
-func BenchmarkParseThreading(b *testing.B) {
-	inputs := map[string]string{
-		"direct":   `{"session": "C45653", "message": "Looking at claim C45653."}`,
-		"prose":    "Sure! Here it is:\n```json\n{\"session\": \"C45653\", \"message\": \"\"}\n```\nHope this helps.",
-		"repaired": `{"session": "C45653", "message": "Looking at the cla`,
-	}
-	for name, raw := range inputs {
-		b.Run(name, func(b *testing.B) {
-			for b.Loop() {
-				parseThreading(raw)
-			}
-		})
-	}
-}
 
 // BenchmarkConversation measures one whole conversation on the in-process
 // store: a person's message, the facilitator calling an expert, threading,
@@ -50,7 +26,7 @@ func BenchmarkConversation(b *testing.B) {
 
 // notRecorder hides a store's memory.Recorder: Record then looks up and
 // records in two calls, as it does on stores that are no Recorder.
-type notRecorder struct{ Store }
+type notRecorder struct{ agents.Store }
 
 // BenchmarkRecord records a person's reply in a known thread, as the
 // transport has the engine do before each ack: one store round trip
@@ -62,24 +38,24 @@ func BenchmarkRecord(b *testing.B) {
 	}{{"in-process", nil}, {"redis", []func(*rig){withRedis}}} {
 		for _, way := range []struct {
 			name string
-			wrap func(Store) Store
+			wrap func(agents.Store) agents.Store
 		}{
-			{"one-round-trip", func(s Store) Store { return s }},
-			{"two-round-trips", func(s Store) Store { return notRecorder{s} }},
+			{"one-round-trip", func(s agents.Store) agents.Store { return s }},
+			{"two-round-trips", func(s agents.Store) agents.Store { return notRecorder{s} }},
 		} {
 			b.Run(store.name+"/"+way.name, func(b *testing.B) {
 				r := newRig(b, store.rig...)
 				e := r.engine(fakePrompts{}, onStore(way.wrap(r.store)))
 				ctx := context.Background()
-				root := Event{ID: "Ev0", Kind: EventMessage, Team: team, Channel: chanA, TS: r.nextTS(), UserID: "U1", UserName: "Alice", Text: "hello", Raw: "hello"}
+				root := agents.Event{ID: "Ev0", Kind: agents.EventMessage, Team: team, Channel: chanA, TS: r.nextTS(), UserID: "U1", UserName: "Alice", Text: "hello", Raw: "hello"}
 				if _, err := e.Record(ctx, root); err != nil {
 					b.Fatal(err)
 				}
 				b.ReportAllocs()
 				for i := 0; b.Loop(); i++ {
-					ev := Event{ID: fmt.Sprintf("Ev%d", i+1), Kind: EventMessage, Team: team, Channel: chanA, TS: r.nextTS(), ThreadTS: root.TS,
+					ev := agents.Event{ID: fmt.Sprintf("Ev%d", i+1), Kind: agents.EventMessage, Team: team, Channel: chanA, TS: r.nextTS(), ThreadTS: root.TS,
 						UserID: "U1", UserName: "Alice", Text: "one more thing", Raw: "one more thing"}
-					if t, err := e.Record(ctx, ev); err != nil || t.dispatch == nil {
+					if t, err := e.Record(ctx, ev); err != nil || !t.Dispatches() {
 						b.Fatalf("Record = %v, %v; want the reply recorded", t, err)
 					}
 				}
@@ -101,7 +77,7 @@ func BenchmarkBuildRequest(b *testing.B) {
 		b.Fatal("the fixture's first member is not an agent")
 	}
 	a := ens.Agent{Name: self.Name, EnsDomain: self.EnsDomain, Role: ens.RoleExpert, Attributes: self.Attributes}
-	p := FixturePrompt(a, templates.PromptContextFound, f)
+	p := agents.FixturePrompt(a, templates.PromptContextFound, f)
 	for len(p.History) < 40 {
 		p.History = append(p.History, p.History...)
 	}
@@ -109,7 +85,7 @@ func BenchmarkBuildRequest(b *testing.B) {
 	prompts, profiles := lib.Current(), newFakeModel()
 	b.ReportAllocs()
 	for b.Loop() {
-		req, _, err := BuildRequest(prompts, profiles, p)
+		req, _, err := agents.BuildRequest(prompts, profiles, p)
 		if err != nil || len(req.Messages) < 3 {
 			b.Fatalf("request of %d messages, %v", len(req.Messages), err)
 		}

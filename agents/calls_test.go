@@ -1,7 +1,8 @@
-package agents
+package agents_test
 
 import (
 	"context"
+	"github.com/conclavehq/conclave/agents"
 	"slices"
 	"strings"
 	"testing"
@@ -52,14 +53,14 @@ func TestUnknownNameNotices(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			r := newRig(t, func(r *rig) {
 				if tt.channel != nil {
-					r.opts.Channels = []ChannelConfig{{ID: chanA, Agents: tt.channel}}
+					r.opts.Channels = []agents.ChannelConfig{{ID: chanA, Agents: tt.channel}}
 				}
 			})
 			r.pair("UT", tina)
 			root := r.send("", "U9", "Zoe", "hello")
 			r.settle()
 			for range 2 { // once per name per conversation
-				ev := Event{ID: "Ev" + r.nextTS(), Team: team, Channel: chanA, TS: r.nextTS(), ThreadTS: root.TS,
+				ev := agents.Event{ID: "Ev" + r.nextTS(), Team: team, Channel: chanA, TS: r.nextTS(), ThreadTS: root.TS,
 					UserID: tt.user, BotID: tt.bot, UserName: "X", Text: tt.text, Raw: tt.text}
 				if err := handle(context.Background(), r.e, ev); err != nil {
 					t.Fatal(err)
@@ -111,7 +112,7 @@ func TestCallTimeouts(t *testing.T) {
 	})
 	t.Run("a human agent answering after the timeout", func(t *testing.T) {
 		r := newRig(t, func(r *rig) {
-			r.opts.Channels = []ChannelConfig{{ID: chanA, Agents: []string{elen, tina}}}
+			r.opts.Channels = []agents.ChannelConfig{{ID: chanA, Agents: []string{elen, tina}}}
 		})
 		r.pair("UT", tina)
 		r.model.on(elen, templates.PromptDefault, tina+" can you confirm?")
@@ -135,7 +136,7 @@ func TestWorkingReaction(t *testing.T) {
 	const hourglass = "hourglass_flowing_sand"
 	t.Run("held by the root until the facilitator starts", func(t *testing.T) {
 		r := newRig(t)
-		var root Event
+		var root agents.Event
 		seen := map[string]bool{}
 		r.model.hook = func(req llm.Request) {
 			seen[req.Agent+"|"+req.Prompt] = r.reacted(root.TS, hourglass)
@@ -151,8 +152,8 @@ func TestWorkingReaction(t *testing.T) {
 		}
 	})
 	t.Run("a second message naming a waiting agent", func(t *testing.T) {
-		r := newRig(t, func(r *rig) { r.opts.Channels = []ChannelConfig{{ID: chanA, Agents: []string{cora, paul}}} })
-		var third Event
+		r := newRig(t, func(r *rig) { r.opts.Channels = []agents.ChannelConfig{{ID: chanA, Agents: []string{cora, paul}}} })
+		var third agents.Event
 		during := false
 		r.model.hook = func(req llm.Request) {
 			if req.Agent == cora {
@@ -175,7 +176,7 @@ func TestWorkingReaction(t *testing.T) {
 	})
 	t.Run("a person's :end: while the conclusion runs", func(t *testing.T) {
 		r := newRig(t)
-		var end Event
+		var end agents.Event
 		during := false
 		r.model.hook = func(req llm.Request) {
 			if req.Prompt == templates.PromptConclude {
@@ -193,7 +194,9 @@ func TestWorkingReaction(t *testing.T) {
 }
 
 func TestQueueOrder(t *testing.T) {
-	r := newRig(t, func(r *rig) { r.opts.Channels = []ChannelConfig{{ID: chanA, Agents: []string{cora, paul, twin}}} })
+	r := newRig(t, func(r *rig) {
+		r.opts.Channels = []agents.ChannelConfig{{ID: chanA, Agents: []string{cora, paul, twin}}}
+	})
 	root := r.send("", "U1", "Alice", paul+" and "+cora+", please")
 	r.send(root.TS, "U1", "Alice", twin+" and "+paul+" too")
 	r.settle()
@@ -225,7 +228,7 @@ func TestMessageKinds(t *testing.T) {
 			r := newRig(t)
 			root := r.send("", "U1", "Alice", "hello")
 			r.settle()
-			ev := Event{ID: "EvK", Team: team, Channel: chanA, TS: r.nextTS(), ThreadTS: root.TS, UserID: "U2", BotID: tt.bot,
+			ev := agents.Event{ID: "EvK", Team: team, Channel: chanA, TS: r.nextTS(), ThreadTS: root.TS, UserID: "U2", BotID: tt.bot,
 				Subtype: tt.subtype, UserName: "Bob", Text: "more [file: a.pdf]", Raw: "more"}
 			if err := handle(context.Background(), r.e, ev); err != nil {
 				t.Fatal(err)
@@ -241,7 +244,7 @@ func TestMessageKinds(t *testing.T) {
 func TestAdoptionLoadsTheLastReplies(t *testing.T) {
 	r := newRig(t)
 	old := "1600000000.000100"
-	bot := Event{ID: "EvB", Team: team, Channel: chanA, TS: old, BotID: "B1", UserName: "CI", Text: "deploy failed; " + cora + " is on call"}
+	bot := agents.Event{ID: "EvB", Team: team, Channel: chanA, TS: old, BotID: "B1", UserName: "CI", Text: "deploy failed; " + cora + " is on call"}
 	if err := handle(context.Background(), r.e, bot); err != nil {
 		t.Fatal(err)
 	}
@@ -273,7 +276,7 @@ func TestResolvePendingRechecksLock(t *testing.T) {
 		// The holder settling the pending reply loses its lock while it
 		// looks; another replica takes over and settles the reply.
 		r.clock.Advance(time.Minute)
-		other.process(context.Background(), context.Background(), task{id: ConversationID(team, chanA, root.TS)})
+		other.Process(context.Background(), agents.ConversationID(team, chanA, root.TS), "")
 	}
 	r.settle()
 	r.clock.Advance(time.Second) // past the first backoff (at most 1 s)
@@ -283,7 +286,7 @@ func TestResolvePendingRechecksLock(t *testing.T) {
 	}
 	var stored []memory.Message
 	for _, m := range r.messages(root.TS) {
-		if m.Kind == kindAgent {
+		if m.Kind == agents.KindAgent {
 			stored = append(stored, m)
 		}
 	}

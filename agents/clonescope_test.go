@@ -1,8 +1,9 @@
-package agents
+package agents_test
 
 import (
 	"context"
 	"fmt"
+	"github.com/conclavehq/conclave/agents"
 	"strings"
 	"testing"
 
@@ -17,16 +18,16 @@ func TestCloneMemoryStaysInItsChannel(t *testing.T) {
 	for _, tt := range []struct {
 		scope string
 		want  bool
-	}{{"", false}, {ScopeChannel, false}, {ScopeWorkspace, true}} {
+	}{{"", false}, {agents.ScopeChannel, false}, {agents.ScopeWorkspace, true}} {
 		t.Run(fmt.Sprintf("scope %q", tt.scope), func(t *testing.T) {
 			r := newRig(t, func(r *rig) {
 				r.opts.CloneScope = tt.scope
-				r.opts.Channels = []ChannelConfig{{ID: private, Agents: []string{elen, twin}}, {ID: other, Agents: []string{elen, twin}}}
+				r.opts.Channels = []agents.ChannelConfig{{ID: private, Agents: []string{elen, twin}}, {ID: other, Agents: []string{elen, twin}}}
 			})
 			r.pair("UT", tina)
 			send := func(channel, user, name, text string) {
 				t.Helper()
-				ev := Event{ID: "Ev" + fmt.Sprint(r.seq+1), Kind: EventMessage, Team: team, Channel: channel, TS: r.nextTS(),
+				ev := agents.Event{ID: "Ev" + fmt.Sprint(r.seq+1), Kind: agents.EventMessage, Team: team, Channel: channel, TS: r.nextTS(),
 					UserID: user, UserName: name, Raw: text, Text: text, At: r.clock.Now()}
 				if err := handle(context.Background(), r.e, ev); err != nil {
 					t.Fatal(err)

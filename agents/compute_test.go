@@ -1,7 +1,8 @@
-package agents
+package agents_test
 
 import (
 	"context"
+	"github.com/conclavehq/conclave/agents"
 	"testing"
 	"time"
 )
@@ -13,13 +14,13 @@ func TestComputeWorkers(t *testing.T) {
 		r := newRig(t)
 		r.opts.SweepInterval = time.Hour
 		r.opts.ComputeWorkers = n
-		reports := make(chan TurnReport, 1)
+		reports := make(chan agents.TurnReport, 1)
 		e := r.engine(fakePrompts{}, reportTo(reports))
-		if (e.cpu == nil) != (n < 0) || (n > 0 && cap(e.cpu) != n) {
-			t.Fatalf("ComputeWorkers %d: tokens %v (cap %d)", n, e.cpu != nil, cap(e.cpu))
+		if bounded, size := e.ComputeTokens(); !bounded != (n < 0) || (n > 0 && size != n) {
+			t.Fatalf("ComputeWorkers %d: tokens %v (cap %d)", n, bounded, size)
 		}
 		runEngine(t, e)
-		if err := handle(context.Background(), e, Event{ID: "Ev1", Team: team, Channel: chanA, TS: r.nextTS(), UserID: "U1", UserName: "Alice", Text: "hello"}); err != nil {
+		if err := handle(context.Background(), e, agents.Event{ID: "Ev1", Team: team, Channel: chanA, TS: r.nextTS(), UserID: "U1", UserName: "Alice", Text: "hello"}); err != nil {
 			t.Fatal(err)
 		}
 		select {

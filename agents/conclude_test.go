@@ -1,7 +1,8 @@
-package agents
+package agents_test
 
 import (
 	"errors"
+	"github.com/conclavehq/conclave/agents"
 	"slices"
 	"strings"
 	"testing"
@@ -13,7 +14,7 @@ import (
 
 func TestPersonEndDuringRunningTurn(t *testing.T) {
 	r := newRig(t)
-	var root Event
+	var root agents.Event
 	r.model.hook = func(req llm.Request) {
 		if req.Agent == cora && req.Prompt == templates.PromptContextFound {
 			r.send(root.TS, "U1", "Alice", "never mind, thanks :end:")
@@ -38,14 +39,14 @@ func TestPersonEndDuringRunningTurn(t *testing.T) {
 		t.Fatalf("conclude turns %d (%q), want one seeing root, reply and :end:", len(concludes), contents(concludes[0]))
 	}
 	st := r.state(root.TS)
-	if st.Status != statusConcluded || len(st.Queue) != 0 || r.chat.anyReaction("hourglass_flowing_sand") {
+	if st.Status != agents.StatusConcluded || len(st.Queue) != 0 || r.chat.anyReaction("hourglass_flowing_sand") {
 		t.Errorf("status %q, queue %+v, working reaction left %v", st.Status, st.Queue, r.chat.anyReaction("hourglass_flowing_sand"))
 	}
 }
 
 func TestEndReplyAndConclusionPosts(t *testing.T) {
 	r := newRig(t, func(r *rig) {
-		r.opts.Channels = []ChannelConfig{{ID: chanA, Agents: []string{elen, cora, tina}}}
+		r.opts.Channels = []agents.ChannelConfig{{ID: chanA, Agents: []string{elen, cora, tina}}}
 	})
 	r.pair("UT", tina)
 	r.model.on(elen, templates.PromptDefault, "All clear. Bye.\n:end:")
@@ -63,7 +64,7 @@ func TestEndReplyAndConclusionPosts(t *testing.T) {
 		t.Errorf("a name in the conclusion triggered %d turns", n)
 	}
 	st := r.state(root.TS)
-	if len(st.Calls) != 0 || len(st.Queue) != 0 || st.Status != statusConcluded {
+	if len(st.Calls) != 0 || len(st.Queue) != 0 || st.Status != agents.StatusConcluded {
 		t.Errorf("state after the conclusion: calls %+v, queue %+v, status %q", st.Calls, st.Queue, st.Status)
 	}
 	conclude := r.model.calls(elen, templates.PromptConclude)[0]
@@ -87,14 +88,14 @@ func TestFailedConcludeStillConcludes(t *testing.T) {
 	if len(posts) != 1 || !strings.HasPrefix(posts[0], "Elen: ⚠️ Elen could not answer: the model endpoint returned HTTP 503 (ref ") {
 		t.Errorf("posts %q, want one ⚠️ notice", posts)
 	}
-	if st := r.state(root.TS); st.Status != statusConcluded || !r.chat.reacted(root.TS, "white_check_mark") {
+	if st := r.state(root.TS); st.Status != agents.StatusConcluded || !r.chat.reacted(root.TS, "white_check_mark") {
 		t.Errorf("status %q, ✅ %v", st.Status, r.chat.reacted(root.TS, "white_check_mark"))
 	}
 }
 
 func TestRestartKeepsBindingsAndGroup(t *testing.T) {
 	r := newRig(t, func(r *rig) {
-		r.opts.Channels = []ChannelConfig{{ID: chanA, Agents: []string{elen, cora, twin}}}
+		r.opts.Channels = []agents.ChannelConfig{{ID: chanA, Agents: []string{elen, cora, twin}}}
 		r.opts.MaxTurnsPerAgent = 1
 	})
 	r.pair("UT", tina)
@@ -103,7 +104,7 @@ func TestRestartKeepsBindingsAndGroup(t *testing.T) {
 	root := r.send("", "UT", "Tina", cora+" claim C1, please")
 	r.settle()
 	before := r.state(root.TS)
-	if before.Status != statusConcluded || before.Bindings[cora] != "C1" || before.Group == "" || before.Turns != 2 {
+	if before.Status != agents.StatusConcluded || before.Bindings[cora] != "C1" || before.Group == "" || before.Turns != 2 {
 		t.Fatalf("before the restart: status %q, bindings %v, group %q, turns %d", before.Status, before.Bindings, before.Group, before.Turns)
 	}
 	r.send(root.TS, "U1", "Alice", cora+" one more thing")
@@ -118,7 +119,7 @@ func TestRestartKeepsBindingsAndGroup(t *testing.T) {
 	if n := len(r.model.calls(cora, templates.PromptContextFound)); n != 2 {
 		t.Errorf("cora answered %d times, want 2: the per-agent counter resets at a restart", n)
 	}
-	if after.Turns != 2 || after.Status != statusOpen {
+	if after.Turns != 2 || after.Status != agents.StatusOpen {
 		t.Errorf("after the restart: turns %d, status %q; want 2, open", after.Turns, after.Status)
 	}
 }
@@ -130,13 +131,13 @@ func TestInactivityClock(t *testing.T) {
 		r.settle()
 		r.clock.Advance(7 * 24 * time.Hour)
 		r.settle()
-		if st := r.state(root.TS); st.Status != statusOpen || len(r.model.calls(elen, templates.PromptConclude)) != 0 {
+		if st := r.state(root.TS); st.Status != agents.StatusOpen || len(r.model.calls(elen, templates.PromptConclude)) != 0 {
 			t.Errorf("status %q with the inactivity conclusion off", st.Status)
 		}
 	})
 	t.Run("not while a call is pending", func(t *testing.T) {
 		r := newRig(t, func(r *rig) {
-			r.opts.Channels = []ChannelConfig{{ID: chanA, Agents: []string{elen, tina}}}
+			r.opts.Channels = []agents.ChannelConfig{{ID: chanA, Agents: []string{elen, tina}}}
 			r.opts.CallTimeout = 30 * time.Minute
 		})
 		r.model.on(elen, templates.PromptDefault, tina+" can you confirm?")
@@ -144,7 +145,7 @@ func TestInactivityClock(t *testing.T) {
 		r.settle()
 		r.clock.Advance(20 * time.Minute)
 		r.settle()
-		if st := r.state(root.TS); st.Status != statusOpen || len(st.Calls) != 1 {
+		if st := r.state(root.TS); st.Status != agents.StatusOpen || len(st.Calls) != 1 {
 			t.Errorf("concluded while a call was pending: status %q, calls %+v", st.Status, st.Calls)
 		}
 		r.clock.Advance(10 * time.Minute) // the call times out; the facilitator runs
@@ -154,7 +155,7 @@ func TestInactivityClock(t *testing.T) {
 		}
 		r.clock.Advance(10 * time.Minute)
 		r.settle()
-		if st := r.state(root.TS); st.Status != statusConcluded {
+		if st := r.state(root.TS); st.Status != agents.StatusConcluded {
 			t.Errorf("status %q after the timeout", st.Status)
 		}
 	})
@@ -169,12 +170,12 @@ func TestInactivityClock(t *testing.T) {
 		r.settle()
 		r.clock.Advance(5 * time.Minute) // 13 minutes after the message, 5 after the turn
 		r.settle()
-		if st := r.state(root.TS); st.Status != statusOpen {
+		if st := r.state(root.TS); st.Status != agents.StatusOpen {
 			t.Fatalf("concluded %s after the turn ended", 5*time.Minute)
 		}
 		r.clock.Advance(5 * time.Minute)
 		r.settle()
-		if st := r.state(root.TS); st.Status != statusConcluded {
+		if st := r.state(root.TS); st.Status != agents.StatusConcluded {
 			t.Errorf("status %q 10 minutes after the turn ended", st.Status)
 		}
 	})
@@ -200,21 +201,10 @@ func TestGuardsCount(t *testing.T) {
 		root := r.send("", "U1", "Alice", "hello")
 		r.settle()
 		st := r.state(root.TS)
-		if st.Status != statusConcluded || st.Turns != 1 || len(r.model.calls(elen, templates.PromptConclude)) != 1 {
+		if st.Status != agents.StatusConcluded || st.Turns != 1 || len(r.model.calls(elen, templates.PromptConclude)) != 1 {
 			t.Errorf("status %q, turns %d, conclude turns %d", st.Status, st.Turns, len(r.model.calls(elen, templates.PromptConclude)))
 		}
 	})
-}
-
-func TestGuardConclusionIsDueAtOnce(t *testing.T) {
-	st := &convState{Status: statusOpen, Turns: 3, LastActivity: time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC)}
-	now := st.LastActivity.Add(time.Minute)
-	if got := st.deadline(now, 10*time.Minute, 3, true); !got.Equal(now) {
-		t.Errorf("deadline at the turn cap = %v, want now (%v)", got, now)
-	}
-	if got := st.deadline(now, 10*time.Minute, 4, true); !got.Equal(st.LastActivity.Add(10 * time.Minute)) {
-		t.Errorf("deadline under the cap = %v, want the inactivity deadline", got)
-	}
 }
 
 // In a reopened thread, a facilitator reply that is only :end: runs the
@@ -231,14 +221,14 @@ func TestAcknowledgementClosesSilently(t *testing.T) {
 	r.model.on(elen, templates.PromptConclude, "Summary.", " :end: ", "Follow-up answer.")
 	root := r.send("", "U1", "Alice", "Is claim C1 covered?")
 	r.settle()
-	if st := r.state(root.TS); st.Status != statusConcluded || len(r.model.calls(elen, templates.PromptConclude)) != 1 {
+	if st := r.state(root.TS); st.Status != agents.StatusConcluded || len(r.model.calls(elen, templates.PromptConclude)) != 1 {
 		t.Fatalf("a first :end: alone did not conclude: status %q", st.Status)
 	}
 
 	r.send(root.TS, "U1", "Alice", "thanks!")
 	r.settle()
 	st := r.state(root.TS)
-	if st.Status != statusConcluded || st.Reopened || !r.chat.reacted(root.TS, "white_check_mark") {
+	if st.Status != agents.StatusConcluded || st.Reopened || !r.chat.reacted(root.TS, "white_check_mark") {
 		t.Errorf("after thanks: status %q, reopened %v, ✅ %v", st.Status, st.Reopened, r.chat.reacted(root.TS, "white_check_mark"))
 	}
 	if n := len(r.model.calls(elen, templates.PromptConclude)); n != 2 {
@@ -253,7 +243,7 @@ func TestAcknowledgementClosesSilently(t *testing.T) {
 	if got := r.chat.texts(); !slices.Equal(got, []string{"Elen: Summary.", "Elen: " + cora + " and claim C2?", "Cora: C2 is covered.", "Elen: Follow-up answer."}) {
 		t.Errorf("posts after the follow-up %q, want the call, the answer and the new conclusion alone", got)
 	}
-	if st := r.state(root.TS); st.Status != statusConcluded || !r.chat.reacted(root.TS, "white_check_mark") {
+	if st := r.state(root.TS); st.Status != agents.StatusConcluded || !r.chat.reacted(root.TS, "white_check_mark") {
 		t.Errorf("after the follow-up: status %q", st.Status)
 	}
 }

@@ -1,8 +1,9 @@
-package agents
+package agents_test
 
 import (
 	"context"
 	"fmt"
+	"github.com/conclavehq/conclave/agents"
 	"slices"
 	"strings"
 	"testing"
@@ -67,7 +68,7 @@ func testClaimsDesk(t *testing.T, r *rig) {
 		t.Error("a working reaction was left behind")
 	}
 	st := r.state(root.TS)
-	if st.Status != statusConcluded || st.Bindings[cora] != "C45653" || st.Bindings[paul] != "C45653" {
+	if st.Status != agents.StatusConcluded || st.Bindings[cora] != "C45653" || st.Bindings[paul] != "C45653" {
 		t.Errorf("state: status %q, bindings %v", st.Status, st.Bindings)
 	}
 	// Two facilitator turns and one per expert (threading and
@@ -81,7 +82,7 @@ func testClaimsDesk(t *testing.T, r *rig) {
 			outcome = m.Meta["threading"]
 		}
 	}
-	if outcome != threadingOK {
+	if outcome != agents.ThreadingOK {
 		t.Errorf("threading outcome on the stored message = %q, want ok", outcome)
 	}
 	entries, err := r.store.ReadSession(context.Background(), cora, "C45653", 0)
@@ -105,13 +106,13 @@ func testClaimsDesk(t *testing.T, r *rig) {
 func TestConcludeInputAndCount(t *testing.T) {
 	tests := []struct {
 		name      string
-		run       func(r *rig, root Event)
+		run       func(r *rig, root agents.Event)
 		wantCount int
 		wantTail  bool
 	}{
 		{
 			name: "facilitator :end:",
-			run: func(r *rig, root Event) {
+			run: func(r *rig, root agents.Event) {
 				r.model.on(elen, templates.PromptDefault, "All clear. :end:")
 				r.settle()
 			},
@@ -120,7 +121,7 @@ func TestConcludeInputAndCount(t *testing.T) {
 		},
 		{
 			name: "person :end:",
-			run: func(r *rig, root Event) {
+			run: func(r *rig, root agents.Event) {
 				r.settle()
 				r.send(root.TS, "U1", "Alice", "thanks :end:")
 				r.settle()
@@ -129,7 +130,7 @@ func TestConcludeInputAndCount(t *testing.T) {
 		},
 		{
 			name: "timeout",
-			run: func(r *rig, root Event) {
+			run: func(r *rig, root agents.Event) {
 				r.settle()
 				r.clock.Advance(11 * time.Minute)
 				r.settle()
@@ -151,18 +152,18 @@ func TestConcludeInputAndCount(t *testing.T) {
 				t.Errorf("conclude prompt %q, want count %d", lastUser(req), tt.wantCount)
 			}
 			n := len(req.Messages)
-			endTail := req.Messages[n-2].Role == llm.RoleAssistant && strings.Contains(req.Messages[n-2].Content, endToken)
+			endTail := req.Messages[n-2].Role == llm.RoleAssistant && strings.Contains(req.Messages[n-2].Content, agents.EndToken)
 			if endTail != tt.wantTail {
 				t.Errorf("conclude input tail with :end: = %v, want %v:\n%s", endTail, tt.wantTail, strings.Join(contents(req), "\n"))
 			}
 			if got := len(r.model.calls(elen, templates.PromptDefault)); tt.name == "person :end:" && got != 1 {
 				t.Errorf("default turns = %d; a person's :end: goes straight to conclude", got)
 			}
-			if !r.chat.reacted(root.TS, "white_check_mark") || r.state(root.TS).Status != statusConcluded {
+			if !r.chat.reacted(root.TS, "white_check_mark") || r.state(root.TS).Status != agents.StatusConcluded {
 				t.Error("not concluded")
 			}
 			for _, p := range r.chat.texts() {
-				if strings.Contains(p, endToken) {
+				if strings.Contains(p, agents.EndToken) {
 					t.Errorf("posted %q with :end:", p)
 				}
 			}

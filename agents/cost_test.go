@@ -1,8 +1,9 @@
-package agents
+package agents_test
 
 import (
 	"bytes"
 	"context"
+	"github.com/conclavehq/conclave/agents"
 	"log/slog"
 	"slices"
 	"strings"
@@ -19,23 +20,23 @@ import (
 func withPricedModel(r *rig) {
 	r.opts.Traces = true
 	r.model.profiles[""] = llm.Profile{Name: "", Model: "gpt-test"}
-	r.opts.Prices = map[string]Price{"gpt-test": {Input: 2, Output: 8}}
+	r.opts.Prices = map[string]agents.Price{"gpt-test": {Input: 2, Output: 8}}
 }
 
 // spending answers every request with 10 input and 5 output tokens.
 func spending(r llm.Request) (llm.Response, error) {
-	return llm.Response{Content: firstLabel(r.Agent) + " ok", FinishReason: "stop", PromptTokens: 10, CompletionTokens: 5}, nil
+	return llm.Response{Content: agents.FirstLabel(r.Agent) + " ok", FinishReason: "stop", PromptTokens: 10, CompletionTokens: 5}, nil
 }
 
 func TestUsageCountedWithTheTurn(t *testing.T) {
-	reports := make(chan TurnReport, 4)
+	reports := make(chan agents.TurnReport, 4)
 	r := newRig(t, withPricedModel, func(r *rig) { r.e = r.engine(fakePrompts{}, reportTo(reports)) })
 	r.model.fallback = spending
 	root := r.send("", "U1", "Ada", "question")
 	r.settle()
 	rep := receive(t, reports, "no turn report")
 	wantCost := (10*2.0 + 5*8.0) / 1e6
-	if len(rep.Usage) != 1 || rep.Usage[0] != (ModelUsage{Model: "gpt-test", InputTokens: 10, OutputTokens: 5, Calls: 1, CostUSD: wantCost, Priced: true}) {
+	if len(rep.Usage) != 1 || rep.Usage[0] != (agents.ModelUsage{Model: "gpt-test", InputTokens: 10, OutputTokens: 5, Calls: 1, CostUSD: wantCost, Priced: true}) {
 		t.Fatalf("report usage = %+v", rep.Usage)
 	}
 	counts, err := r.store.Usage(context.Background(), r.clock.Now(), r.clock.Now())
@@ -52,7 +53,7 @@ func TestUsageCountedWithTheTurn(t *testing.T) {
 	if want := []string{"agent " + elen + " Elen", "channel " + chanA + " ", "person U1 Ada"}; !slices.Equal(groups, want) {
 		t.Errorf("groups = %q, want %q", groups, want)
 	}
-	trs, err := ReadTraces(context.Background(), r.store, ConversationID(team, chanA, root.TS))
+	trs, err := agents.ReadTraces(context.Background(), r.store, agents.ConversationID(team, chanA, root.TS))
 	if err != nil || len(trs) != 1 {
 		t.Fatalf("traces = %d, %v", len(trs), err)
 	}
@@ -66,7 +67,7 @@ func TestUsageCountedWithTheTurn(t *testing.T) {
 }
 
 func TestUnpricedModelHasNoCost(t *testing.T) {
-	reports := make(chan TurnReport, 4)
+	reports := make(chan agents.TurnReport, 4)
 	r := newRig(t, withPricedModel, func(r *rig) {
 		r.opts.Prices = nil
 		r.e = r.engine(fakePrompts{}, reportTo(reports))
@@ -77,7 +78,7 @@ func TestUnpricedModelHasNoCost(t *testing.T) {
 	if rep := receive(t, reports, "no turn report"); len(rep.Usage) != 1 || rep.Usage[0].Priced || rep.Usage[0].CostUSD != 0 {
 		t.Errorf("usage = %+v, want unpriced", rep.Usage)
 	}
-	trs, _ := ReadTraces(context.Background(), r.store, ConversationID(team, chanA, root.TS))
+	trs, _ := agents.ReadTraces(context.Background(), r.store, agents.ConversationID(team, chanA, root.TS))
 	if len(trs) != 1 || trs[0].CostUSD != nil || trs[0].InputTokens != 10 {
 		t.Errorf("traces = %+v, want tokens and no cost", trs)
 	}
@@ -86,22 +87,22 @@ func TestUnpricedModelHasNoCost(t *testing.T) {
 func TestBudgets(t *testing.T) {
 	tests := []struct {
 		name      string
-		budgets   Budgets
+		budgets   agents.Budgets
 		channel   int64 // [[channels]] daily_tokens
 		ephemeral bool
 		notice    string
 	}{
-		{name: "workspace", budgets: Budgets{Workspace: 15}, notice: "the workspace"},
-		{name: "channel", budgets: Budgets{PerChannel: 15}, notice: "this channel"},
-		{name: "channel override", budgets: Budgets{PerChannel: 1000}, channel: 15, notice: "this channel"},
-		{name: "person", budgets: Budgets{PerPerson: 15}, ephemeral: true, notice: "your messages"},
+		{name: "workspace", budgets: agents.Budgets{Workspace: 15}, notice: "the workspace"},
+		{name: "channel", budgets: agents.Budgets{PerChannel: 15}, notice: "this channel"},
+		{name: "channel override", budgets: agents.Budgets{PerChannel: 1000}, channel: 15, notice: "this channel"},
+		{name: "person", budgets: agents.Budgets{PerPerson: 15}, ephemeral: true, notice: "your messages"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := newRig(t, withPricedModel, func(r *rig) {
 				r.opts.Budgets = tt.budgets
 				r.opts.Channels[0].DailyTokens = tt.channel
-				r.e = r.engine(fakePrompts{}, func(d *Deps) { d.Spending = r.store })
+				r.e = r.engine(fakePrompts{}, func(d *agents.Deps) { d.Spending = r.store })
 			})
 			r.model.fallback = spending
 			first := r.send("", "U1", "Ada", "question")
@@ -118,10 +119,10 @@ func TestBudgets(t *testing.T) {
 			if n := len(r.model.calls(elen, "")); n != 1 {
 				t.Errorf("model calls once the budget is spent = %d, want 1", n)
 			}
-			if st := r.state(second.TS); st.Status != statusConcluded {
+			if st := r.state(second.TS); st.Status != agents.StatusConcluded {
 				t.Errorf("status of a refused conversation = %q, want concluded", st.Status)
 			}
-			if !r.reacted(second.TS, doneReaction) {
+			if !r.reacted(second.TS, "white_check_mark") {
 				t.Error("a refused conversation did not get its ✅")
 			}
 			want := "⚠️ The daily model budget of " + tt.notice + " is spent; it resets at 00:00 UTC."
@@ -164,8 +165,8 @@ func TestBudgetWarnsAtEightyPercent(t *testing.T) {
 	logs := &bytes.Buffer{}
 	r := newRig(t, withPricedModel, func(r *rig) {
 		r.logger = slog.New(slog.NewTextHandler(&lockedWriter{mu: &logMu, w: logs}, nil))
-		r.opts.Budgets = Budgets{Workspace: 18}
-		r.e = r.engine(fakePrompts{}, func(d *Deps) {
+		r.opts.Budgets = agents.Budgets{Workspace: 18}
+		r.e = r.engine(fakePrompts{}, func(d *agents.Deps) {
 			d.Spending = r.store
 			d.OnBudget = func(scope string, ratio float64) { mu.Lock(); ratios[scope] = ratio; mu.Unlock() }
 		})
@@ -178,7 +179,7 @@ func TestBudgetWarnsAtEightyPercent(t *testing.T) {
 	r.settle()
 	mu.Lock()
 	defer mu.Unlock()
-	if got := ratios[budgetWorkspace]; got < 0.8 {
+	if got := ratios[agents.BudgetWorkspace]; got < 0.8 {
 		t.Errorf("workspace ratio = %g, want at least 0.8", got)
 	}
 	logMu.Lock()
@@ -200,7 +201,7 @@ type budgetLedger struct {
 }
 
 type ledgerSpending struct {
-	Spending
+	agents.Spending
 	l *budgetLedger
 }
 
@@ -215,7 +216,7 @@ func (s ledgerSpending) Spent(ctx context.Context, person, channel string) (memo
 }
 
 type ledgerStore struct {
-	Store
+	agents.Store
 	l *budgetLedger
 }
 
@@ -243,7 +244,7 @@ func TestBudgetsAcrossReplicas(t *testing.T) {
 	r := newRig(t, withPricedModel)
 	db := redistest.New(t)
 	const limit, perTurn, threads = 45, 15, 12
-	r.opts.Budgets = Budgets{Workspace: limit}
+	r.opts.Budgets = agents.Budgets{Workspace: limit}
 	r.opts.SweepInterval = 5 * time.Millisecond
 	r.model.fallback = spending
 	ledger := &budgetLedger{limit: limit, underWay: -1}
@@ -255,11 +256,11 @@ func TestBudgetsAcrossReplicas(t *testing.T) {
 		}
 	}
 	stores := make([]*memory.Redis, 3)
-	engines := make([]*Engine, 3)
+	engines := make([]*agents.Engine, 3)
 	for i := range engines {
 		stores[i] = db.Store(t, memory.Options{Now: r.clock.Now})
 		engines[i] = r.engine(fakePrompts{}, onStore(ledgerStore{stores[i], ledger}),
-			func(d *Deps) { d.Spending = ledgerSpending{stores[i], ledger} })
+			func(d *agents.Deps) { d.Spending = ledgerSpending{stores[i], ledger} })
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -272,7 +273,7 @@ func TestBudgetsAcrossReplicas(t *testing.T) {
 	}
 	var roots []string
 	for range threads {
-		ev := Event{ID: "Ev" + r.nextTS(), Team: team, Channel: chanA, TS: r.nextTS(), UserID: "U1", UserName: "Ada", Text: "question"}
+		ev := agents.Event{ID: "Ev" + r.nextTS(), Team: team, Channel: chanA, TS: r.nextTS(), UserID: "U1", UserName: "Ada", Text: "question"}
 		roots = append(roots, ev.TS)
 		for _, e := range engines {
 			if err := handle(ctx, e, ev); err != nil {
@@ -340,24 +341,24 @@ func TestBudgetsAcrossReplicas(t *testing.T) {
 func TestRoundTripsPerTurnWithBudgets(t *testing.T) {
 	for _, tt := range []struct {
 		name    string
-		budgets Budgets
+		budgets agents.Budgets
 		turn    int64
 	}{
-		{"budgets off", Budgets{}, 3},
-		{"budgets on", Budgets{PerPerson: 1000, PerChannel: 1000, Workspace: 1000}, 4},
+		{"budgets off", agents.Budgets{}, 3},
+		{"budgets on", agents.Budgets{PerPerson: 1000, PerChannel: 1000, Workspace: 1000}, 4},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			var trips *redistest.RoundTrips
 			r := newRig(t, withCountedRedis(&trips), withPricedModel, func(r *rig) {
 				r.opts.Budgets = tt.budgets
-				r.e = r.engine(fakePrompts{}, func(d *Deps) { d.Spending = r.store })
+				r.e = r.engine(fakePrompts{}, func(d *agents.Deps) { d.Spending = r.store })
 			})
 			r.model.fallback = spending
 			r.send("", "U1", "Ada", "a first thread, for the caches")
 			r.settle()
 			ev := r.send("", "U1", "Ada", "hello")
 			handled := trips.Count()
-			r.e.process(context.Background(), context.Background(), task{id: ConversationID(team, chanA, ev.TS), channel: chanA})
+			r.e.Process(context.Background(), agents.ConversationID(team, chanA, ev.TS), chanA)
 			if n := trips.Count() - handled; n > tt.turn {
 				t.Errorf("the turn took %d round trips, want at most %d", n, tt.turn)
 			}
@@ -375,23 +376,23 @@ func TestRoundTripsPerTurnWithBudgets(t *testing.T) {
 func BenchmarkTurnBudgets(b *testing.B) {
 	for _, bb := range []struct {
 		name    string
-		budgets Budgets
+		budgets agents.Budgets
 	}{
-		{"off", Budgets{}},
-		{"on", Budgets{PerPerson: 1 << 40, PerChannel: 1 << 40, Workspace: 1 << 40}},
+		{"off", agents.Budgets{}},
+		{"on", agents.Budgets{PerPerson: 1 << 40, PerChannel: 1 << 40, Workspace: 1 << 40}},
 	} {
 		b.Run(bb.name, func(b *testing.B) {
 			var trips *redistest.RoundTrips
 			r := newRig(b, withCountedRedis(&trips), withPricedModel, func(r *rig) {
 				r.opts.Budgets = bb.budgets
-				r.e = r.engine(fakePrompts{}, func(d *Deps) { d.Spending = r.store })
+				r.e = r.engine(fakePrompts{}, func(d *agents.Deps) { d.Spending = r.store })
 			})
 			r.model.fallback = spending
 			turns := 0
 			start := trips.Count()
 			for b.Loop() {
 				ev := r.send("", "U1", "Ada", "hello")
-				r.e.process(context.Background(), context.Background(), task{id: ConversationID(team, chanA, ev.TS), channel: chanA})
+				r.e.Process(context.Background(), agents.ConversationID(team, chanA, ev.TS), chanA)
 				turns++
 			}
 			b.ReportMetric(float64(trips.Count()-start)/float64(turns), "trips/turn")

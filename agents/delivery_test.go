@@ -504,8 +504,9 @@ func TestTwoReplicasRetryOnePendingPost(t *testing.T) {
 	}
 }
 
-// dyingStore is a store that stops answering once die is called: the
-// process holding it is gone.
+// dyingStore is one process's view of the store; once die is called (or
+// dead set) every call fails and nothing more is written or released, as
+// if the process had died at that point.
 type dyingStore struct {
 	agents.Store
 	dead atomic.Bool
@@ -513,11 +514,20 @@ type dyingStore struct {
 
 var errDead = errors.New("process killed")
 
+func (s *dyingStore) die() { s.dead.Store(true) }
+
 func (s *dyingStore) check() error {
 	if s.dead.Load() {
 		return errDead
 	}
 	return nil
+}
+
+func (s *dyingStore) Load(ctx context.Context, l memory.Lock) (memory.Snapshot, error) {
+	if err := s.check(); err != nil {
+		return memory.Snapshot{}, err
+	}
+	return s.Store.Load(ctx, l)
 }
 
 func (s *dyingStore) Commit(ctx context.Context, l memory.Lock, c memory.Commit) (bool, error) {

@@ -1,7 +1,8 @@
-package agents
+package agents_test
 
 import (
 	"context"
+	"github.com/conclavehq/conclave/agents"
 	"os"
 	"path/filepath"
 	"strings"
@@ -60,7 +61,7 @@ func TestMessagesFieldsAndExchange(t *testing.T) {
 	r.model.on(cora, templates.PromptContextFound, "📚 C1 is covered.")
 	root := r.send("", "U1", "Alice", "Is claim C1 covered?")
 	r.settle()
-	if r.state(root.TS).Status != statusConcluded {
+	if r.state(root.TS).Status != agents.StatusConcluded {
 		t.Fatalf("status %q, want concluded", r.state(root.TS).Status)
 	}
 
@@ -81,7 +82,7 @@ func TestMessagesFieldsAndExchange(t *testing.T) {
 
 	// The rig's people write at 1700000000.x and its agents post at
 	// 1800000000.x: the reopening message must come after the posts.
-	reopen := Event{ID: "EvReopen", Kind: EventMessage, Team: team, Channel: chanA, TS: "1900000000.000100",
+	reopen := agents.Event{ID: "EvReopen", Kind: agents.EventMessage, Team: team, Channel: chanA, TS: "1900000000.000100",
 		ThreadTS: root.TS, UserID: "U1", UserName: "Alice", Raw: "And claim C1 after the storm?", Text: "And claim C1 after the storm?", At: r.clock.Now()}
 	if err := handle(context.Background(), r.e, reopen); err != nil {
 		t.Fatal(err)

@@ -1,7 +1,8 @@
-package agents
+package agents_test
 
 import (
 	"context"
+	"github.com/conclavehq/conclave/agents"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,7 +14,7 @@ import (
 // dueless is a store whose Due lists nothing, so that only the hand-off
 // from Record can start a turn; it counts the Due calls.
 type dueless struct {
-	Store
+	agents.Store
 	dues atomic.Int64
 }
 
@@ -29,12 +30,12 @@ func TestRecordHandsTheConversationToAWorker(t *testing.T) {
 	r := newRig(t)
 	r.opts.SweepInterval = time.Hour
 	store := &dueless{Store: r.store}
-	reports := make(chan TurnReport, 1)
+	reports := make(chan agents.TurnReport, 1)
 	e := r.engine(fakePrompts{}, onStore(store), reportTo(reports))
 	runEngine(t, e)
 	ctx := context.Background()
 
-	if err := handle(ctx, e, Event{ID: "Ev1", Team: team, Channel: chanA, TS: r.nextTS(), UserID: "U1", UserName: "Alice", Text: "hello"}); err != nil {
+	if err := handle(ctx, e, agents.Event{ID: "Ev1", Team: team, Channel: chanA, TS: r.nextTS(), UserID: "U1", UserName: "Alice", Text: "hello"}); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -57,18 +58,18 @@ func TestTicketWaitsForTheAcknowledgement(t *testing.T) {
 	r := newRig(t)
 	r.opts.SweepInterval = time.Hour
 	store := &dueless{Store: r.store}
-	reports := make(chan TurnReport, 1)
+	reports := make(chan agents.TurnReport, 1)
 	e := r.engine(fakePrompts{}, onStore(store), reportTo(reports))
 	runEngine(t, e)
 	ctx := context.Background()
 
-	ev := Event{ID: "Ev1", Team: team, Channel: chanA, TS: r.nextTS(), UserID: "U1", UserName: "Alice", Text: "hello"}
+	ev := agents.Event{ID: "Ev1", Team: team, Channel: chanA, TS: r.nextTS(), UserID: "U1", UserName: "Alice", Text: "hello"}
 	ticket, err := e.Record(ctx, ev)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Dispatching another event's ticket (here: an ignored one) starts nothing.
-	other, err := e.Record(ctx, Event{Team: team, Channel: "C-none", TS: "1.000000", UserID: "U1", Text: "hi"})
+	other, err := e.Record(ctx, agents.Event{Team: team, Channel: "C-none", TS: "1.000000", UserID: "U1", Text: "hi"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,10 +93,10 @@ func TestTicketWaitsForTheAcknowledgement(t *testing.T) {
 // TestZeroTicketDispatchesNothing: the zero Ticket (an event Record
 // ignored) is safe to dispatch.
 func TestZeroTicketDispatchesNothing(t *testing.T) {
-	var zero Ticket
+	var zero agents.Ticket
 	zero.Dispatch()
 	called := 0
-	NewTicket(func() { called++ }).Dispatch()
+	agents.NewTicket(func() { called++ }).Dispatch()
 	if called != 1 {
 		t.Errorf("NewTicket's Dispatch called its function %d times, want 1", called)
 	}
@@ -136,11 +137,11 @@ func TestHandOverWhileItsWorkerFinishes(t *testing.T) {
 	r := newRig(t)
 	r.opts.SweepInterval = time.Hour
 	store := &handOverOnRelease{dueless: dueless{Store: r.store}, marker: "marker", loaded: make(chan struct{})}
-	reports := make(chan TurnReport, 2)
+	reports := make(chan agents.TurnReport, 2)
 	e := r.engine(fakePrompts{}, onStore(store), reportTo(reports))
 	ctx := context.Background()
-	root := Event{ID: "Ev1", Team: team, Channel: chanA, TS: r.nextTS(), UserID: "U1", UserName: "Alice", Text: "hello"}
-	reply := Event{ID: "Ev2", Team: team, Channel: chanA, TS: r.nextTS(), ThreadTS: root.TS, UserID: "U1", UserName: "Alice", Text: "and more"}
+	root := agents.Event{ID: "Ev1", Team: team, Channel: chanA, TS: r.nextTS(), UserID: "U1", UserName: "Alice", Text: "hello"}
+	reply := agents.Event{ID: "Ev2", Team: team, Channel: chanA, TS: r.nextTS(), ThreadTS: root.TS, UserID: "U1", UserName: "Alice", Text: "and more"}
 	store.onRelease = func() {
 		// The worker released the first turn's lock and is not done yet:
 		// the reply is recorded and handed over now. The marker, handed
@@ -150,7 +151,7 @@ func TestHandOverWhileItsWorkerFinishes(t *testing.T) {
 		if err := handle(ctx, e, reply); err != nil {
 			t.Errorf("Record: %v", err)
 		}
-		e.dispatchSoon(task{id: store.marker})
+		e.DispatchSoon(store.marker)
 		select { // on the worker's goroutine: no t.Fatal here
 		case <-store.loaded:
 		case <-time.After(time.Minute):

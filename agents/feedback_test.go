@@ -1,8 +1,9 @@
-package agents
+package agents_test
 
 import (
 	"context"
 	"errors"
+	"github.com/conclavehq/conclave/agents"
 	"slices"
 	"strings"
 	"testing"
@@ -18,9 +19,9 @@ func TestFeedbackButtons(t *testing.T) {
 		mode string
 		want []bool // by post: Elen's call, Cora's threading message, Cora's answer, Elen's answer
 	}{
-		{FeedbackAnswers, []bool{false, false, false, true}},
-		{FeedbackAll, []bool{true, false, true, true}},
-		{FeedbackOff, []bool{false, false, false, false}},
+		{agents.FeedbackAnswers, []bool{false, false, false, true}},
+		{agents.FeedbackAll, []bool{true, false, true, true}},
+		{agents.FeedbackOff, []bool{false, false, false, false}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.mode, func(t *testing.T) {
@@ -40,8 +41,8 @@ func TestFeedbackButtons(t *testing.T) {
 				}
 			}
 			if ref := posts[3].Feedback; ref != "" {
-				got, err := ParseFeedbackRef(ref)
-				want := FeedbackRef{Conversation: ConversationID(team, chanA, root.TS), Turn: posts[3].TurnID, Agent: elen, Role: "facilitator"}
+				got, err := agents.ParseFeedbackRef(ref)
+				want := agents.FeedbackRef{Conversation: agents.ConversationID(team, chanA, root.TS), Turn: posts[3].TurnID, Agent: elen, Role: "facilitator"}
 				if err != nil || got != want {
 					t.Errorf("ParseFeedbackRef = %+v, %v; want %+v", got, err, want)
 				}
@@ -55,13 +56,13 @@ func TestFeedbackButtons(t *testing.T) {
 func TestRecordFeedback(t *testing.T) {
 	var reported []string
 	r := newRig(t)
-	r.e = r.engine(fakePrompts{}, func(d *Deps) {
+	r.e = r.engine(fakePrompts{}, func(d *agents.Deps) {
 		d.Traces = tracedTurn{r.store, "conv-1-t2"}
 		d.OnFeedback = func(agent, role, value, _ string) { reported = append(reported, agent+" "+role+" "+value) }
 	})
-	ref := FeedbackRef{Conversation: "conv-1", Turn: "conv-1-t2", Agent: elen, Role: "facilitator"}.String()
+	ref := agents.FeedbackRef{Conversation: "conv-1", Turn: "conv-1-t2", Agent: elen, Role: "facilitator"}.String()
 	ctx := context.Background()
-	if err := r.e.RecordFeedback(ctx, ref, "U1", FeedbackNegative); err != nil {
+	if err := r.e.RecordFeedback(ctx, ref, "U1", agents.FeedbackNegative); err != nil {
 		t.Fatal(err)
 	}
 	kept, err := r.store.Traces(ctx, "conv-1")
@@ -72,8 +73,8 @@ func TestRecordFeedback(t *testing.T) {
 		t.Errorf("reported = %q", reported)
 	}
 	for _, tc := range []struct{ name, ref, value, msg string }{
-		{"not a reference", "fb1|x", FeedbackPositive, `"fb1|x" is not a feedback reference`},
-		{"another block", "b1", FeedbackPositive, `"b1" is not a feedback reference`},
+		{"not a reference", "fb1|x", agents.FeedbackPositive, `"fb1|x" is not a feedback reference`},
+		{"another block", "b1", agents.FeedbackPositive, `"b1" is not a feedback reference`},
 		{"value", ref, "meh", `"meh": feedback is positive or negative`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -84,14 +85,14 @@ func TestRecordFeedback(t *testing.T) {
 		})
 	}
 	noLog := newRig(t)
-	if err := noLog.e.RecordFeedback(ctx, ref, "U1", FeedbackPositive); !errors.Is(err, ErrNoTraceLog) {
+	if err := noLog.e.RecordFeedback(ctx, ref, "U1", agents.FeedbackPositive); !errors.Is(err, agents.ErrNoTraceLog) {
 		t.Errorf("without a trace store: %v", err)
 	}
 }
 
 // tracedTurn is a trace log whose conversations also hold a trace of turn.
 type tracedTurn struct {
-	TraceLog
+	agents.TraceLog
 	turn string
 }
 
@@ -107,15 +108,15 @@ func (l tracedTurn) Traces(ctx context.Context, convID string) (memory.Traces, e
 func TestFeedbackCountsOnce(t *testing.T) {
 	var reported []string
 	r := newRig(t)
-	r.e = r.engine(fakePrompts{}, func(d *Deps) {
+	r.e = r.engine(fakePrompts{}, func(d *agents.Deps) {
 		d.Traces = tracedTurn{r.store, "conv-1-t2"}
 		d.OnFeedback = func(_, _, value, previous string) { reported = append(reported, previous+">"+value) }
 	})
 	ctx := context.Background()
-	ref := FeedbackRef{Conversation: "conv-1", Turn: "conv-1-t2", Agent: elen, Role: "facilitator"}.String()
+	ref := agents.FeedbackRef{Conversation: "conv-1", Turn: "conv-1-t2", Agent: elen, Role: "facilitator"}.String()
 	for _, press := range []struct{ user, value string }{
-		{"U1", FeedbackPositive}, {"U1", FeedbackPositive}, {"U1", FeedbackPositive},
-		{"U1", FeedbackNegative}, {"U2", FeedbackNegative}, {"U2", FeedbackNegative},
+		{"U1", agents.FeedbackPositive}, {"U1", agents.FeedbackPositive}, {"U1", agents.FeedbackPositive},
+		{"U1", agents.FeedbackNegative}, {"U2", agents.FeedbackNegative}, {"U2", agents.FeedbackNegative},
 	} {
 		if err := r.e.RecordFeedback(ctx, ref, press.user, press.value); err != nil {
 			t.Fatal(err)
@@ -124,8 +125,8 @@ func TestFeedbackCountsOnce(t *testing.T) {
 	if want := []string{">positive", "positive>negative", ">negative"}; !slices.Equal(reported, want) {
 		t.Errorf("reported %q, want %q", reported, want)
 	}
-	untraced := FeedbackRef{Conversation: "conv-1", Turn: "conv-1-t9", Agent: elen, Role: "facilitator"}.String()
-	if err := r.e.RecordFeedback(ctx, untraced, "U1", FeedbackPositive); !errors.Is(err, ErrNoTurnTrace) {
+	untraced := agents.FeedbackRef{Conversation: "conv-1", Turn: "conv-1-t9", Agent: elen, Role: "facilitator"}.String()
+	if err := r.e.RecordFeedback(ctx, untraced, "U1", agents.FeedbackPositive); !errors.Is(err, agents.ErrNoTurnTrace) {
 		t.Errorf("a turn without a trace: %v, want ErrNoTurnTrace", err)
 	}
 	kept, err := r.store.Traces(ctx, "conv-1")

@@ -1,8 +1,9 @@
-package agents
+package agents_test
 
 import (
 	"bytes"
 	"context"
+	"github.com/conclavehq/conclave/agents"
 	"log/slog"
 	"slices"
 	"strings"
@@ -65,7 +66,7 @@ func TestRequestFields(t *testing.T) {
 		t.Errorf("a paired user's message is not the human agent's: agent %v, %+v", isAgent, info)
 	}
 	fac := rec.get(t, elen, templates.PromptDefault, 0)
-	if fac.MemorySessionId != ConversationID(team, chanA, root.TS) || fac.ConversationMessageCount != 3 {
+	if fac.MemorySessionId != agents.ConversationID(team, chanA, root.TS) || fac.ConversationMessageCount != 3 {
 		t.Errorf("facilitator: session %q, count %d", fac.MemorySessionId, fac.ConversationMessageCount)
 	}
 	if fac.LatestRequest.Content != "cora ok" {
@@ -121,7 +122,7 @@ func TestHydratedSessionEntries(t *testing.T) {
 		"system: " + mark + "Claim C1 belongs to ACME.",
 		"user: " + mark + "Earlier question",
 		"assistant: " + mark + "Earlier answer",
-		"user: " + mark + strings.Repeat("x", 12000) + truncatedMark,
+		"user: " + mark + strings.Repeat("x", 12000) + agents.TruncatedMark,
 		"user: Alice (person): " + cora + " claim C1?",
 	}
 	if len(got) != len(want)+1 {
@@ -135,13 +136,13 @@ func TestHydratedSessionEntries(t *testing.T) {
 }
 
 func TestHistoryCapKeepsTheLabel(t *testing.T) {
-	p := TurnPrompt{
+	p := agents.TurnPrompt{
 		Agent:           testAgents()[elen],
 		Prompt:          templates.PromptDefault,
-		History:         []HistoryMessage{{Role: llm.RoleUser, Author: "Alice (person)", Content: strings.Repeat("y", 100)}},
+		History:         []agents.HistoryMessage{{Role: llm.RoleUser, Author: "Alice (person)", Content: strings.Repeat("y", 100)}},
 		MaxMessageChars: 100,
 	}
-	req, _, err := BuildRequest(fixedPrompts{system: "S", phase: "P"}, newFakeModel(), p)
+	req, _, err := agents.BuildRequest(fixedPrompts{system: "S", phase: "P"}, newFakeModel(), p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +152,7 @@ func TestHistoryCapKeepsTheLabel(t *testing.T) {
 }
 
 func TestGroupIDFrozen(t *testing.T) {
-	r := newRig(t, func(r *rig) { r.opts.Channels = []ChannelConfig{{ID: chanA, Agents: []string{elen, twin}}} })
+	r := newRig(t, func(r *rig) { r.opts.Channels = []agents.ChannelConfig{{ID: chanA, Agents: []string{elen, twin}}} })
 	ctx := context.Background()
 	r.pair("UT", tina)
 	r.pair("UX", xavi)
@@ -162,11 +163,11 @@ func TestGroupIDFrozen(t *testing.T) {
 	r.settle()
 	// Frozen at Tina's root, when only she (and the channel's facilitator,
 	// always counted) had taken part.
-	want := GroupSessionID([]string{elen, tina})
+	want := agents.GroupSessionID([]string{elen, tina})
 	if got := r.state(root.TS).Group; got != want {
 		t.Errorf("group %q, want %q (frozen at first use)", got, want)
 	}
-	late, err := r.store.ReadSession(ctx, CloneNamespace(&r.opts, xavi, chanA), want, 0)
+	late, err := r.store.ReadSession(ctx, agents.CloneNamespace(&r.opts, xavi, chanA), want, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,24 +189,24 @@ func TestPostedRepliesAreNotCut(t *testing.T) {
 		t.Errorf("the posted reply was changed (%d posts)", len(got))
 	}
 	for _, m := range r.messages(root.TS) {
-		if m.Kind == kindAgent && m.Text != long {
+		if m.Kind == agents.KindAgent && m.Text != long {
 			t.Errorf("the stored reply was changed: %d runes", len([]rune(m.Text)))
 		}
 	}
 }
 
 func TestThreadingOutcomeOnTheTurnsPost(t *testing.T) {
-	r := newRig(t, func(r *rig) { r.opts.Channels = []ChannelConfig{{ID: chanA, Agents: []string{cora}}} })
+	r := newRig(t, func(r *rig) { r.opts.Channels = []agents.ChannelConfig{{ID: chanA, Agents: []string{cora}}} })
 	r.model.on(cora, templates.PromptContextNotFound, `{"session": "C1",}`)
 	root := r.send("", "U1", "Alice", cora+" claim C1?")
 	r.settle()
 	var meta []string
 	for _, m := range r.messages(root.TS) {
-		if m.Kind == kindAgent {
+		if m.Kind == agents.KindAgent {
 			meta = append(meta, m.Text+"="+m.Meta["threading"])
 		}
 	}
-	if strings.Join(meta, ";") != "cora ok="+threadingRepaired {
+	if strings.Join(meta, ";") != "cora ok="+agents.ThreadingRepaired {
 		t.Errorf("stored replies with their threading outcome: %q", meta)
 	}
 }
@@ -250,7 +251,7 @@ func TestVisibleContentReachesTheSession(t *testing.T) {
 	r.model.on(cora, templates.PromptContextNotFound, threading("C1", ""))
 	root := r.send("", "U1", "Alice", cora+" claim C1?")
 	r.settle()
-	bot := Event{ID: "EvB", Team: team, Channel: chanA, TS: r.nextTS(), ThreadTS: root.TS, BotID: "B1", UserName: "CI",
+	bot := agents.Event{ID: "EvB", Team: team, Channel: chanA, TS: r.nextTS(), ThreadTS: root.TS, BotID: "B1", UserName: "CI",
 		Text: "C1 was reopened, " + cora, Raw: "C1 was reopened"}
 	if err := handle(context.Background(), r.e, bot); err != nil {
 		t.Fatal(err)

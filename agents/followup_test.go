@@ -1,44 +1,16 @@
-package agents
+package agents_test
 
 import (
 	"context"
+	"github.com/conclavehq/conclave/agents"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/conclavehq/conclave/agents/llm"
-	"github.com/conclavehq/conclave/memory"
 	"github.com/conclavehq/conclave/templates"
 )
-
-// A person's request is a message of a person or human agent that says
-// more than :end: with a signature, and that no silent close took as an
-// acknowledgement.
-func TestIsPersonRequest(t *testing.T) {
-	v := view{st: &convState{Acknowledged: []string{"9.0"}}}
-	tests := []struct {
-		name string
-		m    memory.Message
-		want bool
-	}{
-		{"a person's question", memory.Message{TS: "1.0", Kind: kindPerson, Text: "Is C1 covered?"}, true},
-		{"a human agent's question", memory.Message{TS: "1.0", Kind: kindHuman, Agent: tina, Text: "And C2?"}, true},
-		{"an expert's answer", memory.Message{TS: "1.0", Kind: kindAgent, Agent: cora, Text: "C1 is covered."}, false},
-		{"another app's bot", memory.Message{TS: "1.0", Kind: kindBot, Text: "Ticket 8 opened."}, false},
-		{":end: alone", memory.Message{TS: "1.0", Kind: kindPerson, Text: ":end:"}, false},
-		{":end: with a signature", memory.Message{TS: "1.0", Kind: kindPerson, Text: "🙏 :end:"}, false},
-		{":end: with words", memory.Message{TS: "1.0", Kind: kindPerson, Text: "Enough, thanks :end:"}, true},
-		{"an acknowledgement closed silently", memory.Message{TS: "9.0", Kind: kindPerson, Text: "thanks!"}, false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := v.isPersonRequest(tt.m); got != tt.want {
-				t.Errorf("isPersonRequest(%q) = %v, want %v", tt.m.Text, got, tt.want)
-			}
-		})
-	}
-}
 
 // After an expert answered a person's follow-up, the facilitator's
 // default and conclude work from the follow-up (LatestPersonRequest),
@@ -160,7 +132,7 @@ func TestEndAlwaysConcludes(t *testing.T) {
 			if got := r.chat.texts(); !slices.Equal(got, want) {
 				t.Errorf("posts %q\nwant %q", got, want)
 			}
-			if st := r.state(root.TS); st.Status != statusConcluded || !r.reacted(root.TS, "white_check_mark") {
+			if st := r.state(root.TS); st.Status != agents.StatusConcluded || !r.reacted(root.TS, "white_check_mark") {
 				t.Errorf("status %q; want concluded again, with ✅", st.Status)
 			}
 		})
@@ -173,7 +145,7 @@ func TestEndAlwaysConcludes(t *testing.T) {
 			thanks := r.send(root.TS, "U1", "Alice", "thanks!")
 			r.settle()
 			st := r.state(root.TS)
-			if st.Status != statusConcluded || st.Reopened || !r.reacted(root.TS, "white_check_mark") {
+			if st.Status != agents.StatusConcluded || st.Reopened || !r.reacted(root.TS, "white_check_mark") {
 				t.Errorf("status %q, reopened %v; want concluded again, with ✅", st.Status, st.Reopened)
 			}
 			if !slices.Contains(st.Acknowledged, thanks.TS) {
@@ -214,9 +186,9 @@ func TestSessionFormat(t *testing.T) {
 		a := r.agents[cora]
 		a.Attributes = map[string]string{"role": "expert", "Key_Format": "claim number, e.g. CLM-123456"}
 		r.agents[cora] = a
-		r.opts.Agents = map[string]AgentSettings{
-			cora: {SessionPolicy: SessionPattern, SessionPattern: `C\d+`},
-			paul: {SessionPolicy: SessionPattern, SessionPattern: `P-\d{4}`},
+		r.opts.Agents = map[string]agents.AgentSettings{
+			cora: {SessionPolicy: agents.SessionPattern, SessionPattern: `C\d+`},
+			paul: {SessionPolicy: agents.SessionPattern, SessionPattern: `P-\d{4}`},
 		}
 	})
 	rec := recordData(r)
@@ -241,7 +213,7 @@ func TestSessionFormat(t *testing.T) {
 // to the channel changes nothing for a new conversation with the same
 // participants.
 func TestCloneGroupFromParticipants(t *testing.T) {
-	r := newRig(t, func(r *rig) { r.opts.Channels = []ChannelConfig{{ID: chanA, Agents: []string{elen, twin}}} })
+	r := newRig(t, func(r *rig) { r.opts.Channels = []agents.ChannelConfig{{ID: chanA, Agents: []string{elen, twin}}} })
 	ctx := context.Background()
 	conversation := func() string {
 		root := r.send("", "U1", "Alice", "Hello")
@@ -252,7 +224,7 @@ func TestCloneGroupFromParticipants(t *testing.T) {
 	}
 	before := conversation()
 	// Elen answered the root before the twin was named: she took part.
-	if want := GroupSessionID([]string{elen, tina}); before != want {
+	if want := agents.GroupSessionID([]string{elen, tina}); before != want {
 		t.Errorf("group %q, want %q (Elen and the twin's human)", before, want)
 	}
 	if _, err := r.e.AddAgent(ctx, chanA, paul); err != nil {
@@ -264,7 +236,7 @@ func TestCloneGroupFromParticipants(t *testing.T) {
 	// Naming Paul makes him take part, and the group another.
 	root := r.send("", "U1", "Alice", paul+" and "+twin+", Friday?")
 	r.settle()
-	if got, want := r.state(root.TS).Group, GroupSessionID([]string{elen, paul, tina}); got != want {
+	if got, want := r.state(root.TS).Group, agents.GroupSessionID([]string{elen, paul, tina}); got != want {
 		t.Errorf("group with Paul named %q, want %q", got, want)
 	}
 }
@@ -298,22 +270,6 @@ func TestMemoryEntriesAreMarkedEarlier(t *testing.T) {
 	}
 }
 
-// An entry stored without a time (by an earlier version) is marked as
-// earlier without a date.
-func TestSessionHistoryMarks(t *testing.T) {
-	at := time.Date(2027, 3, 1, 23, 30, 0, 0, time.FixedZone("UTC-2", -2*3600))
-	got := sessionHistory([]memory.SessionEntry{
-		{Role: llm.RoleUser, Author: "Ann (person)", Content: "dated", At: at},
-		{Role: llm.RoleAssistant, Content: "undated"},
-	})
-	want := []string{"(earlier, 2027-03-02) Ann (person): dated", "(earlier) undated"}
-	for i, h := range got {
-		if s := h.text(0); s != want[i] {
-			t.Errorf("entry %d = %q, want %q", i, s, want[i])
-		}
-	}
-}
-
 // keyToolbox answers a CRM look-up with a claim number the thread never
 // wrote.
 type keyToolbox struct{}
@@ -331,13 +287,13 @@ func (keyToolbox) Call(context.Context, string, string) (string, error) {
 // key is bound although no message wrote it.
 func TestKeyFromAToolIsBound(t *testing.T) {
 	r := newRig(t, func(r *rig) {
-		r.opts.Agents = map[string]AgentSettings{cora: {Tools: []string{"crm"}, SessionPolicy: SessionPattern, SessionPattern: `CLM-\d{6}`}}
+		r.opts.Agents = map[string]agents.AgentSettings{cora: {Tools: []string{"crm"}, SessionPolicy: agents.SessionPattern, SessionPattern: `CLM-\d{6}`}}
 	})
 	lib, err := templates.Open("", templates.Options{Clock: r.clock.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.e = r.engine(lib.Current(), func(d *Deps) { d.Tools = keyToolbox{} })
+	r.e = r.engine(lib.Current(), func(d *agents.Deps) { d.Tools = keyToolbox{} })
 	lookup := llm.Response{ToolCalls: []llm.ToolCall{{ID: "a", Name: "crm__find_claim", Arguments: `{"q":"the flooded kitchen"}`}}, FinishReason: "tool_calls"}
 	r.model.on(cora, templates.PromptContextNotFound, lookup, threading("CLM-123456", ""))
 	r.model.on(cora, templates.PromptContextFound, "📚 CLM-123456 is open.")
@@ -360,36 +316,5 @@ func TestKeyFromAToolIsBound(t *testing.T) {
 	}
 	if sys := r.model.calls(elen, templates.PromptDefault)[0].Messages[0].Content; !strings.Contains(sys, `Its memory keys: CLM-\d{6}.`) {
 		t.Errorf("the facilitator's team list lacks Cora's key format:\n%s", sys)
-	}
-}
-
-// A wordless conclusion in a reopened thread makes the people's messages
-// since the reopening acknowledgements; one with words, or in a thread
-// never concluded, leaves them requests.
-func TestWordlessConclusionAcknowledges(t *testing.T) {
-	tests := []struct {
-		name     string
-		reopened bool
-		silent   bool
-		want     []string
-	}{
-		{"an acknowledgement", true, true, []string{"5.0", "6.0"}},
-		{"with words", true, false, nil},
-		{"never concluded", false, true, nil},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			st := &convState{Status: statusOpen, Reopened: tt.reopened, SinceReopen: []string{"5.0", "6.0"},
-				Conclude: &concludeRequest{Reason: concludeByEnd}, AgentTurns: map[string]int{elen: 1},
-				Routed: map[string]bool{}, Working: map[string]int{}, Noticed: map[string]bool{}}
-			m := &machine{st: st, lim: limits{MaxTurns: 40, MaxQueued: 10}, facilitator: elen}
-			m.concluded(time.Unix(100, 0), true, tt.silent)
-			if st.Status != statusConcluded || st.Conclude != nil || st.SinceReopen != nil || st.Reopened {
-				t.Errorf("status %q, conclude %v, since reopen %v, reopened %v", st.Status, st.Conclude, st.SinceReopen, st.Reopened)
-			}
-			if !slices.Equal(st.Acknowledged, tt.want) {
-				t.Errorf("acknowledged %v, want %v", st.Acknowledged, tt.want)
-			}
-		})
 	}
 }

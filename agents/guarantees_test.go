@@ -1,4 +1,4 @@
-package agents
+package agents_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/conclavehq/conclave/agents"
 	"github.com/conclavehq/conclave/agents/llm"
 	"github.com/conclavehq/conclave/memory"
 	"github.com/conclavehq/conclave/memory/redistest"
@@ -36,16 +37,16 @@ func withCountedRedis(trips **redistest.RoundTrips) func(*rig) {
 func TestRoundTripsPerTurn(t *testing.T) {
 	tests := []struct {
 		name         string
-		send         func(r *rig, root Event) Event
+		send         func(r *rig, root agents.Event) agents.Event
 		handle, turn int64
 	}{
-		{"a person's first message", func(r *rig, _ Event) Event {
+		{"a person's first message", func(r *rig, _ agents.Event) agents.Event {
 			return r.send("", "U1", "Alice", "hello")
 		}, 2, 3},
-		{"a person's reply naming nobody", func(r *rig, root Event) Event {
+		{"a person's reply naming nobody", func(r *rig, root agents.Event) agents.Event {
 			return r.send(root.TS, "U1", "Alice", "thanks")
 		}, 2, 3},
-		{"a reply naming a bound expert, then the facilitator", func(r *rig, root Event) Event {
+		{"a reply naming a bound expert, then the facilitator", func(r *rig, root agents.Event) agents.Event {
 			return r.send(root.TS, "U1", "Alice", cora+" and the deductible?")
 		}, 2, 1 + 1 + 2 + 2}, // load; session; expert: pending, posted; facilitator: pending, release
 	}
@@ -60,11 +61,11 @@ func TestRoundTripsPerTurn(t *testing.T) {
 			before := trips.Count()
 			ev := tt.send(r, root)
 			handled := trips.Count()
-			id := ConversationID(team, chanA, ev.TS)
+			id := agents.ConversationID(team, chanA, ev.TS)
 			if ev.ThreadTS != "" {
-				id = ConversationID(team, chanA, ev.ThreadTS)
+				id = agents.ConversationID(team, chanA, ev.ThreadTS)
 			}
-			r.e.process(context.Background(), context.Background(), task{id: id, channel: chanA})
+			r.e.Process(context.Background(), id, chanA)
 			if n := handled - before; n > tt.handle {
 				t.Errorf("Record took %d round trips, want at most %d", n, tt.handle)
 			}
@@ -88,7 +89,7 @@ func TestRoundTripsPerTurn(t *testing.T) {
 func TestRecordIsDurableBeforeItReturns(t *testing.T) {
 	r := newRig(t)
 	root := r.send("", "U1", "Alice", "hello")
-	id := ConversationID(team, chanA, root.TS)
+	id := agents.ConversationID(team, chanA, root.TS)
 	if got := r.messages(root.TS); len(got) != 1 || got[0].Text != "hello" {
 		t.Errorf("stored messages %+v, want the message", got)
 	}
@@ -98,7 +99,7 @@ func TestRecordIsDurableBeforeItReturns(t *testing.T) {
 
 	failing := &failingStore{Store: r.store, fail: "RecordMessage"}
 	e := r.engine(fakePrompts{}, onStore(failing))
-	ev := Event{ID: "Ev9", Team: team, Channel: chanA, TS: r.nextTS(), ThreadTS: root.TS, UserID: "U1", Text: "more"}
+	ev := agents.Event{ID: "Ev9", Team: team, Channel: chanA, TS: r.nextTS(), ThreadTS: root.TS, UserID: "U1", Text: "more"}
 	if err := handle(context.Background(), e, ev); err == nil {
 		t.Error("Record returned nil though the message could not be recorded")
 	}
@@ -122,18 +123,18 @@ func TestRecordSaysWhenTheStoreDidNotAnswer(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			e := r.engine(fakePrompts{}, onStore(&failingStore{Store: r.store, fail: "RecordMessage", err: c.err}))
-			ev := Event{ID: "Ev-" + c.name, Team: team, Channel: chanA, TS: r.nextTS(), ThreadTS: root.TS, UserID: "U1", Text: "more"}
+			ev := agents.Event{ID: "Ev-" + c.name, Team: team, Channel: chanA, TS: r.nextTS(), ThreadTS: root.TS, UserID: "U1", Text: "more"}
 			err := handle(context.Background(), e, ev)
 			if err == nil {
 				t.Fatal("Record returned nil though the message could not be recorded")
 			}
-			if got := errors.Is(err, ErrStoreUnavailable); got != c.match {
+			if got := errors.Is(err, agents.ErrStoreUnavailable); got != c.match {
 				t.Errorf("errors.Is(%v, ErrStoreUnavailable) = %v, want %v", err, got, c.match)
 			}
 			if !errors.Is(err, c.err) || !strings.Contains(err.Error(), c.err.Error()) {
 				t.Errorf("Record error %q does not carry the store's %q", err, c.err)
 			}
-			if strings.Contains(err.Error(), ErrStoreUnavailable.Error()) {
+			if strings.Contains(err.Error(), agents.ErrStoreUnavailable.Error()) {
 				t.Errorf("Record error %q names the mark", err)
 			}
 		})
@@ -142,7 +143,7 @@ func TestRecordSaysWhenTheStoreDidNotAnswer(t *testing.T) {
 
 // failingStore fails one method, with err (default "store unreachable").
 type failingStore struct {
-	Store
+	agents.Store
 	fail string
 	err  error
 }
@@ -155,60 +156,6 @@ func (s *failingStore) RecordMessage(ctx context.Context, c memory.Conversation,
 		return false, errors.New("store unreachable")
 	}
 	return s.Store.RecordMessage(ctx, c, m, ev)
-}
-
-// dyingStore is one replica's view of the store; once die is called every
-// call fails and nothing more is written or released, as if the replica's
-// process had died at that point.
-type dyingStore struct {
-	Store
-	dead atomic.Bool
-}
-
-var errDead = errors.New("the replica died")
-
-func (s *dyingStore) die() { s.dead.Store(true) }
-
-func (s *dyingStore) Load(ctx context.Context, l memory.Lock) (memory.Snapshot, error) {
-	if s.dead.Load() {
-		return memory.Snapshot{}, errDead
-	}
-	return s.Store.Load(ctx, l)
-}
-
-func (s *dyingStore) Commit(ctx context.Context, l memory.Lock, c memory.Commit) (bool, error) {
-	if s.dead.Load() {
-		return false, errDead
-	}
-	return s.Store.Commit(ctx, l, c)
-}
-
-func (s *dyingStore) CheckLock(ctx context.Context, l memory.Lock) error {
-	if s.dead.Load() {
-		return errDead
-	}
-	return s.Store.CheckLock(ctx, l)
-}
-
-func (s *dyingStore) RenewLock(ctx context.Context, l memory.Lock, ttl time.Duration) error {
-	if s.dead.Load() {
-		return errDead
-	}
-	return s.Store.RenewLock(ctx, l, ttl)
-}
-
-func (s *dyingStore) MarkPending(ctx context.Context, id string) error {
-	if s.dead.Load() {
-		return errDead
-	}
-	return s.Store.MarkPending(ctx, id)
-}
-
-func (s *dyingStore) ReleaseLock(ctx context.Context, l memory.Lock) (bool, error) {
-	if s.dead.Load() {
-		return false, errDead
-	}
-	return s.Store.ReleaseLock(ctx, l)
 }
 
 // TestReplicaDiesAnywhere: a replica that dies at any point of a turn
@@ -239,10 +186,10 @@ func TestReplicaDiesAnywhere(t *testing.T) {
 			dying := &dyingStore{Store: r.store}
 			replica := r.engine(fakePrompts{}, onStore(dying))
 			root := r.send("", "U1", "Alice", "hello")
-			id := ConversationID(team, chanA, root.TS)
+			id := agents.ConversationID(team, chanA, root.TS)
 			tt.arm(r, dying)
-			replica.process(context.Background(), context.Background(), task{id: id, channel: chanA})
-			replica.reactions.wait()
+			replica.Process(context.Background(), id, chanA)
+			replica.WaitReactions()
 			r.model.hook, r.chat.beforePost, r.chat.afterPost = nil, nil, nil
 			if !dying.dead.Load() {
 				t.Fatal("the replica did not reach the point where it dies")
@@ -259,7 +206,7 @@ func TestReplicaDiesAnywhere(t *testing.T) {
 			if due(r.clock.Now()) {
 				t.Error("due while the dead replica's lock still holds")
 			}
-			r.clock.Advance(r.e.opts.LockTTL)
+			r.clock.Advance(r.e.LockTTL())
 			if !due(r.clock.Now()) {
 				t.Fatal("not due once the dead replica's lock expired: the work is lost")
 			}
@@ -272,7 +219,7 @@ func TestReplicaDiesAnywhere(t *testing.T) {
 			}
 			var stored int
 			for _, m := range r.messages(root.TS) {
-				if m.Kind == kindAgent {
+				if m.Kind == agents.KindAgent {
 					stored++
 				}
 			}
@@ -292,10 +239,10 @@ func TestReplicaDiesAnywhere(t *testing.T) {
 func TestLostWakeUpFoundBySweep(t *testing.T) {
 	r := newRig(t)
 	r.opts.SweepInterval = 5 * time.Millisecond
-	reports := make(chan TurnReport, 1)
+	reports := make(chan agents.TurnReport, 1)
 	e := r.engine(fakePrompts{}, reportTo(reports))
 	// Recorded, and its ticket never dispatched.
-	if _, err := e.Record(context.Background(), Event{ID: "Ev1", Team: team, Channel: chanA, TS: r.nextTS(), UserID: "U1", Text: "hello"}); err != nil {
+	if _, err := e.Record(context.Background(), agents.Event{ID: "Ev1", Team: team, Channel: chanA, TS: r.nextTS(), UserID: "U1", Text: "hello"}); err != nil {
 		t.Fatal(err)
 	}
 	runEngine(t, e)
@@ -316,7 +263,7 @@ func TestLostWakeUpFoundBySweep(t *testing.T) {
 // a replica that would run a second turn of it runs it then, and is seen.
 type overlapModel struct {
 	*fakeModel
-	engines  []*Engine // set before they run
+	engines  []*agents.Engine // set before they run
 	mu       sync.Mutex
 	inFlight map[string]int
 	overlaps int
@@ -334,7 +281,7 @@ func (m *overlapModel) Complete(ctx context.Context, r llm.Request) (llm.Respons
 	m.mu.Unlock()
 	if first {
 		for _, e := range m.engines {
-			e.process(ctx, ctx, task{id: conv})
+			e.Process(ctx, conv, "")
 		}
 	}
 	m.mu.Lock()
@@ -362,11 +309,11 @@ func TestTurnsNeverOverlap(t *testing.T) {
 			var turns atomic.Int64
 			allTurns := make(chan struct{}) // closed at the turn of the last thread
 			r.opts.SweepInterval = 5 * time.Millisecond
-			engines := make([]*Engine, 2)
+			engines := make([]*agents.Engine, 2)
 			for i := range engines {
-				engines[i] = r.engine(fakePrompts{}, func(d *Deps) {
+				engines[i] = r.engine(fakePrompts{}, func(d *agents.Deps) {
 					d.Model = model
-					d.OnTurn = func(TurnReport) {
+					d.OnTurn = func(agents.TurnReport) {
 						if turns.Add(1) == threads {
 							close(allTurns)
 						}
@@ -386,7 +333,7 @@ func TestTurnsNeverOverlap(t *testing.T) {
 			for i := range threads {
 				var root string
 				for j := range messages {
-					ev := Event{Team: team, Channel: chanA, TS: r.nextTS(), ThreadTS: root, UserID: "U1", UserName: "Alice", Text: "question"}
+					ev := agents.Event{Team: team, Channel: chanA, TS: r.nextTS(), ThreadTS: root, UserID: "U1", UserName: "Alice", Text: "question"}
 					ev.ID = "Ev" + ev.TS
 					for k := range engines {
 						if err := handle(ctx, engines[(i+j+k)%2], ev); err != nil {
@@ -426,10 +373,10 @@ func TestNoticeOnceWhenAReplicaDies(t *testing.T) {
 	replica := r.engine(fakePrompts{}, onStore(dying))
 	root := r.send("", "U1", "Alice", "hello "+ghost)
 	r.model.hook = func(llm.Request) { dying.die() }
-	replica.process(context.Background(), context.Background(), task{id: ConversationID(team, chanA, root.TS), channel: chanA})
-	replica.reactions.wait()
+	replica.Process(context.Background(), agents.ConversationID(team, chanA, root.TS), chanA)
+	replica.WaitReactions()
 	r.model.hook = nil
-	r.clock.Advance(r.e.opts.LockTTL)
+	r.clock.Advance(r.e.LockTTL())
 	r.settle()
 	if got := r.chat.texts(); !slices.Equal(got, []string{"Elen: elen ok"}) {
 		t.Errorf("posts %q, want the answer once", got)
@@ -443,7 +390,7 @@ func TestNoticeOnceWhenAReplicaDies(t *testing.T) {
 // being lost, while failing is set; it counts the renewals that failed
 // and those made.
 type flakyRenewals struct {
-	Store
+	agents.Store
 	failing  atomic.Bool
 	failures atomic.Int64
 	renewals atomic.Int64
@@ -539,15 +486,15 @@ func TestLockRenewalSurvivesTransientErrors(t *testing.T) {
 					t.Errorf("the lock was not renewed once the store came back (stopped: %v)", ctx.Err())
 				}
 			}}
-			reports := make(chan TurnReport, 4)
-			replica := r.engine(fakePrompts{}, onStore(flaky), func(d *Deps) {
+			reports := make(chan agents.TurnReport, 4)
+			replica := r.engine(fakePrompts{}, onStore(flaky), func(d *agents.Deps) {
 				d.Model = model
-				d.OnTurn = func(tr TurnReport) { reports <- tr }
+				d.OnTurn = func(tr agents.TurnReport) { reports <- tr }
 			})
 			root := r.send("", "U1", "Alice", "hello")
-			id := ConversationID(team, chanA, root.TS)
-			replica.process(context.Background(), context.Background(), task{id: id, channel: chanA})
-			var first TurnReport
+			id := agents.ConversationID(team, chanA, root.TS)
+			replica.Process(context.Background(), id, chanA)
+			var first agents.TurnReport
 			select {
 			case first = <-reports:
 			default:
@@ -584,7 +531,7 @@ func TestTurnDeadline(t *testing.T) {
 	}
 	// The call outlasts the turn: it returns only once the deadline ended
 	// its context (or a minute later, when the test fails).
-	r.e = r.engine(fakePrompts{}, func(d *Deps) {
+	r.e = r.engine(fakePrompts{}, func(d *agents.Deps) {
 		d.Model = ctxModel{fakeModel: r.model, before: func(ctx context.Context) {
 			select {
 			case <-ctx.Done():
@@ -631,7 +578,7 @@ func TestMaxQueued(t *testing.T) {
 	}
 	var people int
 	for _, m := range r.messages(root.TS) {
-		if m.Kind == kindPerson {
+		if m.Kind == agents.KindPerson {
 			people++
 		}
 	}

@@ -1,9 +1,10 @@
-package agents
+package agents_test
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/conclavehq/conclave/agents"
 	"log/slog"
 	"slices"
 	"strings"
@@ -65,11 +66,11 @@ func (r fakeResolver) Resolve(_ context.Context, name string) (ens.Agent, error)
 type fakeChat struct {
 	mu        sync.Mutex
 	seq       int
-	posts     []Reply
+	posts     []agents.Reply
 	postTS    []string
 	ephemeral []string // "channel user text"
 	reactions map[string]map[string]bool
-	history   []Event
+	history   []agents.Event
 	// failPost makes the next PostReply calls fail; lostPost makes them
 	// post and then fail (an uncertain outcome).
 	failPost, lostPost int
@@ -92,7 +93,7 @@ type fakeChat struct {
 func newFakeChat() *fakeChat { return &fakeChat{reactions: make(map[string]map[string]bool)} }
 
 // PostReply posts r as one part.
-func (f *fakeChat) PostReply(_ context.Context, r Reply) ([]string, error) {
+func (f *fakeChat) PostReply(_ context.Context, r agents.Reply) ([]string, error) {
 	if len(r.Posted) > 0 {
 		return r.Posted, nil
 	}
@@ -183,7 +184,7 @@ func (f *fakeChat) FindPost(_ context.Context, channel, threadTS, postID string)
 	return found, nil
 }
 
-func (f *fakeChat) ThreadHistory(_ context.Context, channel, threadTS string, limit int) ([]Event, error) {
+func (f *fakeChat) ThreadHistory(_ context.Context, channel, threadTS string, limit int) ([]agents.Event, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.historyLimit = limit
@@ -283,7 +284,7 @@ func (m *fakeModel) Complete(ctx context.Context, r llm.Request) (llm.Response, 
 	if r.Prompt == templates.PromptContextNotFound {
 		return llm.Response{Content: `{"session": "", "message": ""}`}, nil
 	}
-	return llm.Response{Content: firstLabel(r.Agent) + " ok", FinishReason: "stop"}, nil
+	return llm.Response{Content: agents.FirstLabel(r.Agent) + " ok", FinishReason: "stop"}, nil
 }
 
 // calls returns the requests made for an agent's prompt.
@@ -338,9 +339,9 @@ type rig struct {
 	model  *fakeModel
 	clock  *testclock.Clock
 	agents map[string]ens.Agent
-	opts   Options
+	opts   agents.Options
 	logger *slog.Logger // nil: discard
-	e      *Engine
+	e      *agents.Engine
 	seq    int
 }
 
@@ -354,13 +355,13 @@ func newRig(t testing.TB, configure ...func(*rig)) *rig {
 		model:  newFakeModel(),
 		clock:  clock,
 		agents: testAgents(),
-		opts: Options{
+		opts: agents.Options{
 			Timeout:   10 * time.Minute,
-			Channels:  []ChannelConfig{{ID: chanA, Agents: []string{elen, cora, paul}}},
+			Channels:  []agents.ChannelConfig{{ID: chanA, Agents: []string{elen, cora, paul}}},
 			BotUserID: "UBOT",
 		},
 	}
-	var prompts Prompts = fakePrompts{}
+	var prompts agents.Prompts = fakePrompts{}
 	for _, f := range configure {
 		f(r)
 	}
@@ -372,7 +373,7 @@ func newRig(t testing.TB, configure ...func(*rig)) *rig {
 }
 
 // runEngine runs e until the test ends.
-func runEngine(t *testing.T, e *Engine) {
+func runEngine(t *testing.T, e *agents.Engine) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	ran := make(chan error, 1)
@@ -416,12 +417,12 @@ func waitAll(t testing.TB, wg *sync.WaitGroup, what string) {
 // engine builds an engine over the rig's parts with prompts p; each change
 // adjusts its collaborators (another view of the store, another model, a
 // turn report hook).
-func (r *rig) engine(p Prompts, change ...func(*Deps)) *Engine {
-	d := Deps{
+func (r *rig) engine(p agents.Prompts, change ...func(*agents.Deps)) *agents.Engine {
+	d := agents.Deps{
 		Store:    r.store,
 		Chat:     r.chat,
 		Model:    r.model,
-		Prompts:  func() Prompts { return p },
+		Prompts:  func() agents.Prompts { return p },
 		Resolver: fakeResolver{r.agents},
 		Logger:   r.logger,
 		Now:      r.clock.Now,
@@ -429,17 +430,17 @@ func (r *rig) engine(p Prompts, change ...func(*Deps)) *Engine {
 	for _, f := range change {
 		f(&d)
 	}
-	return New(r.opts, d)
+	return agents.New(r.opts, d)
 }
 
 // onStore makes an engine use store.
-func onStore(store Store) func(*Deps) {
-	return func(d *Deps) { d.Store = store }
+func onStore(store agents.Store) func(*agents.Deps) {
+	return func(d *agents.Deps) { d.Store = store }
 }
 
 // reportTo makes an engine send every turn's report to reports.
-func reportTo(reports chan<- TurnReport) func(*Deps) {
-	return func(d *Deps) { d.OnTurn = func(tr TurnReport) { reports <- tr } }
+func reportTo(reports chan<- agents.TurnReport) func(*agents.Deps) {
+	return func(d *agents.Deps) { d.OnTurn = func(tr agents.TurnReport) { reports <- tr } }
 }
 
 // withBuiltinTemplates uses the prompts shipped in the binary.
@@ -474,8 +475,8 @@ func (r *rig) nextTS() string {
 // testStore is the store the tests arrange their fixtures in: the
 // engine's port, and the writes and reads a fixture or a check needs.
 type testStore interface {
-	Store
-	TraceLog
+	agents.Store
+	agents.TraceLog
 	memory.UsageLog
 	AcquireLock(ctx context.Context, convID string, ttl time.Duration) (memory.Lock, error)
 	PendingPosts(ctx context.Context) (int, error)
@@ -487,16 +488,16 @@ type testStore interface {
 
 // handle records ev and dispatches its ticket at once, as a transport
 // with nothing to acknowledge does.
-func handle(ctx context.Context, e *Engine, ev Event) error {
+func handle(ctx context.Context, e *agents.Engine, ev agents.Event) error {
 	t, err := e.Record(ctx, ev)
 	t.Dispatch()
 	return err
 }
 
 // send records a message event: thread "" is a new top-level message.
-func (r *rig) send(thread, user, name, text string) Event {
+func (r *rig) send(thread, user, name, text string) agents.Event {
 	r.t.Helper()
-	ev := Event{ID: "Ev" + fmt.Sprint(r.seq+1), Kind: EventMessage, Team: team, Channel: chanA, TS: r.nextTS(),
+	ev := agents.Event{ID: "Ev" + fmt.Sprint(r.seq+1), Kind: agents.EventMessage, Team: team, Channel: chanA, TS: r.nextTS(),
 		ThreadTS: thread, UserID: user, UserName: name, Raw: text, Text: text, At: r.clock.Now()}
 	if err := handle(context.Background(), r.e, ev); err != nil {
 		r.t.Fatalf("Record: %v", err)
@@ -510,7 +511,7 @@ func (r *rig) settle() {
 	settleEngines(r.t, r.store, r.clock, r.e)
 }
 
-func settleEngines(t testing.TB, store Store, clock *testclock.Clock, engines ...*Engine) {
+func settleEngines(t testing.TB, store agents.Store, clock *testclock.Clock, engines ...*agents.Engine) {
 	t.Helper()
 	ctx := context.Background()
 	for range 500 {
@@ -520,12 +521,12 @@ func settleEngines(t testing.TB, store Store, clock *testclock.Clock, engines ..
 		}
 		if len(ids) == 0 {
 			for _, e := range engines {
-				e.reactions.wait()
+				e.WaitReactions()
 			}
 			return
 		}
 		for i, id := range ids {
-			engines[i%len(engines)].process(ctx, ctx, task{id: id})
+			engines[i%len(engines)].Process(ctx, id, "")
 		}
 	}
 	t.Fatal("the engine did not settle")
@@ -535,18 +536,18 @@ func settleEngines(t testing.TB, store Store, clock *testclock.Clock, engines ..
 // reaction changes queued so far are applied.
 func (r *rig) reacted(ts, name string) bool {
 	r.t.Helper()
-	r.e.reactions.wait()
+	r.e.WaitReactions()
 	return r.chat.reacted(ts, name)
 }
 
 // state reads a conversation's engine state.
-func (r *rig) state(thread string) *convState {
+func (r *rig) state(thread string) *agents.ConvState {
 	r.t.Helper()
-	snap, err := r.store.Snapshot(context.Background(), ConversationID(team, chanA, thread))
+	snap, err := r.store.Snapshot(context.Background(), agents.ConversationID(team, chanA, thread))
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	st, err := decodeState(snap.Conversation.State)
+	st, err := agents.DecodeState(snap.Conversation.State)
 	if err != nil {
 		r.t.Fatal(err)
 	}
@@ -556,7 +557,7 @@ func (r *rig) state(thread string) *convState {
 // messages reads a conversation's stored messages.
 func (r *rig) messages(thread string) []memory.Message {
 	r.t.Helper()
-	snap, err := r.store.Snapshot(context.Background(), ConversationID(team, chanA, thread))
+	snap, err := r.store.Snapshot(context.Background(), agents.ConversationID(team, chanA, thread))
 	if err != nil {
 		r.t.Fatal(err)
 	}

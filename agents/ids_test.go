@@ -1,6 +1,7 @@
-package agents
+package agents_test
 
 import (
+	"github.com/conclavehq/conclave/agents"
 	"testing"
 	"time"
 )
@@ -18,7 +19,7 @@ func TestTSTime(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
-			if got := TSTime(tt.in); !got.Equal(tt.want) {
+			if got := agents.TSTime(tt.in); !got.Equal(tt.want) {
 				t.Errorf("TSTime(%q) = %v, want %v", tt.in, got, tt.want)
 			}
 		})

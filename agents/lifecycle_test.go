@@ -1,9 +1,10 @@
-package agents
+package agents_test
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/conclavehq/conclave/agents"
 	"slices"
 	"strings"
 	"testing"
@@ -62,7 +63,7 @@ func TestExpertRecallsSessionAcrossConversations(t *testing.T) {
 
 func TestCloneAnswersWithHumanHistory(t *testing.T) {
 	r := newRig(t, func(r *rig) {
-		r.opts.Channels = []ChannelConfig{{ID: chanA, Agents: []string{elen, twin}}}
+		r.opts.Channels = []agents.ChannelConfig{{ID: chanA, Agents: []string{elen, twin}}}
 	})
 	ctx := context.Background()
 	r.pair("UT", tina)
@@ -78,7 +79,7 @@ func TestCloneAnswersWithHumanHistory(t *testing.T) {
 	// Both conversations have Tina's group, with the channel's facilitator:
 	// she alone wrote the first before it was frozen, and the second names
 	// her twin.
-	group := GroupSessionID([]string{elen, tina})
+	group := agents.GroupSessionID([]string{elen, tina})
 	req := calls[0]
 	if !strings.Contains(lastUser(req), "session="+group+"|") {
 		t.Errorf("clone session: %q, want %s", lastUser(req), group)
@@ -88,7 +89,7 @@ func TestCloneAnswersWithHumanHistory(t *testing.T) {
 	if remembered < 0 || question < 0 || remembered > question {
 		t.Fatalf("the human's history is not before the question:\n%s", strings.Join(contents(req), "\n"))
 	}
-	entries, err := r.store.ReadSession(ctx, CloneNamespace(&r.opts, tina, chanA), group, 0)
+	entries, err := r.store.ReadSession(ctx, agents.CloneNamespace(&r.opts, tina, chanA), group, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,14 +116,14 @@ func TestRestart(t *testing.T) {
 			r.model.on(elen, templates.PromptDefault, ":end:")
 			root := r.send("", "U1", "Alice", "Is claim C1 covered?")
 			r.settle()
-			if st := r.state(root.TS); st.Status != statusConcluded || st.Turns != 1 {
+			if st := r.state(root.TS); st.Status != agents.StatusConcluded || st.Turns != 1 {
 				t.Fatalf("before: status %q, turns %d", st.Status, st.Turns)
 			}
-			ev := Event{ID: "EvX", Team: team, Channel: chanA, TS: r.nextTS(), ThreadTS: root.TS,
+			ev := agents.Event{ID: "EvX", Team: team, Channel: chanA, TS: r.nextTS(), ThreadTS: root.TS,
 				UserID: tt.user, BotID: tt.bot, UserName: "X", Text: "one more thing", Raw: "one more thing"}
 			if tt.user == "agent" { // a late reply another replica posted
-				conv := memory.Conversation{ID: ConversationID(team, chanA, root.TS), Team: team, Channel: chanA, ThreadTS: root.TS}
-				late := memory.Message{TS: ev.TS, Agent: cora, Kind: kindAgent, Text: "one more thing", At: r.clock.Now()}
+				conv := memory.Conversation{ID: agents.ConversationID(team, chanA, root.TS), Team: team, Channel: chanA, ThreadTS: root.TS}
+				late := memory.Message{TS: ev.TS, Agent: cora, Kind: agents.KindAgent, Text: "one more thing", At: r.clock.Now()}
 				if _, err := r.store.RecordMessage(context.Background(), conv, late, ""); err != nil {
 					t.Fatal(err)
 				}
@@ -133,13 +134,13 @@ func TestRestart(t *testing.T) {
 			st := r.state(root.TS)
 			defaults := len(r.model.calls(elen, templates.PromptDefault))
 			if tt.wantRestart {
-				if st.Status != statusOpen || defaults != 2 || st.Turns != 1 || r.chat.reacted(root.TS, "white_check_mark") {
+				if st.Status != agents.StatusOpen || defaults != 2 || st.Turns != 1 || r.chat.reacted(root.TS, "white_check_mark") {
 					t.Errorf("no restart: status %q, default turns %d, turns %d", st.Status, defaults, st.Turns)
 				}
 				if !strings.Contains(lastUser(r.model.calls(elen, templates.PromptDefault)[1]), "count=3|") {
 					t.Errorf("restart turn does not see the whole thread: %q", lastUser(r.model.calls(elen, templates.PromptDefault)[1]))
 				}
-			} else if st.Status != statusConcluded || defaults != 1 || !r.chat.reacted(root.TS, "white_check_mark") {
+			} else if st.Status != agents.StatusConcluded || defaults != 1 || !r.chat.reacted(root.TS, "white_check_mark") {
 				t.Errorf("restarted by %s: status %q, default turns %d", tt.name, st.Status, defaults)
 			}
 		})
@@ -203,7 +204,7 @@ func TestMutualMentionsStoppedByGuards(t *testing.T) {
 			if st.Turns > tt.maxTurns {
 				t.Errorf("%d turns, max %d", st.Turns, tt.maxTurns)
 			}
-			if (st.Status == statusConcluded) != tt.wantConcluded {
+			if (st.Status == agents.StatusConcluded) != tt.wantConcluded {
 				t.Errorf("status %q", st.Status)
 			}
 			if tt.wantConcluded {
@@ -235,7 +236,7 @@ func TestMutualMentionsStoppedByGuards(t *testing.T) {
 func TestThreadingRetryAndPolicies(t *testing.T) {
 	tests := []struct {
 		name      string
-		policy    AgentSettings
+		policy    agents.AgentSettings
 		replies   []any
 		wantPosts []string
 		wantBound string
@@ -247,14 +248,14 @@ func TestThreadingRetryAndPolicies(t *testing.T) {
 			replies:   []any{"I think it is claim C1.", threading("C1", "")},
 			wantPosts: []string{"Cora: cora ok"},
 			wantBound: "C1",
-			wantMeta:  threadingOK,
+			wantMeta:  agents.ThreadingOK,
 			wantRetry: true,
 		},
 		{
 			name:      "both fail",
 			replies:   []any{"no idea", "still no idea"},
 			wantPosts: []string{"Cora: still no idea"},
-			wantMeta:  threadingFailed,
+			wantMeta:  agents.ThreadingFailed,
 			wantRetry: true,
 		},
 		{
@@ -265,42 +266,42 @@ func TestThreadingRetryAndPolicies(t *testing.T) {
 			name:      "unbound asks",
 			replies:   []any{threading("", "🔍 Which claim?")},
 			wantPosts: []string{"Cora: 🔍 Which claim?"},
-			wantMeta:  threadingOK,
+			wantMeta:  agents.ThreadingOK,
 		},
 		{
 			name:      "repaired",
 			replies:   []any{`{"session": "C7", "message": "On it",}`},
 			wantPosts: []string{"Cora: On it", "Cora: cora ok"},
 			wantBound: "C7",
-			wantMeta:  threadingRepaired,
+			wantMeta:  agents.ThreadingRepaired,
 		},
 		{
 			name:      "policy never",
-			policy:    AgentSettings{SessionPolicy: SessionNever},
+			policy:    agents.AgentSettings{SessionPolicy: agents.SessionNever},
 			replies:   []any{threading("C9", "Which claim do you mean?")},
 			wantPosts: []string{"Cora: Which claim do you mean?"},
-			wantMeta:  threadingOK,
+			wantMeta:  agents.ThreadingOK,
 		},
 		{
 			name:      "pattern refuses",
-			policy:    AgentSettings{SessionPolicy: SessionPattern, SessionPattern: `C\d+`},
+			policy:    agents.AgentSettings{SessionPolicy: agents.SessionPattern, SessionPattern: `C\d+`},
 			replies:   []any{threading("X9", "")},
 			wantPosts: nil,
 		},
 		{
 			name:      "pattern accepts",
-			policy:    AgentSettings{SessionPolicy: SessionPattern, SessionPattern: `C\d+`},
+			policy:    agents.AgentSettings{SessionPolicy: agents.SessionPattern, SessionPattern: `C\d+`},
 			replies:   []any{threading("C9", "")},
 			wantPosts: []string{"Cora: cora ok"},
 			wantBound: "C9",
-			wantMeta:  threadingOK,
+			wantMeta:  agents.ThreadingOK,
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := newRig(t, func(r *rig) {
-				r.opts.Channels = []ChannelConfig{{ID: chanA, Agents: []string{cora}}}
-				r.opts.Agents = map[string]AgentSettings{cora: tt.policy}
+				r.opts.Channels = []agents.ChannelConfig{{ID: chanA, Agents: []string{cora}}}
+				r.opts.Agents = map[string]agents.AgentSettings{cora: tt.policy}
 			})
 			r.model.on(cora, templates.PromptContextNotFound, tt.replies...)
 			root := r.send("", "U1", "Alice", cora+" is my claim covered?")
@@ -313,7 +314,7 @@ func TestThreadingRetryAndPolicies(t *testing.T) {
 			}
 			var meta string
 			for _, m := range r.messages(root.TS) {
-				if m.Kind == kindAgent && m.Meta["threading"] != "" {
+				if m.Kind == agents.KindAgent && m.Meta["threading"] != "" {
 					meta = m.Meta["threading"]
 				}
 			}
@@ -329,7 +330,7 @@ func TestThreadingRetryAndPolicies(t *testing.T) {
 				n := len(first)
 				if len(retry) != n+2 || !slices.Equal(retry[:n], first) ||
 					retry[n] != (llm.Message{Role: llm.RoleAssistant, Content: tt.replies[0].(string)}) ||
-					retry[n+1] != (llm.Message{Role: llm.RoleUser, Content: threadingReminder}) {
+					retry[n+1] != (llm.Message{Role: llm.RoleUser, Content: agents.ThreadingReminder}) {
 					t.Errorf("retry request:\n%s", strings.Join(contents(calls[1]), "\n"))
 				}
 			} else if len(calls) != 1 {
@@ -341,7 +342,7 @@ func TestThreadingRetryAndPolicies(t *testing.T) {
 
 func TestUnboundExpertThreadsAgain(t *testing.T) {
 	r := newRig(t, func(r *rig) {
-		r.opts.Channels = []ChannelConfig{{ID: chanA, Agents: []string{cora}}}
+		r.opts.Channels = []agents.ChannelConfig{{ID: chanA, Agents: []string{cora}}}
 	})
 	r.model.on(cora, templates.PromptContextNotFound, threading("", "🔍 Which claim?"), threading("C3", ""))
 	root := r.send("", "U1", "Alice", cora+" is my claim covered?")
@@ -420,7 +421,7 @@ func TestModelAndTemplateFailures(t *testing.T) {
 		}
 	})
 	t.Run("notify log", func(t *testing.T) {
-		r := newRig(t, func(r *rig) { r.opts.Notify = NotifyLog })
+		r := newRig(t, func(r *rig) { r.opts.Notify = agents.NotifyLog })
 		r.model.on(elen, templates.PromptDefault, errors.New("boom"))
 		r.send("", "U1", "Alice", "hello")
 		r.settle()
@@ -456,7 +457,7 @@ func TestHumanAgentCall(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := newRig(t, func(r *rig) {
-				r.opts.Channels = []ChannelConfig{{ID: chanA, Agents: []string{elen, tina}}}
+				r.opts.Channels = []agents.ChannelConfig{{ID: chanA, Agents: []string{elen, tina}}}
 				r.opts.CallTimeout = 3 * time.Minute
 			})
 			r.pair("UT", tina)
@@ -521,7 +522,7 @@ func TestTemplateData(t *testing.T) {
 		t.Errorf("cora's prompt\n got %s\nwant %s", got, want)
 	}
 	fac := r.model.calls(elen, templates.PromptDefault)
-	if got := lastUser(fac[0]); got != "default|count=1|session="+ConversationID(team, chanA, root.TS)+"|initial=hello|latest=hello|members=Elen,Cora,Paul,Alice" {
+	if got := lastUser(fac[0]); got != "default|count=1|session="+agents.ConversationID(team, chanA, root.TS)+"|initial=hello|latest=hello|members=Elen,Cora,Paul,Alice" {
 		t.Errorf("facilitator's first prompt %s", got)
 	}
 }
@@ -537,7 +538,7 @@ func TestPostWaitsForItsBackoff(t *testing.T) {
 	r.chat.beforePost = func() error {
 		attempts++
 		if attempts == 1 {
-			return &PostError{Err: errors.New("ratelimited"), RetryAfter: time.Minute}
+			return &agents.PostError{Err: errors.New("ratelimited"), RetryAfter: time.Minute}
 		}
 		return nil
 	}
@@ -553,7 +554,7 @@ func TestPostWaitsForItsBackoff(t *testing.T) {
 	}
 
 	r.send(root.TS, "U1", "Alice", "still there?")
-	r.e.process(context.Background(), context.Background(), task{id: ConversationID(team, chanA, root.TS), channel: chanA})
+	r.e.Process(context.Background(), agents.ConversationID(team, chanA, root.TS), chanA)
 	if attempts != 1 {
 		t.Errorf("the post was tried %d times before its backoff was over, want once", attempts)
 	}
@@ -595,7 +596,7 @@ func TestUncertainPost(t *testing.T) {
 			}
 			var stored int
 			for _, m := range r.messages(root.TS) {
-				if m.Kind == kindAgent && m.TurnID != "" {
+				if m.Kind == agents.KindAgent && m.TurnID != "" {
 					stored++
 				}
 			}

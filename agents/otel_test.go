@@ -1,7 +1,8 @@
-package agents
+package agents_test
 
 import (
 	"context"
+	"github.com/conclavehq/conclave/agents"
 	"testing"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -20,12 +21,12 @@ func TestTurnSpansLinkToTheirEventAcrossReplicas(t *testing.T) {
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
 	tracer := tp.Tracer("test")
-	other := r.engine(fakePrompts{}, func(d *Deps) { d.Tracer = tracer })
+	other := r.engine(fakePrompts{}, func(d *agents.Deps) { d.Tracer = tracer })
 	r.model.on(elen, templates.PromptDefault, "Hello, Ada.")
 
 	ctx, event := tracer.Start(context.Background(), "slack.event")
-	ev := Event{ID: "Ev1", Kind: EventMessage, Team: team, Channel: chanA, TS: r.nextTS(), UserID: "U1", UserName: "Ada",
-		Raw: "hello", Text: "hello", At: r.clock.Now(), Trace: Traceparent(ctx)}
+	ev := agents.Event{ID: "Ev1", Kind: agents.EventMessage, Team: team, Channel: chanA, TS: r.nextTS(), UserID: "U1", UserName: "Ada",
+		Raw: "hello", Text: "hello", At: r.clock.Now(), Trace: agents.Traceparent(ctx)}
 	if _, err := r.e.Record(ctx, ev); err != nil { // recorded by the first replica, not dispatched
 		t.Fatal(err)
 	}

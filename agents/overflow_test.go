@@ -1,6 +1,7 @@
-package agents
+package agents_test
 
 import (
+	"github.com/conclavehq/conclave/agents"
 	"net/http"
 	"strings"
 	"testing"
@@ -35,7 +36,7 @@ func TestContextOverflow(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			r := newRig(t, func(r *rig) { r.e = r.engine(fakePrompts{}, func(d *Deps) { d.Model = client }) })
+			r := newRig(t, func(r *rig) { r.e = r.engine(fakePrompts{}, func(d *agents.Deps) { d.Model = client }) })
 			// A thread of about 3,000 tokens: within the 4,000 budget, not
 			// within half of it. Recorded before the engine looks, it is
 			// one facilitator turn.

@@ -1,8 +1,9 @@
-package agents
+package agents_test
 
 import (
 	"context"
 	"errors"
+	"github.com/conclavehq/conclave/agents"
 	"testing"
 	"time"
 
@@ -37,33 +38,33 @@ func TestPairingRules(t *testing.T) {
 		name      string
 		wallets   []string
 		before    [][2]string
-		req       PairingRequest
+		req       agents.PairingRequest
 		wantErr   error
-		wantKind  PairingKind
-		wantRepl  Replaced
+		wantKind  agents.PairingKind
+		wantRepl  agents.Replaced
 		wantPairs map[string]string // user → agent right after the request
 	}{
 		{name: "a bot", wallets: []string{pairOwner},
-			req:     PairingRequest{Caller: "U1", User: "B1", UserBot: true, Agent: hugo},
-			wantErr: ErrNotPerson},
+			req:     agents.PairingRequest{Caller: "U1", User: "B1", UserBot: true, Agent: hugo},
+			wantErr: agents.ErrNotPerson},
 		{name: "not a human", wallets: []string{pairOwner},
-			req:     PairingRequest{Caller: "U1", User: "U1", Agent: ens.Agent{EnsDomain: "x.eth", Role: ens.RoleExpert}},
-			wantErr: ErrNotHuman},
-		{name: "no wallet", req: PairingRequest{Caller: "U1", User: "U1", Agent: hugo}, wantErr: ErrNoWallet},
+			req:     agents.PairingRequest{Caller: "U1", User: "U1", Agent: ens.Agent{EnsDomain: "x.eth", Role: ens.RoleExpert}},
+			wantErr: agents.ErrNotHuman},
+		{name: "no wallet", req: agents.PairingRequest{Caller: "U1", User: "U1", Agent: hugo}, wantErr: agents.ErrNoWallet},
 		{name: "another wallet", wallets: []string{"0x00000000000000000000000000000000000000aa"},
-			req: PairingRequest{Caller: "U1", User: "U1", Agent: hugo}, wantErr: ErrNotOwner},
+			req: agents.PairingRequest{Caller: "U1", User: "U1", Agent: hugo}, wantErr: agents.ErrNotOwner},
 		{name: "oneself, at once", wallets: []string{pairOwner}, before: [][2]string{{"U2", pairHugo}},
-			req: PairingRequest{Caller: "U1", User: "U1", Agent: hugo}, wantKind: PairedNow, wantRepl: Replaced{User: "U2"},
+			req: agents.PairingRequest{Caller: "U1", User: "U1", Agent: hugo}, wantKind: agents.PairedNow, wantRepl: agents.Replaced{User: "U2"},
 			wantPairs: map[string]string{"U1": pairHugo, "U2": ""}},
 		{name: "oneself again", wallets: []string{pairOwner}, before: [][2]string{{"U1", pairHugo}},
-			req: PairingRequest{Caller: "U1", User: "U1", Agent: hugo}, wantKind: AlreadyPaired,
+			req: agents.PairingRequest{Caller: "U1", User: "U1", Agent: hugo}, wantKind: agents.AlreadyPaired,
 			wantPairs: map[string]string{"U1": pairHugo}},
 		{name: "someone else: an offer, nothing replaced yet", wallets: []string{pairOwner},
 			before: [][2]string{{"U2", pairHugo}, {"U3", pairIris}},
-			req:    PairingRequest{Caller: "U1", User: "U3", Agent: hugo}, wantKind: Offered,
-			wantRepl: Replaced{Agent: pairIris, User: "U2"}, wantPairs: map[string]string{"U2": pairHugo, "U3": pairIris}},
+			req:    agents.PairingRequest{Caller: "U1", User: "U3", Agent: hugo}, wantKind: agents.Offered,
+			wantRepl: agents.Replaced{Agent: pairIris, User: "U2"}, wantPairs: map[string]string{"U2": pairHugo, "U3": pairIris}},
 		{name: "someone already paired with it", wallets: []string{pairOwner}, before: [][2]string{{"U3", pairHugo}},
-			req: PairingRequest{Caller: "U1", User: "U3", Agent: hugo}, wantKind: AlreadyPaired},
+			req: agents.PairingRequest{Caller: "U1", User: "U3", Agent: hugo}, wantKind: agents.AlreadyPaired},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -79,7 +80,7 @@ func TestPairingRules(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			out, err := NewPairing(store, &pairIDs{owner: pairOwner}, nil).Request(ctx, tt.req)
+			out, err := agents.NewPairing(store, &pairIDs{owner: pairOwner}, nil).Request(ctx, tt.req)
 			if !errors.Is(err, tt.wantErr) || (tt.wantErr == nil) != (err == nil) {
 				t.Fatalf("error %v, want %v", err, tt.wantErr)
 			}
@@ -89,7 +90,7 @@ func TestPairingRules(t *testing.T) {
 			if out.Kind != tt.wantKind || out.Replaced != tt.wantRepl {
 				t.Errorf("outcome %+v, want kind %d, replaced %+v", out, tt.wantKind, tt.wantRepl)
 			}
-			if out.Kind == Offered && (len(out.Offer.ID) != 32 || out.Offer.Expires.Sub(out.Offer.Created) != PairingOfferTTL) {
+			if out.Kind == agents.Offered && (len(out.Offer.ID) != 32 || out.Offer.Expires.Sub(out.Offer.Created) != agents.PairingOfferTTL) {
 				t.Errorf("offer %+v", out.Offer)
 			}
 			for u, want := range tt.wantPairs {
@@ -108,24 +109,24 @@ func TestPairingOfferAnswers(t *testing.T) {
 	ctx := context.Background()
 	clock := testclock.New(time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC))
 	hugo := ens.Agent{Name: "Hugo", EnsDomain: pairHugo, Role: ens.RoleHuman}
-	newOffer := func(t *testing.T, ids *pairIDs) (*Pairing, *memory.InProcess, string) {
+	newOffer := func(t *testing.T, ids *pairIDs) (*agents.Pairing, *memory.InProcess, string) {
 		store := memory.NewInProcess(memory.Options{})
 		if err := store.LinkWallet(ctx, "U1", pairOwner); err != nil {
 			t.Fatal(err)
 		}
-		p := NewPairing(store, ids, clock.Now)
-		out, err := p.Request(ctx, PairingRequest{Caller: "U1", User: "U3", Agent: hugo})
-		if err != nil || out.Kind != Offered {
+		p := agents.NewPairing(store, ids, clock.Now)
+		out, err := p.Request(ctx, agents.PairingRequest{Caller: "U1", User: "U3", Agent: hugo})
+		if err != nil || out.Kind != agents.Offered {
 			t.Fatalf("offer: %+v, %v", out, err)
 		}
 		return p, store, out.Offer.ID
 	}
 	t.Run("by someone else, then by its user, then again", func(t *testing.T) {
 		p, store, id := newOffer(t, &pairIDs{owner: pairOwner})
-		if _, _, err := p.Accept(ctx, id, "U2"); !errors.Is(err, ErrNotOffered) {
+		if _, _, err := p.Accept(ctx, id, "U2"); !errors.Is(err, agents.ErrNotOffered) {
 			t.Errorf("accept by U2: %v", err)
 		}
-		if _, err := p.Decline(ctx, id, "U2"); !errors.Is(err, ErrNotOffered) {
+		if _, err := p.Decline(ctx, id, "U2"); !errors.Is(err, agents.ErrNotOffered) {
 			t.Errorf("decline by U2: %v", err)
 		}
 		if o, _, err := p.Accept(ctx, id, "U3"); err != nil || o.OfferedBy != "U1" {
@@ -134,14 +135,14 @@ func TestPairingOfferAnswers(t *testing.T) {
 		if got, _ := store.HumanAgent(ctx, "U3"); got != pairHugo {
 			t.Errorf("U3 paired with %q", got)
 		}
-		if _, _, err := p.Accept(ctx, id, "U3"); !errors.Is(err, ErrOfferGone) {
+		if _, _, err := p.Accept(ctx, id, "U3"); !errors.Is(err, agents.ErrOfferGone) {
 			t.Errorf("second accept: %v", err)
 		}
 	})
 	t.Run("expired", func(t *testing.T) {
 		p, _, id := newOffer(t, &pairIDs{owner: pairOwner})
-		clock.Advance(PairingOfferTTL)
-		if _, _, err := p.Accept(ctx, id, "U3"); !errors.Is(err, ErrOfferGone) {
+		clock.Advance(agents.PairingOfferTTL)
+		if _, _, err := p.Accept(ctx, id, "U3"); !errors.Is(err, agents.ErrOfferGone) {
 			t.Errorf("accept after 24 h: %v", err)
 		}
 	})
@@ -149,11 +150,11 @@ func TestPairingOfferAnswers(t *testing.T) {
 		ids := &pairIDs{owner: pairOwner}
 		p, _, id := newOffer(t, ids)
 		ids.owner = "0x00000000000000000000000000000000000000bb"
-		if _, _, err := p.Accept(ctx, id, "U3"); !errors.Is(err, ErrNotOwner) {
+		if _, _, err := p.Accept(ctx, id, "U3"); !errors.Is(err, agents.ErrNotOwner) {
 			t.Errorf("accept: %v", err)
 		}
 		ids.owner = pairOwner
-		if _, _, err := p.Accept(ctx, id, "U3"); !errors.Is(err, ErrOfferGone) {
+		if _, _, err := p.Accept(ctx, id, "U3"); !errors.Is(err, agents.ErrOfferGone) {
 			t.Errorf("the offer still stands: %v", err)
 		}
 	})

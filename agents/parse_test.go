@@ -9,6 +9,14 @@ import (
 	"unicode/utf8"
 )
 
+// Names of the claims desk (as in the behaviour tests' harness) that the
+// white-box tests of parsing and of the view use.
+const (
+	elen = "elen.acme.137.protocol6022.eth"
+	cora = "cora.acme.137.protocol6022.eth"
+	tina = "tina.acme.137.protocol6022.eth"
+)
+
 // TestConversationID: the id is the UUIDv5 of team/channel/thread_ts in
 // the URL namespace; the pinned value is what earlier releases stored, so
 // it must never change.

@@ -1,7 +1,8 @@
-package agents
+package agents_test
 
 import (
 	"context"
+	"github.com/conclavehq/conclave/agents"
 	"os"
 	"os/exec"
 	"strings"
@@ -45,12 +46,12 @@ func TestTraceCarriesPromptsCommit(t *testing.T) {
 	spans := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
-	r.e = r.engine(lib.Current(), func(d *Deps) { d.Tracer = tp.Tracer("test") })
+	r.e = r.engine(lib.Current(), func(d *agents.Deps) { d.Tracer = tp.Tracer("test") })
 	r.model.on(elen, templates.PromptDefault, "Hello, Alice.")
 	root := r.send("", "U1", "Alice", "hello")
 	r.settle()
 
-	traces, err := ReadTraces(context.Background(), r.store, ConversationID(team, chanA, root.TS))
+	traces, err := agents.ReadTraces(context.Background(), r.store, agents.ConversationID(team, chanA, root.TS))
 	if err != nil || len(traces) != 1 {
 		t.Fatalf("%d traces, %v", len(traces), err)
 	}

@@ -1,8 +1,8 @@
-package agents
+package agents_test
 
 import (
 	"context"
-	"regexp"
+	"github.com/conclavehq/conclave/agents"
 	"slices"
 	"strings"
 	"testing"
@@ -34,12 +34,8 @@ func cmpOr(a, b string) string {
 }
 
 func TestUnreachedCallsFound(t *testing.T) {
-	agents := []ens.Agent{testAgents()[elen], testAgents()[cora], testAgents()[paul], testAgents()[twin]}
-	var names []string
-	for _, a := range agents {
-		names = append(names, a.EnsDomain)
-	}
-	forms := newRig(t).e.forms(names)
+	desk := []ens.Agent{testAgents()[elen], testAgents()[cora], testAgents()[paul], testAgents()[twin]}
+	e := newRig(t).e
 	tests := []struct {
 		name, text string
 		want       []string // what it wrote → the agent meant ("" unknown)
@@ -65,8 +61,9 @@ func TestUnreachedCallsFound(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var got []string
-			for _, x := range unreachedCalls(tt.text, agents, forms, elen) {
-				got = append(got, x.wrote+"→"+x.agent.EnsDomain)
+			wrote, meant := e.Unreached(tt.text, desk, elen)
+			for i := range wrote {
+				got = append(got, wrote[i]+"→"+meant[i])
 			}
 			if !slices.Equal(got, tt.want) {
 				t.Errorf("unreachedCalls(%q) = %q, want %q", tt.text, got, tt.want)
@@ -102,11 +99,11 @@ func TestUnreachedCallWakesTheFacilitatorAtOnce(t *testing.T) {
 			if !asked[1].Equal(asked[0]) {
 				t.Errorf("the second request came %v after the first, want at once", asked[1].Sub(asked[0]))
 			}
-			wrote := unreachedCalls(wrong.Content, []ens.Agent{r.agents[cora]}, r.e.forms([]string{cora}), elen)
+			wrote, _ := r.e.Unreached(wrong.Content, []ens.Agent{r.agents[cora]}, elen)
 			if len(wrote) != 1 {
 				t.Fatalf("the quirk's reply %q holds %d misses", wrong.Content, len(wrote))
 			}
-			note := "(" + wrote[0].wrote + " reaches no one; to call Cora, write " + cora + ")"
+			note := "(" + wrote[0] + " reaches no one; to call Cora, write " + cora + ")"
 			if !slices.ContainsFunc(contents(defaults[1]), func(s string) bool { return strings.Contains(s, note) }) {
 				t.Errorf("the second request lacks %q:\n%s", note, strings.Join(contents(defaults[1]), "\n"))
 			}
@@ -167,7 +164,7 @@ func TestRepeatedFacilitatorReplyStalls(t *testing.T) {
 	if !slices.Equal(reasons, []string{templates.ConcludeStalled}) {
 		t.Errorf("conclude reasons %q, want [stalled]", reasons)
 	}
-	if st := r.state(root.TS); st.Status != statusConcluded {
+	if st := r.state(root.TS); st.Status != agents.StatusConcluded {
 		t.Errorf("status %q", st.Status)
 	}
 }
@@ -211,7 +208,7 @@ func TestCallBeatsEnd(t *testing.T) {
 	if got := r.chat.texts(); len(got) == 0 || got[0] != "Elen: Let me ask "+cora+" about C42." {
 		t.Errorf("posts %q, want the call without :end:", got)
 	}
-	if st := r.state(root.TS); st.Status != statusOpen {
+	if st := r.state(root.TS); st.Status != agents.StatusOpen {
 		t.Errorf("status %q, want open", st.Status)
 	}
 }
@@ -229,7 +226,7 @@ func TestEndTokenAsModelsWriteIt(t *testing.T) {
 			root := r.send("", "U1", "Alice", "Is claim C42 covered?")
 			r.settle()
 			wantEnd := quirk != llmfake.QuirkEndInSentence
-			if got := r.state(root.TS).Status == statusConcluded; got != wantEnd {
+			if got := r.state(root.TS).Status == agents.StatusConcluded; got != wantEnd {
 				t.Errorf("concluded: %v, want %v", got, wantEnd)
 			}
 			posts := r.chat.texts()
@@ -256,7 +253,7 @@ func TestPlaceholderEchoCreatesNoSession(t *testing.T) {
 	if b := r.state(root.TS).Bindings[cora]; b != "" {
 		t.Errorf("bound to %q", b)
 	}
-	keys, err := r.store.Sessions(context.Background(), expertNamespace(&r.e.opts, chanA, cora))
+	keys, err := r.store.Sessions(context.Background(), agents.ExpertNamespace(cora, ""))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -273,40 +270,6 @@ func TestPlaceholderEchoCreatesNoSession(t *testing.T) {
 		return strings.Contains(s, cora+" could not answer: its key")
 	}) {
 		t.Error("the facilitator was not told the key was refused")
-	}
-}
-
-func TestCheckKey(t *testing.T) {
-	ps := placeholdersOf(`Reply with {"session": "<the customer id>", "message": "<a line>"}`)
-	pattern := regexp.MustCompile(`^C\d{5}$`)
-	tests := []struct {
-		key     string
-		pattern *regexp.Regexp
-		want    string
-		refused string
-	}{
-		{"C45653", nil, "C45653", ""},
-		{"  C45653 ", nil, "C45653", ""},
-		{"", nil, "", ""},
-		{"<key or empty>", nil, "", keyIsPlaceholder},
-		{"key or empty", nil, "", keyIsPlaceholder},
-		{"<the customer id>", pattern, "", keyIsPlaceholder},
-		{"<C45653>", nil, "", keyHasBrackets},
-		{"C456 …", nil, "", keyIsCut},
-		{"C456...", pattern, "", keyIsCut},
-		{"customer C45653", nil, "", keyHasSpaces},
-		{"customer C45653", pattern, "C45653", ""},
-		{"customer C45653, not C45654", pattern, "", keyHasSpaces},
-		{"the customer", pattern, "", keyHasSpaces},
-	}
-	for _, tt := range tests {
-		got, refused := checkKey(tt.key, ps, tt.pattern)
-		if got != tt.want || refused != tt.refused {
-			t.Errorf("checkKey(%q) = %q, %q; want %q, %q", tt.key, got, refused, tt.want, tt.refused)
-		}
-	}
-	if !isPlaceholder("<A LINE>", ps.message) || isPlaceholder("a line of text", ps.message) {
-		t.Error("message placeholders misread")
 	}
 }
 
@@ -328,7 +291,7 @@ func TestThreadingKeysAsModelsWriteThem(t *testing.T) {
 		t.Run(tt.quirk+"/"+tt.pattern, func(t *testing.T) {
 			r := newRig(t, func(r *rig) {
 				if tt.pattern != "" {
-					r.opts.Agents = map[string]AgentSettings{cora: {SessionPolicy: SessionPattern, SessionPattern: tt.pattern}}
+					r.opts.Agents = map[string]agents.AgentSettings{cora: {SessionPolicy: agents.SessionPattern, SessionPattern: tt.pattern}}
 				}
 			})
 			r.model.on(cora, templates.PromptContextNotFound, quirked(tt.quirk, scene))
@@ -381,7 +344,7 @@ func TestHonestFailures(t *testing.T) {
 		llm.ReasonFiltered: "the model's content filter stopped the reply",
 	} {
 		t.Run(reason, func(t *testing.T) {
-			r := newRig(t, func(r *rig) { r.opts.Notify = NotifyThread })
+			r := newRig(t, func(r *rig) { r.opts.Notify = agents.NotifyThread })
 			r.model.on(elen, templates.PromptDefault, &llm.Error{Reason: reason, Attempts: 1})
 			r.send("", "U1", "Alice", "hello")
 			r.settle()

@@ -1,7 +1,8 @@
-package agents
+package agents_test
 
 import (
 	"context"
+	"github.com/conclavehq/conclave/agents"
 	"log/slog"
 	"slices"
 	"strings"
@@ -24,7 +25,7 @@ func TestReactionsOffTheTurnsPath(t *testing.T) {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			r.e.process(context.Background(), context.Background(), task{id: ConversationID(team, chanA, root.TS), channel: chanA})
+			r.e.Process(context.Background(), agents.ConversationID(team, chanA, root.TS), chanA)
 		}()
 		select {
 		case <-done:
@@ -36,7 +37,7 @@ func TestReactionsOffTheTurnsPath(t *testing.T) {
 			t.Errorf("posts %q while the reaction was held", got)
 		}
 		close(gate)
-		r.e.reactions.wait()
+		r.e.WaitReactions()
 		want := []string{"add " + root.TS + " " + hourglass, "remove " + root.TS + " " + hourglass}
 		if got := r.chat.reactionChanges(); !slices.Equal(got, want) {
 			t.Errorf("reaction changes %q, want %q", got, want)
@@ -51,14 +52,14 @@ func TestReactionsOffTheTurnsPath(t *testing.T) {
 		open := sync.OnceFunc(func() { close(gate) })
 		t.Cleanup(open) // a failed test leaves no change held
 		r.chat.reactionGate = gate
-		reports := make(chan TurnReport, 1)
+		reports := make(chan agents.TurnReport, 1)
 		// The changes are held until Run says it waits for them.
 		logger := slog.New(slog.NewTextHandler(onWrite(func(line string) {
 			if strings.Contains(line, "waiting for reaction changes") {
 				open()
 			}
 		}), nil))
-		e := r.engine(fakePrompts{}, reportTo(reports), func(d *Deps) { d.Logger = logger })
+		e := r.engine(fakePrompts{}, reportTo(reports), func(d *agents.Deps) { d.Logger = logger })
 		ctx, cancel := context.WithCancel(context.Background())
 		ran := make(chan []string, 1)
 		go func() {
@@ -67,7 +68,7 @@ func TestReactionsOffTheTurnsPath(t *testing.T) {
 			}
 			ran <- r.chat.reactionChanges()
 		}()
-		if err := handle(ctx, e, Event{ID: "Ev1", Team: team, Channel: chanA, TS: r.nextTS(), UserID: "U1", Text: "hello"}); err != nil {
+		if err := handle(ctx, e, agents.Event{ID: "Ev1", Team: team, Channel: chanA, TS: r.nextTS(), UserID: "U1", Text: "hello"}); err != nil {
 			t.Fatal(err)
 		}
 		select {

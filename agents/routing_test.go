@@ -1,10 +1,11 @@
-package agents
+package agents_test
 
 import (
 	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"github.com/conclavehq/conclave/agents"
 	"strings"
 	"sync"
 	"testing"
@@ -18,15 +19,15 @@ import (
 func TestRecordIgnores(t *testing.T) {
 	r := newRig(t)
 	ctx := context.Background()
-	other := Event{ID: "Ev1", Team: team, Channel: "C-unregistered", TS: r.nextTS(), UserID: "U1", Text: "hello " + cora}
+	other := agents.Event{ID: "Ev1", Team: team, Channel: "C-unregistered", TS: r.nextTS(), UserID: "U1", Text: "hello " + cora}
 	if err := handle(ctx, r.e, other); err != nil {
 		t.Fatal(err)
 	}
-	unknownThread := Event{ID: "Ev2", Team: team, Channel: chanA, TS: r.nextTS(), ThreadTS: "1600000000.000100", UserID: "U1", Text: "just chatting"}
+	unknownThread := agents.Event{ID: "Ev2", Team: team, Channel: chanA, TS: r.nextTS(), ThreadTS: "1600000000.000100", UserID: "U1", Text: "just chatting"}
 	if err := handle(ctx, r.e, unknownThread); err != nil {
 		t.Fatal(err)
 	}
-	for _, id := range []string{ConversationID(team, "C-unregistered", other.TS), ConversationID(team, chanA, unknownThread.ThreadTS)} {
+	for _, id := range []string{agents.ConversationID(team, "C-unregistered", other.TS), agents.ConversationID(team, chanA, unknownThread.ThreadTS)} {
 		snap, err := r.store.Snapshot(ctx, id)
 		if err != nil {
 			t.Fatal(err)
@@ -44,7 +45,7 @@ func TestRecordIgnores(t *testing.T) {
 func TestAdoptUnknownThread(t *testing.T) {
 	r := newRig(t)
 	old := "1600000000.000100"
-	r.chat.history = []Event{
+	r.chat.history = []agents.Event{
 		{TS: old, UserID: "U1", UserName: "Alice", Text: "Old question about claim C8"},
 		{TS: "1600000001.000100", ThreadTS: old, UserID: "U2", UserName: "Bob", Text: "Old answer"},
 	}
@@ -62,7 +63,7 @@ func TestAdoptUnknownThread(t *testing.T) {
 	}
 	people := 0
 	for _, m := range r.messages(old) {
-		if m.Kind == kindPerson {
+		if m.Kind == agents.KindPerson {
 			people++
 		}
 	}
@@ -74,23 +75,23 @@ func TestAdoptUnknownThread(t *testing.T) {
 func TestStartPolicies(t *testing.T) {
 	tests := []struct {
 		name     string
-		channel  ChannelConfig
+		channel  agents.ChannelConfig
 		text     string
 		botID    string
 		wantTurn []string // agents that take a turn, in order
 	}{
-		{name: "all: plain message", channel: ChannelConfig{ID: chanA, Agents: []string{elen, cora}}, text: "hello", wantTurn: []string{elen}},
-		{name: "all: root naming an expert", channel: ChannelConfig{ID: chanA, Agents: []string{elen, cora}}, text: cora + " hello", wantTurn: []string{cora, elen}},
-		{name: "mention: plain message", channel: ChannelConfig{ID: chanA, Agents: []string{elen, cora}, Start: StartMention}, text: "hello"},
-		{name: "mention: naming the facilitator", channel: ChannelConfig{ID: chanA, Agents: []string{elen, cora}, Start: StartMention}, text: elen + " hello", wantTurn: []string{elen}},
-		{name: "no facilitator: plain message", channel: ChannelConfig{ID: chanA, Agents: []string{cora}}, text: "hello"},
-		{name: "no facilitator: naming an expert", channel: ChannelConfig{ID: chanA, Agents: []string{cora}}, text: cora + " hello", wantTurn: []string{cora}},
-		{name: "another app's bot", channel: ChannelConfig{ID: chanA, Agents: []string{elen, cora}}, text: cora + " hello", botID: "B1"},
+		{name: "all: plain message", channel: agents.ChannelConfig{ID: chanA, Agents: []string{elen, cora}}, text: "hello", wantTurn: []string{elen}},
+		{name: "all: root naming an expert", channel: agents.ChannelConfig{ID: chanA, Agents: []string{elen, cora}}, text: cora + " hello", wantTurn: []string{cora, elen}},
+		{name: "mention: plain message", channel: agents.ChannelConfig{ID: chanA, Agents: []string{elen, cora}, Start: agents.StartMention}, text: "hello"},
+		{name: "mention: naming the facilitator", channel: agents.ChannelConfig{ID: chanA, Agents: []string{elen, cora}, Start: agents.StartMention}, text: elen + " hello", wantTurn: []string{elen}},
+		{name: "no facilitator: plain message", channel: agents.ChannelConfig{ID: chanA, Agents: []string{cora}}, text: "hello"},
+		{name: "no facilitator: naming an expert", channel: agents.ChannelConfig{ID: chanA, Agents: []string{cora}}, text: cora + " hello", wantTurn: []string{cora}},
+		{name: "another app's bot", channel: agents.ChannelConfig{ID: chanA, Agents: []string{elen, cora}}, text: cora + " hello", botID: "B1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := newRig(t, func(r *rig) { r.opts.Channels = []ChannelConfig{tt.channel} })
-			ev := Event{ID: "Ev1", Team: team, Channel: chanA, TS: r.nextTS(), UserID: "U1", BotID: tt.botID, UserName: "Alice", Text: tt.text}
+			r := newRig(t, func(r *rig) { r.opts.Channels = []agents.ChannelConfig{tt.channel} })
+			ev := agents.Event{ID: "Ev1", Team: team, Channel: chanA, TS: r.nextTS(), UserID: "U1", BotID: tt.botID, UserName: "Alice", Text: tt.text}
 			if err := handle(context.Background(), r.e, ev); err != nil {
 				t.Fatal(err)
 			}
@@ -107,12 +108,12 @@ func TestStartPolicies(t *testing.T) {
 }
 
 func TestNoFacilitatorConcludesSilently(t *testing.T) {
-	r := newRig(t, func(r *rig) { r.opts.Channels = []ChannelConfig{{ID: chanA, Agents: []string{cora}}} })
+	r := newRig(t, func(r *rig) { r.opts.Channels = []agents.ChannelConfig{{ID: chanA, Agents: []string{cora}}} })
 	root := r.send("", "U1", "Alice", cora+" hello")
 	r.settle()
 	r.clock.Advance(10 * time.Minute)
 	r.settle()
-	if st := r.state(root.TS); st.Status != statusConcluded {
+	if st := r.state(root.TS); st.Status != agents.StatusConcluded {
 		t.Errorf("status %q", st.Status)
 	}
 	if r.chat.reacted(root.TS, "white_check_mark") || len(r.model.calls("", templates.PromptConclude)) != 0 {
@@ -124,7 +125,7 @@ func TestBotMessagesAreContentOnly(t *testing.T) {
 	r := newRig(t)
 	root := r.send("", "U1", "Alice", "hello")
 	r.settle()
-	bot := Event{ID: "EvB", Team: team, Channel: chanA, TS: r.nextTS(), ThreadTS: root.TS, BotID: "B1", UserName: "CI bot", Text: "build failed, " + cora}
+	bot := agents.Event{ID: "EvB", Team: team, Channel: chanA, TS: r.nextTS(), ThreadTS: root.TS, BotID: "B1", UserName: "CI bot", Text: "build failed, " + cora}
 	if err := handle(context.Background(), r.e, bot); err != nil {
 		t.Fatal(err)
 	}
@@ -149,16 +150,16 @@ func TestEditsAndDeletes(t *testing.T) {
 	deleted := r.send(root.TS, "U1", "Alice", "secret password")
 	r.settle()
 	edit := typo
-	edit.Kind, edit.ID, edit.Text, edit.Raw = EventEdited, "EvEdit", "the claim is C10 "+cora, "the claim is C10 "+cora
+	edit.Kind, edit.ID, edit.Text, edit.Raw = agents.EventEdited, "EvEdit", "the claim is C10 "+cora, "the claim is C10 "+cora
 	if err := handle(ctx, r.e, edit); err != nil {
 		t.Fatal(err)
 	}
 	del := deleted
-	del.Kind, del.ID = EventDeleted, "EvDel"
+	del.Kind, del.ID = agents.EventDeleted, "EvDel"
 	if err := handle(ctx, r.e, del); err != nil {
 		t.Fatal(err)
 	}
-	unknown := Event{Kind: EventEdited, Team: team, Channel: chanA, TS: "1.000001", ThreadTS: root.TS, Text: "x"}
+	unknown := agents.Event{Kind: agents.EventEdited, Team: team, Channel: chanA, TS: "1.000001", ThreadTS: root.TS, Text: "x"}
 	if err := handle(ctx, r.e, unknown); err != nil {
 		t.Errorf("edit of an unknown message: %v", err)
 	}
@@ -191,11 +192,11 @@ func TestHugeAndHostileMessages(t *testing.T) {
 	for _, req := range r.model.calls(elen, "") {
 		history := req.Messages[1 : len(req.Messages)-1]
 		for _, m := range history {
-			if n := len([]rune(m.Content)); n > 12000+len([]rune(truncatedMark))+len("Alice (person): ") {
+			if n := len([]rune(m.Content)); n > 12000+len([]rune(agents.TruncatedMark))+len("Alice (person): ") {
 				t.Errorf("a %s history message of %d runes was sent", m.Role, n)
 			}
 		}
-		if n := len([]rune(lastUser(req))); n > 2*(12000+len([]rune(truncatedMark)))+2000 {
+		if n := len([]rune(lastUser(req))); n > 2*(12000+len([]rune(agents.TruncatedMark)))+2000 {
 			t.Errorf("a phase prompt of %d runes: the request fields are not capped", n)
 		}
 	}
@@ -211,18 +212,18 @@ func TestHugeAndHostileMessages(t *testing.T) {
 }
 
 func TestBuildRequestBudget(t *testing.T) {
-	msg := func(role, s string) HistoryMessage { return HistoryMessage{Role: role, Content: s} }
+	msg := func(role, s string) agents.HistoryMessage { return agents.HistoryMessage{Role: role, Content: s} }
 	word := strings.Repeat("a", 40) // 10 + 4 = 14 tokens
 	fixed := fixedPrompts{system: "S", phase: "P"}
-	base := TurnPrompt{
+	base := agents.TurnPrompt{
 		Agent:  ens.Agent{Name: "Cora", EnsDomain: cora, Role: ens.RoleExpert},
 		Prompt: templates.PromptContextFound,
-		History: []HistoryMessage{
+		History: []agents.HistoryMessage{
 			msg(llm.RoleAssistant, "session-1 "+word), msg(llm.RoleUser, "session-2 "+word),
 			msg(llm.RoleUser, "thread-1 "+word), msg(llm.RoleUser, "thread-2 "+word),
 		},
 	}
-	tokens := func(s string) int { return estimateTokens(s) }
+	tokens := func(s string) int { return agents.EstimateTokens(s) }
 	keepTwo := tokens("S") + tokens("P") + tokens("thread-1 "+word) + tokens("thread-2 "+word)
 	tests := []struct {
 		name     string
@@ -244,7 +245,7 @@ func TestBuildRequestBudget(t *testing.T) {
 			p.MaxInputTokens = tt.budget
 			f := fixed
 			f.settings = tt.settings
-			req, info, err := BuildRequest(f, newFakeModel(), p)
+			req, info, err := agents.BuildRequest(f, newFakeModel(), p)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -266,14 +267,14 @@ func TestBuildRequestBudget(t *testing.T) {
 	}
 	t.Run("message cap", func(t *testing.T) {
 		p := base
-		p.History = []HistoryMessage{msg(llm.RoleUser, strings.Repeat("é", 40000))}
+		p.History = []agents.HistoryMessage{msg(llm.RoleUser, strings.Repeat("é", 40000))}
 		p.MaxMessageChars = 12000
 		p.MaxInputTokens = 100000
-		req, _, err := BuildRequest(fixed, newFakeModel(), p)
+		req, _, err := agents.BuildRequest(fixed, newFakeModel(), p)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := req.Messages[1].Content; got != strings.Repeat("é", 12000)+truncatedMark {
+		if got := req.Messages[1].Content; got != strings.Repeat("é", 12000)+agents.TruncatedMark {
 			t.Errorf("capped to %d runes", len([]rune(got)))
 		}
 	})
@@ -298,12 +299,12 @@ func TestProfilePrecedence(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p := TurnPrompt{
+			p := agents.TurnPrompt{
 				Agent:        ens.Agent{Name: "Cora", EnsDomain: cora, Role: ens.RoleExpert, Attributes: map[string]string{cmp.Or(tt.attrKey, "llm_profile"): tt.attr}},
 				Prompt:       templates.PromptContextFound,
 				AgentProfile: tt.config,
 			}
-			req, info, err := BuildRequest(fixedPrompts{system: "S", phase: "P", settings: templates.Settings{LLMProfile: tt.settings}}, newFakeModel(), p)
+			req, info, err := agents.BuildRequest(fixedPrompts{system: "S", phase: "P", settings: templates.Settings{LLMProfile: tt.settings}}, newFakeModel(), p)
 			if (err != nil) != tt.wantErr {
 				t.Fatalf("err = %v", err)
 			}
@@ -360,7 +361,7 @@ func testReplicas(t *testing.T, r *rig) {
 	turns := 0
 	done := make(chan struct{})
 	const threads = 6
-	onTurn := func(TurnReport) {
+	onTurn := func(agents.TurnReport) {
 		mu.Lock()
 		defer mu.Unlock()
 		turns++
@@ -368,10 +369,10 @@ func testReplicas(t *testing.T, r *rig) {
 			close(done)
 		}
 	}
-	engines := make([]*Engine, 2)
+	engines := make([]*agents.Engine, 2)
 	for i := range engines {
 		r.opts.SweepInterval = 5 * time.Millisecond
-		engines[i] = r.engine(fakePrompts{}, func(d *Deps) { d.OnTurn = onTurn })
+		engines[i] = r.engine(fakePrompts{}, func(d *agents.Deps) { d.OnTurn = onTurn })
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -385,7 +386,7 @@ func testReplicas(t *testing.T, r *rig) {
 		}()
 	}
 	for i := range threads {
-		ev := Event{ID: "Ev" + r.nextTS(), Team: team, Channel: chanA, TS: r.nextTS(), UserID: "U1", UserName: "Alice", Text: "question"}
+		ev := agents.Event{ID: "Ev" + r.nextTS(), Team: team, Channel: chanA, TS: r.nextTS(), UserID: "U1", UserName: "Alice", Text: "question"}
 		for j := range engines {
 			if err := handle(ctx, engines[(i+j)%2], ev); err != nil {
 				t.Fatal(err)
@@ -430,9 +431,9 @@ func TestRunShutdownLeavesUnfinishedTurnsQueued(t *testing.T) {
 	model := blockingModel{fakeModel: r.model, started: make(chan struct{})}
 	r.opts.ShutdownGrace = time.Millisecond
 	r.opts.SweepInterval = 5 * time.Millisecond
-	reports := make(chan TurnReport, 1)
-	e := r.engine(fakePrompts{}, reportTo(reports), func(d *Deps) { d.Model = model })
-	ev := Event{ID: "Ev1", Team: team, Channel: chanA, TS: r.nextTS(), UserID: "U1", UserName: "Alice", Text: "hello"}
+	reports := make(chan agents.TurnReport, 1)
+	e := r.engine(fakePrompts{}, reportTo(reports), func(d *agents.Deps) { d.Model = model })
+	ev := agents.Event{ID: "Ev1", Team: team, Channel: chanA, TS: r.nextTS(), UserID: "U1", UserName: "Alice", Text: "hello"}
 	ctx, cancel := context.WithCancel(context.Background())
 	if err := handle(ctx, e, ev); err != nil {
 		t.Fatal(err)
@@ -461,7 +462,7 @@ func TestRunShutdownLeavesUnfinishedTurnsQueued(t *testing.T) {
 	if r.chat.anyReaction("hourglass_flowing_sand") {
 		t.Error("a working reaction was left behind")
 	}
-	if _, err := r.store.AcquireLock(context.Background(), ConversationID(team, chanA, ev.TS), time.Second); err != nil {
+	if _, err := r.store.AcquireLock(context.Background(), agents.ConversationID(team, chanA, ev.TS), time.Second); err != nil {
 		t.Errorf("lock not released: %v", err)
 	}
 }
@@ -480,11 +481,11 @@ func TestFixturePrompt(t *testing.T) {
 		t.Fatal("the fixture's first member is not an agent")
 	}
 	a := ens.Agent{Name: self.Name, EnsDomain: self.EnsDomain, Role: ens.RoleExpert, Attributes: self.Attributes}
-	p := FixturePrompt(a, templates.PromptContextFound, f)
+	p := agents.FixturePrompt(a, templates.PromptContextFound, f)
 	if len(p.History) != len(f.Messages)+len(f.SessionHistory) {
 		t.Errorf("history %d, want %d", len(p.History), len(f.Messages)+len(f.SessionHistory))
 	}
-	req, _, err := BuildRequest(lib.Current(), newFakeModel(), p)
+	req, _, err := agents.BuildRequest(lib.Current(), newFakeModel(), p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -495,7 +496,7 @@ func TestFixturePrompt(t *testing.T) {
 
 func TestChannelRegistry(t *testing.T) {
 	r := newRig(t, func(r *rig) {
-		r.opts.Channels = []ChannelConfig{{ID: chanA, Agents: []string{cora, "ELEN.acme.137.6022.eth"}}}
+		r.opts.Channels = []agents.ChannelConfig{{ID: chanA, Agents: []string{cora, "ELEN.acme.137.6022.eth"}}}
 	})
 	r.agents["rex.acme.137.protocol6022.eth"] = ens.Agent{Name: "Rex", EnsDomain: "rex.acme.137.protocol6022.eth", Role: ens.RoleFacilitator}
 	ctx := context.Background()
@@ -505,14 +506,14 @@ func TestChannelRegistry(t *testing.T) {
 		wantErr error
 	}{
 		{"add", func() error { _, err := r.e.AddAgent(ctx, chanA, "@Solo.acme.137.6022.eth"); return err }, nil},
-		{"add again", func() error { _, err := r.e.AddAgent(ctx, chanA, solo); return err }, ErrAgentPresent},
-		{"add a static one", func() error { _, err := r.e.AddAgent(ctx, chanA, elen); return err }, ErrAgentPresent},
-		{"second facilitator", func() error { _, err := r.e.AddAgent(ctx, chanA, "rex.acme.137.protocol6022.eth"); return err }, ErrSecondFacilitator},
+		{"add again", func() error { _, err := r.e.AddAgent(ctx, chanA, solo); return err }, agents.ErrAgentPresent},
+		{"add a static one", func() error { _, err := r.e.AddAgent(ctx, chanA, elen); return err }, agents.ErrAgentPresent},
+		{"second facilitator", func() error { _, err := r.e.AddAgent(ctx, chanA, "rex.acme.137.protocol6022.eth"); return err }, agents.ErrSecondFacilitator},
 		{"unknown", func() error { _, err := r.e.AddAgent(ctx, chanA, "nobody.acme.137.protocol6022.eth"); return err }, ens.ErrNotFound},
 		{"add twin", func() error { _, err := r.e.AddAgent(ctx, chanA, twin); return err }, nil},
-		{"remove static", func() error { return r.e.RemoveAgent(ctx, chanA, cora) }, ErrStaticAgent},
+		{"remove static", func() error { return r.e.RemoveAgent(ctx, chanA, cora) }, agents.ErrStaticAgent},
 		{"remove twin", func() error { return r.e.RemoveAgent(ctx, chanA, twin) }, nil},
-		{"remove absent", func() error { return r.e.RemoveAgent(ctx, chanA, twin) }, ErrAgentAbsent},
+		{"remove absent", func() error { return r.e.RemoveAgent(ctx, chanA, twin) }, agents.ErrAgentAbsent},
 	}
 	for _, s := range steps {
 		if err := s.do(); !errors.Is(err, s.wantErr) {
@@ -540,7 +541,7 @@ func TestChannelRegistry(t *testing.T) {
 }
 
 func TestChannelSessionScope(t *testing.T) {
-	r := newRig(t, func(r *rig) { r.opts.SessionScope = ScopeChannel })
+	r := newRig(t, func(r *rig) { r.opts.SessionScope = agents.ScopeChannel })
 	r.model.on(cora, templates.PromptContextNotFound, threading("C1", ""))
 	r.send("", "U1", "Alice", cora+" claim C1")
 	r.settle()

@@ -1,7 +1,8 @@
-package agents
+package agents_test
 
 import (
 	"context"
+	"github.com/conclavehq/conclave/agents"
 	"testing"
 
 	"github.com/conclavehq/conclave/agents/llm"
@@ -34,7 +35,7 @@ func TestSettled(t *testing.T) {
 		if !settled(r, root.TS) {
 			t.Error("not settled once the facilitator answered (the inactivity deadline is not work)")
 		}
-		if st := r.state(root.TS); st.Status != statusOpen {
+		if st := r.state(root.TS); st.Status != agents.StatusOpen {
 			t.Errorf("status %q, want the conversation still open", st.Status)
 		}
 	})
@@ -43,7 +44,7 @@ func TestSettled(t *testing.T) {
 		r.model.on(elen, templates.PromptDefault, "Asking "+cora+".", "Done.")
 		r.model.on(cora, templates.PromptContextNotFound, threading("C1", ""))
 		r.model.on(cora, templates.PromptContextFound, "Covered.")
-		var root Event
+		var root agents.Event
 		var during []string
 		r.model.hook = func(req llm.Request) {
 			if settled(r, root.TS) {
@@ -64,7 +65,7 @@ func TestSettled(t *testing.T) {
 	})
 	t.Run("a human agent's call pending", func(t *testing.T) {
 		r := newRig(t, func(r *rig) {
-			r.opts.Channels = []ChannelConfig{{ID: chanA, Agents: []string{elen, tina}}}
+			r.opts.Channels = []agents.ChannelConfig{{ID: chanA, Agents: []string{elen, tina}}}
 		})
 		r.pair("UT", tina)
 		r.model.on(elen, templates.PromptDefault, tina+" can you confirm?")
@@ -85,8 +86,7 @@ func TestSweepOnlyWhatItOwns(t *testing.T) {
 	for _, owns := range []bool{false, true} {
 		r := newRig(t, func(r *rig) { r.opts.Owns = func(string) bool { return owns } })
 		root := r.send("", "U1", "Alice", "hello")
-		work := make(chan task, 10)
-		r.e.sweep(context.Background(), work)
+		work := r.e.Sweep(context.Background(), 10)
 		want := 0
 		if owns {
 			want = 1
@@ -94,7 +94,7 @@ func TestSweepOnlyWhatItOwns(t *testing.T) {
 		if len(work) != want {
 			t.Errorf("owns=%v: swept %d conversations, want %d", owns, len(work), want)
 		}
-		if owns && (<-work).id != ConversationID(team, chanA, root.TS) {
+		if owns && work[0] != agents.ConversationID(team, chanA, root.TS) {
 			t.Error("swept another conversation")
 		}
 	}
@@ -103,12 +103,12 @@ func TestSweepOnlyWhatItOwns(t *testing.T) {
 // SettledButCalls waits for the turns, not for a human agent's answer.
 func TestSettledButCalls(t *testing.T) {
 	r := newRig(t, func(r *rig) {
-		r.opts.Channels = []ChannelConfig{{ID: chanA, Agents: []string{elen, tina}}}
+		r.opts.Channels = []agents.ChannelConfig{{ID: chanA, Agents: []string{elen, tina}}}
 	})
 	r.pair("UT", tina)
 	r.model.on(elen, templates.PromptDefault, tina+" can you confirm?")
 	var during []bool
-	var root Event
+	var root agents.Event
 	r.model.hook = func(llm.Request) {
 		ok, err := r.e.SettledButCalls(context.Background(), team, chanA, root.TS)
 		if err != nil {

@@ -5,14 +5,17 @@ import (
 	"reflect"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/conclavehq/conclave/agents"
+	"github.com/conclavehq/conclave/agents/llm"
 	"github.com/conclavehq/conclave/agents/llm/llmfake"
 	"github.com/conclavehq/conclave/bot"
 	"github.com/conclavehq/conclave/bot/fakeslack"
 	"github.com/conclavehq/conclave/memory"
+	"github.com/conclavehq/conclave/templates"
 )
 
 // streaming turns slack.stream on in a rig's replicas, with the interval's
@@ -335,5 +338,43 @@ func TestNativeStreamedReplyExactlyOnceAfterACrash(t *testing.T) {
 	}
 	if r.slack.Streaming(deliveryChannel, got.TS) {
 		t.Error("the first run's stream is still open")
+	}
+}
+
+// streamingModel is the fake model with a Stream method that records
+// which agent's prompts were streamed.
+type streamingModel struct {
+	*fakeModel
+	mu       sync.Mutex
+	streamed []string
+}
+
+func (m *streamingModel) Stream(ctx context.Context, r llm.Request, onText func(string)) (llm.Response, error) {
+	m.mu.Lock()
+	m.streamed = append(m.streamed, r.Agent+"|"+r.Prompt)
+	m.mu.Unlock()
+	return m.fakeModel.Complete(ctx, r)
+}
+
+// Plain-text turns stream; a threading turn (JSON the engine reads) never
+// does.
+func TestWhichTurnsStream(t *testing.T) {
+	var sm *streamingModel
+	r := newRig(t, func(r *rig) {
+		r.opts.Stream = true
+		sm = &streamingModel{fakeModel: r.model}
+		r.e = r.engine(fakePrompts{}, func(d *agents.Deps) { d.Model = sm })
+	})
+	r.model.on(elen, templates.PromptDefault, "I am "+elen+"; "+cora+" please look.", "Thanks. :end:")
+	r.model.on(cora, templates.PromptContextNotFound, threading("C1", ""))
+	r.model.on(cora, templates.PromptContextFound, "Here is "+cora+" with the answer.")
+	r.send("", "U1", "Alice", "Is claim C1 covered?")
+	r.settle()
+	want := []string{elen + "|default", cora + "|context-found", elen + "|default", elen + "|conclude"}
+	if !reflect.DeepEqual(sm.streamed, want) {
+		t.Errorf("streamed %q, want %q", sm.streamed, want)
+	}
+	if n := len(r.model.calls(cora, templates.PromptContextNotFound)); n != 1 {
+		t.Errorf("%d threading calls, want 1, not streamed", n)
 	}
 }

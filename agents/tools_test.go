@@ -1,9 +1,10 @@
-package agents
+package agents_test
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/conclavehq/conclave/agents"
 	"slices"
 	"strings"
 	"sync"
@@ -40,9 +41,9 @@ func (f *fakeToolbox) Call(_ context.Context, name, args string) (string, error)
 
 func withTools(tb *fakeToolbox, rounds int) func(*rig) {
 	return func(r *rig) {
-		r.opts.Agents = map[string]AgentSettings{cora: {Tools: []string{"crm"}}}
+		r.opts.Agents = map[string]agents.AgentSettings{cora: {Tools: []string{"crm"}}}
 		r.opts.MaxToolRounds = rounds
-		r.e = r.engine(fakePrompts{}, func(d *Deps) { d.Tools = tb })
+		r.e = r.engine(fakePrompts{}, func(d *agents.Deps) { d.Tools = tb })
 	}
 }
 

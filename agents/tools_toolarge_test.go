@@ -1,8 +1,9 @@
-package agents
+package agents_test
 
 import (
 	"context"
 	"errors"
+	"github.com/conclavehq/conclave/agents"
 	"testing"
 
 	"github.com/conclavehq/conclave/agents/llm"
@@ -22,9 +23,9 @@ func (*tooLargeToolbox) Call(context.Context, string, string) (string, error) {
 func TestToolResultTooLarge(t *testing.T) {
 	tb := &tooLargeToolbox{}
 	r := newRig(t, func(r *rig) {
-		r.opts.Agents = map[string]AgentSettings{cora: {Tools: []string{"crm"}}}
+		r.opts.Agents = map[string]agents.AgentSettings{cora: {Tools: []string{"crm"}}}
 		r.opts.MaxToolRounds = 1
-		r.e = r.engine(fakePrompts{}, func(d *Deps) { d.Tools = tb })
+		r.e = r.engine(fakePrompts{}, func(d *agents.Deps) { d.Tools = tb })
 	})
 	calls := llm.Response{ToolCalls: []llm.ToolCall{{ID: "x", Name: "crm__lookup", Arguments: `{"q":"Ada"}`}}, FinishReason: "tool_calls"}
 	r.model.on(cora, "context-not-found", calls, threading("C1", ""))

@@ -1,9 +1,10 @@
-package agents
+package agents_test
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/conclavehq/conclave/agents"
 	"log/slog"
 	"slices"
 	"strings"
@@ -42,18 +43,18 @@ func TestTurnTraces(t *testing.T) {
 			root := r.send("", "U1", "Alice", cora+" is C1 covered?")
 			r.settle()
 
-			id := ConversationID(team, chanA, root.TS)
+			id := agents.ConversationID(team, chanA, root.TS)
 			ref, err := r.store.TraceRef(context.Background(), chanA, root.TS)
 			if err != nil || ref != id {
 				t.Fatalf("TraceRef = %q, %v; want %s", ref, err, id)
 			}
-			traces, err := ReadTraces(context.Background(), r.store, id)
+			traces, err := agents.ReadTraces(context.Background(), r.store, id)
 			if err != nil {
 				t.Fatal(err)
 			}
 			var got []string
 			for _, tr := range traces {
-				got = append(got, firstLabel(tr.Agent)+" "+tr.Phase+" "+tr.Outcome)
+				got = append(got, agents.FirstLabel(tr.Agent)+" "+tr.Phase+" "+tr.Outcome)
 			}
 			if want := []string{"cora context-found ok", "elen default ok"}; !slices.Equal(got, want) {
 				t.Fatalf("turns = %q, want %q", got, want)
@@ -84,7 +85,7 @@ func TestTurnTraces(t *testing.T) {
 					t.Errorf("tools = %s, want %q in it", tools, want)
 				}
 			}
-			wantPrompts := []TracePrompt{{"system", "built-in", ""}, {"context-not-found", "built-in", ""}, {"context-found", "built-in", ""}}
+			wantPrompts := []agents.TracePrompt{{"system", "built-in", ""}, {"context-not-found", "built-in", ""}, {"context-found", "built-in", ""}}
 			if !slices.Equal(cora.Prompts, wantPrompts) {
 				t.Errorf("prompts = %+v, want %+v", cora.Prompts, wantPrompts)
 			}
@@ -106,7 +107,7 @@ func TestTraceOfFailedTurn(t *testing.T) {
 	r.model.on(elen, templates.PromptDefault, &llm.Error{Status: 502, Reason: llm.ReasonServer})
 	root := r.send("", "U1", "Alice", "hello")
 	r.settle()
-	traces, err := ReadTraces(context.Background(), r.store, ConversationID(team, chanA, root.TS))
+	traces, err := agents.ReadTraces(context.Background(), r.store, agents.ConversationID(team, chanA, root.TS))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +125,7 @@ func TestTracesOff(t *testing.T) {
 	r := newRig(t)
 	root := r.send("", "U1", "Alice", "hello")
 	r.settle()
-	if traces, err := ReadTraces(context.Background(), r.store, ConversationID(team, chanA, root.TS)); err != nil || len(traces) != 0 {
+	if traces, err := agents.ReadTraces(context.Background(), r.store, agents.ConversationID(team, chanA, root.TS)); err != nil || len(traces) != 0 {
 		t.Errorf("traces = %v, %v; want none", traces, err)
 	}
 }

@@ -1,0 +1,85 @@
+package agents
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/conclavehq/conclave/agents/llm"
+	"github.com/conclavehq/conclave/memory"
+)
+
+// A person's request is a message of a person or human agent that says
+// more than :end: with a signature, and that no silent close took as an
+// acknowledgement.
+func TestIsPersonRequest(t *testing.T) {
+	v := view{st: &convState{Acknowledged: []string{"9.0"}}}
+	tests := []struct {
+		name string
+		m    memory.Message
+		want bool
+	}{
+		{"a person's question", memory.Message{TS: "1.0", Kind: kindPerson, Text: "Is C1 covered?"}, true},
+		{"a human agent's question", memory.Message{TS: "1.0", Kind: kindHuman, Agent: tina, Text: "And C2?"}, true},
+		{"an expert's answer", memory.Message{TS: "1.0", Kind: kindAgent, Agent: cora, Text: "C1 is covered."}, false},
+		{"another app's bot", memory.Message{TS: "1.0", Kind: kindBot, Text: "Ticket 8 opened."}, false},
+		{":end: alone", memory.Message{TS: "1.0", Kind: kindPerson, Text: ":end:"}, false},
+		{":end: with a signature", memory.Message{TS: "1.0", Kind: kindPerson, Text: "🙏 :end:"}, false},
+		{":end: with words", memory.Message{TS: "1.0", Kind: kindPerson, Text: "Enough, thanks :end:"}, true},
+		{"an acknowledgement closed silently", memory.Message{TS: "9.0", Kind: kindPerson, Text: "thanks!"}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := v.isPersonRequest(tt.m); got != tt.want {
+				t.Errorf("isPersonRequest(%q) = %v, want %v", tt.m.Text, got, tt.want)
+			}
+		})
+	}
+}
+
+// An entry stored without a time (by an earlier version) is marked as
+// earlier without a date.
+func TestSessionHistoryMarks(t *testing.T) {
+	at := time.Date(2027, 3, 1, 23, 30, 0, 0, time.FixedZone("UTC-2", -2*3600))
+	got := sessionHistory([]memory.SessionEntry{
+		{Role: llm.RoleUser, Author: "Ann (person)", Content: "dated", At: at},
+		{Role: llm.RoleAssistant, Content: "undated"},
+	})
+	want := []string{"(earlier, 2027-03-02) Ann (person): dated", "(earlier) undated"}
+	for i, h := range got {
+		if s := h.text(0); s != want[i] {
+			t.Errorf("entry %d = %q, want %q", i, s, want[i])
+		}
+	}
+}
+
+// A wordless conclusion in a reopened thread makes the people's messages
+// since the reopening acknowledgements; one with words, or in a thread
+// never concluded, leaves them requests.
+func TestWordlessConclusionAcknowledges(t *testing.T) {
+	tests := []struct {
+		name     string
+		reopened bool
+		silent   bool
+		want     []string
+	}{
+		{"an acknowledgement", true, true, []string{"5.0", "6.0"}},
+		{"with words", true, false, nil},
+		{"never concluded", false, true, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			st := &convState{Status: statusOpen, Reopened: tt.reopened, SinceReopen: []string{"5.0", "6.0"},
+				Conclude: &concludeRequest{Reason: concludeByEnd}, AgentTurns: map[string]int{elen: 1},
+				Routed: map[string]bool{}, Working: map[string]int{}, Noticed: map[string]bool{}}
+			m := &machine{st: st, lim: limits{MaxTurns: 40, MaxQueued: 10}, facilitator: elen}
+			m.concluded(time.Unix(100, 0), true, tt.silent)
+			if st.Status != statusConcluded || st.Conclude != nil || st.SinceReopen != nil || st.Reopened {
+				t.Errorf("status %q, conclude %v, since reopen %v, reopened %v", st.Status, st.Conclude, st.SinceReopen, st.Reopened)
+			}
+			if !slices.Equal(st.Acknowledged, tt.want) {
+				t.Errorf("acknowledged %v, want %v", st.Acknowledged, tt.want)
+			}
+		})
+	}
+}
