@@ -3,10 +3,10 @@ package agents_test
 import (
 	"context"
 	"fmt"
-	"github.com/conclavehq/conclave/agents"
 	"testing"
 	"time"
 
+	"github.com/conclavehq/conclave/agents"
 	"github.com/conclavehq/conclave/ens"
 	"github.com/conclavehq/conclave/templates"
 )

@@ -2,9 +2,10 @@ package agents_test
 
 import (
 	"context"
-	"github.com/conclavehq/conclave/agents"
 	"testing"
 	"time"
+
+	"github.com/conclavehq/conclave/agents"
 )
 
 // TestComputeWorkers: a turn runs to its end with one compute token, and

@@ -3,12 +3,12 @@ package agents_test
 import (
 	"context"
 	"fmt"
-	"github.com/conclavehq/conclave/agents"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/conclavehq/conclave/agents"
 	"github.com/conclavehq/conclave/agents/llm"
 	"github.com/conclavehq/conclave/templates"
 )

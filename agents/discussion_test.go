@@ -2,12 +2,12 @@ package agents_test
 
 import (
 	"context"
-	"github.com/conclavehq/conclave/agents"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/conclavehq/conclave/agents"
 	"github.com/conclavehq/conclave/templates"
 )
 

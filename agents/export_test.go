@@ -55,9 +55,9 @@ func (e *Engine) Process(ctx context.Context, id, channel string) {
 func (e *Engine) DispatchSoon(id string) { e.dispatchSoon(task{id: id}) }
 
 // Sweep runs one sweep and returns the conversations it handed to
-// workers (at most max).
-func (e *Engine) Sweep(ctx context.Context, max int) []string {
-	work := make(chan task, max)
+// workers (at most limit).
+func (e *Engine) Sweep(ctx context.Context, limit int) []string {
+	work := make(chan task, limit)
 	e.sweep(ctx, work)
 	close(work)
 	var ids []string

@@ -3,11 +3,11 @@ package agents_test
 import (
 	"context"
 	"errors"
-	"github.com/conclavehq/conclave/agents"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/conclavehq/conclave/agents"
 	"github.com/conclavehq/conclave/memory"
 	"github.com/conclavehq/conclave/templates"
 )

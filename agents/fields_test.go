@@ -3,7 +3,6 @@ package agents_test
 import (
 	"bytes"
 	"context"
-	"github.com/conclavehq/conclave/agents"
 	"log/slog"
 	"slices"
 	"strings"
@@ -11,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/conclavehq/conclave/agents"
 	"github.com/conclavehq/conclave/agents/llm"
 	"github.com/conclavehq/conclave/memory"
 	"github.com/conclavehq/conclave/templates"

@@ -1,9 +1,10 @@
 package agents_test
 
 import (
-	"github.com/conclavehq/conclave/agents"
 	"testing"
 	"time"
+
+	"github.com/conclavehq/conclave/agents"
 )
 
 func TestTSTime(t *testing.T) {

@@ -1,10 +1,10 @@
 package agents_test
 
 import (
-	"github.com/conclavehq/conclave/agents"
 	"strings"
 	"testing"
 
+	"github.com/conclavehq/conclave/agents"
 	"github.com/conclavehq/conclave/agents/redact"
 	"github.com/conclavehq/conclave/templates"
 )

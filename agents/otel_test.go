@@ -2,12 +2,12 @@ package agents_test
 
 import (
 	"context"
-	"github.com/conclavehq/conclave/agents"
 	"testing"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
+	"github.com/conclavehq/conclave/agents"
 	"github.com/conclavehq/conclave/templates"
 )
 

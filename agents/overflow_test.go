@@ -1,11 +1,11 @@
 package agents_test
 
 import (
-	"github.com/conclavehq/conclave/agents"
 	"net/http"
 	"strings"
 	"testing"
 
+	"github.com/conclavehq/conclave/agents"
 	"github.com/conclavehq/conclave/agents/llm"
 	"github.com/conclavehq/conclave/agents/llm/llmfake"
 )

@@ -3,10 +3,10 @@ package agents_test
 import (
 	"context"
 	"errors"
-	"github.com/conclavehq/conclave/agents"
 	"testing"
 	"time"
 
+	"github.com/conclavehq/conclave/agents"
 	"github.com/conclavehq/conclave/agents/testclock"
 	"github.com/conclavehq/conclave/ens"
 	"github.com/conclavehq/conclave/memory"

@@ -2,13 +2,14 @@ package agents_test
 
 import (
 	"context"
-	"github.com/conclavehq/conclave/agents"
 	"log/slog"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/conclavehq/conclave/agents"
 )
 
 // TestReactionsOffTheTurnsPath: a turn does not wait for Slack to set or

@@ -1,11 +1,11 @@
 package agents_test
 
 import (
-	"github.com/conclavehq/conclave/agents"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/conclavehq/conclave/agents"
 	"github.com/conclavehq/conclave/templates"
 )
 

@@ -2,9 +2,9 @@ package agents_test
 
 import (
 	"context"
-	"github.com/conclavehq/conclave/agents"
 	"testing"
 
+	"github.com/conclavehq/conclave/agents"
 	"github.com/conclavehq/conclave/agents/llm"
 	"github.com/conclavehq/conclave/templates"
 )

@@ -3,9 +3,9 @@ package agents_test
 import (
 	"context"
 	"errors"
-	"github.com/conclavehq/conclave/agents"
 	"testing"
 
+	"github.com/conclavehq/conclave/agents"
 	"github.com/conclavehq/conclave/agents/llm"
 )
 

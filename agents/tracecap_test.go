@@ -2,10 +2,10 @@ package agents_test
 
 import (
 	"context"
-	"github.com/conclavehq/conclave/agents"
 	"strings"
 	"testing"
 
+	"github.com/conclavehq/conclave/agents"
 	"github.com/conclavehq/conclave/templates"
 )
 
