@@ -34,6 +34,9 @@ type convo struct {
 	notices  []notice           // ephemeral notices to send once committed
 	traces   []memory.TurnTrace // finished turns' traces, for the next commit
 	usage    []memory.Usage     // what finished turns spent, for the next commit
+	// budget is today's budget totals as read with the load, for the
+	// first check of a turn's budgets unless a commit came first.
+	budget *budgetRead
 	// overloaded is the agent a turn was refused for, the queue being
 	// full (conversation.max_queued): its ⚠️ goes after routing.
 	overloaded string
@@ -86,7 +89,9 @@ func (c *convo) step(ctx context.Context) (bool, error) {
 	}
 	if c.e.budgets.gates(next) {
 		person, _ := exchangePerson(c.st, c.conv, c.msgs)
-		scope, err := c.e.budgets.spent(ctx, c.conv.Channel, person, c.e.now(), c.log)
+		read := c.budget
+		c.budget = nil
+		scope, err := c.e.budgets.spent(ctx, c.conv.ID, c.conv.Channel, person, read, c.e.now(), c.log)
 		if err != nil {
 			return false, err
 		}
@@ -221,6 +226,7 @@ func (c *convo) commit(ctx context.Context, mode commitMode) (bool, error) {
 		return false, fmt.Errorf("agents: commit conversation %s: %w", c.conv.ID, err)
 	}
 	c.newMsgs, c.sessions, c.traces, c.usage = nil, nil, nil, nil
+	c.budget = nil            // read before what this commit wrote
 	c.conv.State = conv.State // what a streamed reply's marker is committed over
 	for _, n := range c.notices {
 		var err error

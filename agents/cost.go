@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -193,7 +194,9 @@ func budgetNotice(scope string) string {
 
 // budgetKeeper checks the daily budgets before a turn starts. It
 // remembers the budgets past budgetWarnRatio already logged today, so
-// that each is logged once (per replica).
+// that each is logged once (per replica), and which budgets each
+// conversation's turns are likely to count against, so that their totals
+// are read with the conversation.
 type budgetKeeper struct {
 	budgets  Budgets
 	channels map[string]int64 // a channel's own budget ([[channels]] daily_tokens)
@@ -203,10 +206,27 @@ type budgetKeeper struct {
 	mu     sync.Mutex
 	logged map[string]bool // scope + group, for day
 	day    string
+	hints  map[string]budgetHint // by conversation
 }
 
+// budgetHint is what a conversation's load reads of the budget totals
+// besides the workspace's: its channel's, and the people's its turns were
+// last counted for on this replica or whose messages it recorded since,
+// latest first.
+type budgetHint struct {
+	channel string
+	people  []string
+}
+
+// Bounds of budgetKeeper.hints: conversations remembered, people each.
+const (
+	budgetHintConvs  = 4096
+	budgetHintPeople = 3
+)
+
 func newBudgetKeeper(o *Options, d *Deps) *budgetKeeper {
-	k := &budgetKeeper{budgets: o.Budgets, channels: map[string]int64{}, spending: d.Spending, onBudget: d.OnBudget}
+	k := &budgetKeeper{budgets: o.Budgets, channels: map[string]int64{}, spending: d.Spending, onBudget: d.OnBudget,
+		hints: map[string]budgetHint{}}
 	for _, ch := range o.Channels {
 		if ch.DailyTokens > 0 {
 			k.channels[ch.ID] = ch.DailyTokens
@@ -223,23 +243,97 @@ func (k *budgetKeeper) channelBudget(channel string) int64 {
 	return k.budgets.PerChannel
 }
 
-// gates reports whether act starts a turn that budgets hold back.
-func (k *budgetKeeper) gates(act action) bool {
-	if k.spending == nil || k.budgets == (Budgets{}) && len(k.channels) == 0 {
-		return false
-	}
-	return act == actCall || act == actFacilitator || act == actConclude
+// on reports whether any budget is checked.
+func (k *budgetKeeper) on() bool {
+	return k.spending != nil && (k.budgets != (Budgets{}) || len(k.channels) > 0)
 }
 
-// spent reads today's counters for a turn of person in channel and
-// returns the scope of the first budget spent ("" when none is). It
-// reports each budget's used share (OnBudget) and logs, once a day, a
-// budget past budgetWarnRatio.
-func (k *budgetKeeper) spent(ctx context.Context, channel, person string, now time.Time, log *slog.Logger) (string, error) {
-	s, err := k.spending.Spent(ctx, person, channel)
-	if err != nil {
-		return "", fmt.Errorf("agents: read today's usage: %w", err)
+// gates reports whether act starts a turn that budgets hold back.
+func (k *budgetKeeper) gates(act action) bool {
+	return k.on() && (act == actCall || act == actFacilitator || act == actConclude)
+}
+
+// budgetRead is what the round trip that loaded a conversation read of
+// today's budget totals (memory.Lookup.Spent): the first check after the
+// load uses it when it holds the totals the check needs.
+type budgetRead struct {
+	channel string
+	spent   map[string]memory.Spent // by person, as memory.Found.Spent
+}
+
+// of returns the totals of a turn of person in channel when the read
+// holds those of the budgets checked.
+func (r *budgetRead) of(k *budgetKeeper, channel, person string) (memory.Spent, bool) {
+	if r == nil || r.channel != channel && k.channelBudget(channel) > 0 {
+		return memory.Spent{}, false
 	}
+	if k.budgets.PerPerson <= 0 {
+		person = "" // its total is not needed
+	}
+	s, ok := r.spent[person]
+	return s, ok
+}
+
+// query is what the load of conversation convID, of channel ("" when
+// unknown), reads of the budget totals: nil when no budget is checked.
+func (k *budgetKeeper) query(convID, channel string) *memory.SpentQuery {
+	if !k.on() {
+		return nil
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	h := k.hints[convID]
+	if channel == "" {
+		channel = h.channel
+	}
+	return &memory.SpentQuery{Channel: channel, People: slices.Clone(h.people)}
+}
+
+// readOf is the budget read of a load that asked q (nil: none).
+func readOf(q *memory.SpentQuery, f memory.Found) *budgetRead {
+	if q == nil || f.Spent == nil {
+		return nil
+	}
+	return &budgetRead{channel: q.Channel, spent: f.Spent}
+}
+
+// hint remembers that conversation convID is in channel and that its
+// turns may count against person's budget ("" is none), for its next load.
+func (k *budgetKeeper) hint(convID, channel, person string) {
+	if !k.on() {
+		return
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	h, known := k.hints[convID]
+	if !known && len(k.hints) >= budgetHintConvs {
+		for id := range k.hints { // any one: a miss costs one read
+			delete(k.hints, id)
+			break
+		}
+	}
+	h.channel = channel
+	if person != "" && k.budgets.PerPerson > 0 {
+		people := append([]string{person}, slices.DeleteFunc(slices.Clone(h.people), func(p string) bool { return p == person })...)
+		h.people = people[:min(len(people), budgetHintPeople)]
+	}
+	k.hints[convID] = h
+}
+
+// spent checks the budgets of a turn of person in conversation convID of
+// channel and returns the scope of the first budget spent ("" when none
+// is). It uses the totals read with the conversation when they hold the
+// turn's, else reads them. It reports each budget's used share
+// (OnBudget) and logs, once a day, a budget past budgetWarnRatio.
+func (k *budgetKeeper) spent(ctx context.Context, convID, channel, person string, read *budgetRead, now time.Time, log *slog.Logger) (string, error) {
+	s, ok := read.of(k, channel, person)
+	if !ok {
+		var err error
+		if s, err = k.spending.Spent(ctx, person, channel); err != nil {
+			return "", fmt.Errorf("agents: read today's usage: %w", err)
+		}
+	}
+	k.hint(convID, channel, person)
 	uses := budgetsOf(k.budgets, k.channelBudget(channel), s, person)
 	for _, u := range uses {
 		ratio := float64(u.spent) / float64(u.limit)

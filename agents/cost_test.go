@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -189,15 +191,19 @@ func TestBudgetWarnsAtEightyPercent(t *testing.T) {
 	}
 }
 
-// budgetLedger watches the budget checks and the commits of usage of
-// every replica, in one order (its lock is held across each call), to
-// tell how many turns were under way when the budget ran out: those whose
-// check passed and whose usage was not committed yet.
+// budgetLedger watches, on every replica and in one order (its lock is
+// held across each call), the loads that read the budget totals and the
+// commits of usage, to tell how many turns were under way when the
+// budget ran out: those whose load read it unspent and whose usage was
+// committed after. A check that reads the totals itself (Spending.Spent)
+// is counted apart: turns read their budgets with their load.
 type budgetLedger struct {
-	mu                sync.Mutex
-	limit, total      int64
-	passed, committed int
-	underWay          int // -1 until the budget runs out
+	mu           sync.Mutex
+	limit, total int64
+	read         map[string]bool // lock token → its load read the budget unspent; no usage committed under it yet
+	outstanding  map[string]bool // read's tokens when the budget ran out (nil before)
+	underWay     int             // of outstanding, those whose usage was committed later
+	ownReads     int             // checks that read the totals apart from a load
 }
 
 type ledgerSpending struct {
@@ -208,11 +214,8 @@ type ledgerSpending struct {
 func (s ledgerSpending) Spent(ctx context.Context, person, channel string) (memory.Spent, error) {
 	s.l.mu.Lock()
 	defer s.l.mu.Unlock()
-	got, err := s.Spending.Spent(ctx, person, channel)
-	if err == nil && got.Workspace < s.l.limit {
-		s.l.passed++
-	}
-	return got, err
+	s.l.ownReads++
+	return s.Spending.Spent(ctx, person, channel)
 }
 
 type ledgerStore struct {
@@ -220,17 +223,31 @@ type ledgerStore struct {
 	l *budgetLedger
 }
 
+func (s ledgerStore) AcquireAndLoad(ctx context.Context, convID string, ttl time.Duration, q memory.Lookup) (memory.Lock, memory.Snapshot, memory.Found, error) {
+	s.l.mu.Lock()
+	defer s.l.mu.Unlock()
+	lk, snap, found, err := s.Store.AcquireAndLoad(ctx, convID, ttl, q)
+	if spent, ok := found.Spent[""]; err == nil && ok && spent.Workspace < s.l.limit {
+		s.l.read[lk.Token] = true
+	}
+	return lk, snap, found, err
+}
+
 func (s ledgerStore) Commit(ctx context.Context, lk memory.Lock, c memory.Commit) (bool, error) {
 	s.l.mu.Lock()
 	defer s.l.mu.Unlock()
 	pending, err := s.Store.Commit(ctx, lk, c)
 	if err == nil && len(c.Usage) > 0 {
-		s.l.committed++
+		delete(s.l.read, lk.Token)
+		if s.l.outstanding[lk.Token] {
+			s.l.underWay++
+			delete(s.l.outstanding, lk.Token)
+		}
 		for _, u := range c.Usage {
 			s.l.total += u.InputTokens + u.OutputTokens
 		}
-		if s.l.total >= s.l.limit && s.l.underWay < 0 {
-			s.l.underWay = s.l.passed - s.l.committed
+		if s.l.total >= s.l.limit && s.l.outstanding == nil {
+			s.l.outstanding = maps.Clone(s.l.read)
 		}
 	}
 	return pending, err
@@ -247,7 +264,7 @@ func TestBudgetsAcrossReplicas(t *testing.T) {
 	r.opts.Budgets = agents.Budgets{Workspace: limit}
 	r.opts.SweepInterval = 5 * time.Millisecond
 	r.model.fallback = spending
-	ledger := &budgetLedger{limit: limit, underWay: -1}
+	ledger := &budgetLedger{limit: limit, read: map[string]bool{}}
 	posted := make(chan struct{}, 1)
 	r.chat.afterPost = func() {
 		select {
@@ -305,10 +322,13 @@ func TestBudgetsAcrossReplicas(t *testing.T) {
 		t.Errorf("counted %d tokens for %d calls, want %d", spent.Workspace, calls, calls*perTurn)
 	}
 	ledger.mu.Lock()
-	underWay := ledger.underWay
+	underWay, ranOut, ownReads := ledger.underWay, ledger.outstanding != nil, ledger.ownReads
 	ledger.mu.Unlock()
-	if underWay < 0 {
+	if !ranOut {
 		t.Fatalf("the budget never ran out (%d tokens counted)", spent.Workspace)
+	}
+	if ownReads != 0 {
+		t.Errorf("%d checks read the budget totals apart from their load, want none", ownReads)
 	}
 	if over := spent.Workspace - limit; over > int64(underWay)*perTurn {
 		t.Errorf("budget %d exceeded by %d tokens, more than the %d turns under way when it ran out", limit, over, underWay)
@@ -335,9 +355,10 @@ func TestBudgetsAcrossReplicas(t *testing.T) {
 	}
 }
 
-// With budgets on, a turn's store work is one round trip more than
-// without (TestRoundTripsPerTurn): the read of today's counters before it
-// starts; counting its usage rides in the commit that ends it.
+// With budgets on, a turn's store work takes the round trips it takes
+// without (TestRoundTripsPerTurn): today's counters are read in the
+// round trip that takes the lock and loads the thread, and counting its
+// usage rides in the commit that ends it.
 func TestRoundTripsPerTurnWithBudgets(t *testing.T) {
 	for _, tt := range []struct {
 		name    string
@@ -345,7 +366,7 @@ func TestRoundTripsPerTurnWithBudgets(t *testing.T) {
 		turn    int64
 	}{
 		{"budgets off", agents.Budgets{}, 3},
-		{"budgets on", agents.Budgets{PerPerson: 1000, PerChannel: 1000, Workspace: 1000}, 4},
+		{"budgets on", agents.Budgets{PerPerson: 1000, PerChannel: 1000, Workspace: 1000}, 3},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			var trips *redistest.RoundTrips
@@ -372,7 +393,8 @@ func TestRoundTripsPerTurnWithBudgets(t *testing.T) {
 
 // BenchmarkTurnBudgets is a person's question answered by the
 // facilitator on Redis, with budgets off and on; it reports the Redis
-// round trips per turn beside the CPU time.
+// round trips and the process's CPU time (user and system, every
+// goroutine's) per turn beside the time.
 func BenchmarkTurnBudgets(b *testing.B) {
 	for _, bb := range []struct {
 		name    string
@@ -389,13 +411,106 @@ func BenchmarkTurnBudgets(b *testing.B) {
 			})
 			r.model.fallback = spending
 			turns := 0
-			start := trips.Count()
+			start, cpu := trips.Count(), benchCPU()
 			for b.Loop() {
 				ev := r.send("", "U1", "Ada", "hello")
 				r.e.Process(context.Background(), agents.ConversationID(team, chanA, ev.TS), chanA)
 				turns++
 			}
+			b.ReportMetric(float64((benchCPU()-cpu).Microseconds())/float64(turns), "cpu-µs/turn")
 			b.ReportMetric(float64(trips.Count()-start)/float64(turns), "trips/turn")
 		})
 	}
+}
+
+// A load reads the totals of the people its conversation's turns were
+// counted for and of the authors recorded since: another person's reply
+// in someone's thread is checked in the turn's usual round trips, and
+// counts for the person whose message began the exchange.
+func TestRoundTripsOfAReplyWithBudgets(t *testing.T) {
+	var trips *redistest.RoundTrips
+	r := newRig(t, withCountedRedis(&trips), withPricedModel, func(r *rig) {
+		r.opts.Budgets = agents.Budgets{PerPerson: 1000}
+		r.e = r.engine(fakePrompts{}, func(d *agents.Deps) { d.Spending = r.store })
+	})
+	r.model.fallback = spending
+	root := r.send("", "U1", "Ada", "a question")
+	r.settle()
+	r.send(root.TS, "U2", "Bo", "and what about mine")
+	handled := trips.Count()
+	r.e.Process(context.Background(), agents.ConversationID(team, chanA, root.TS), chanA)
+	if n := trips.Count() - handled; n > 3 {
+		t.Errorf("the turn took %d round trips, want at most 3", n)
+	}
+	if n := len(r.model.calls(elen, "")); n != 2 {
+		t.Fatalf("model calls = %d, want 2", n)
+	}
+	for person, want := range map[string]int64{"U1": 30, "U2": 0} {
+		if s, err := r.store.Spent(context.Background(), person, chanA); err != nil || s.Person != want {
+			t.Errorf("spent by %s = %+v, %v; want %d", person, s, err, want)
+		}
+	}
+}
+
+// A replica that recorded none of a conversation's messages and checked
+// none of its turns does not know whose budget its turn counts against:
+// it reads the totals in a round trip of their own, and refuses alike.
+// Having checked once, it reads them with the load from then on.
+func TestBudgetCheckedOnAReplicaThatSawNothing(t *testing.T) {
+	r := newRig(t, withPricedModel, func(r *rig) {
+		r.opts.Budgets = agents.Budgets{PerPerson: 15}
+		r.e = r.engine(fakePrompts{}, func(d *agents.Deps) { d.Spending = r.store })
+	})
+	r.model.fallback = spending
+	r.send("", "U1", "Ada", "question")
+	r.settle()
+	var reads int
+	var mu sync.Mutex
+	other := r.engine(fakePrompts{}, func(d *agents.Deps) {
+		d.Spending = countedSpending{Spending: r.store, n: &reads, mu: &mu}
+	})
+	second := r.send("", "U1", "Ada", "another question") // recorded by the first replica
+	settleEngines(t, r.store, r.clock, other)
+	if n := len(r.model.calls(elen, "")); n != 1 {
+		t.Errorf("model calls = %d, want 1: the person's budget is spent", n)
+	}
+	if st := r.state(second.TS); st.Status != agents.StatusConcluded {
+		t.Errorf("status = %q, want concluded", st.Status)
+	}
+	want := chanA + " U1 ⚠️ The daily model budget of your messages is spent; it resets at 00:00 UTC."
+	if !slices.Contains(r.chat.ephemeral, want) {
+		t.Errorf("ephemeral notices %q, want %q", r.chat.ephemeral, want)
+	}
+	r.send(second.TS, "U1", "Ada", "hello?") // reopens the thread: checked again
+	settleEngines(t, r.store, r.clock, other)
+	if n := len(r.model.calls(elen, "")); n != 1 {
+		t.Errorf("model calls after the thread reopened = %d, want 1", n)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if reads != 1 {
+		t.Errorf("totals read apart from the load %d times, want 1", reads)
+	}
+}
+
+type countedSpending struct {
+	agents.Spending
+	mu *sync.Mutex
+	n  *int
+}
+
+func (s countedSpending) Spent(ctx context.Context, person, channel string) (memory.Spent, error) {
+	s.mu.Lock()
+	*s.n++
+	s.mu.Unlock()
+	return s.Spending.Spent(ctx, person, channel)
+}
+
+// benchCPU is the CPU time (user and system) the process used so far.
+func benchCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

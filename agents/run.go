@@ -80,6 +80,7 @@ func (e *Engine) record(ctx context.Context, ev Event) (Ticket, error) {
 	if ev.Kind == EventMessage {
 		if !isBotEvent(ev) {
 			q.User = ev.UserID
+			e.budgets.hint(id, ev.Channel, ev.UserID) // maybe the exchange's person: its totals are read with the load
 		}
 		if thread != ev.TS {
 			q.Conversation = id
@@ -394,7 +395,8 @@ func (e *Engine) process(runCtx, turnCtx context.Context, t task) {
 	defer e.cpu.give()
 	log := e.log.With(slog.String(logConversation, t.id))
 	for runCtx.Err() == nil {
-		lock, snap, found, err := e.convs.AcquireAndLoad(turnCtx, t.id, e.opts.LockTTL, memory.Lookup{Channel: e.opts.rosterOf(t.channel)})
+		spent := e.budgets.query(t.id, t.channel)
+		lock, snap, found, err := e.convs.AcquireAndLoad(turnCtx, t.id, e.opts.LockTTL, memory.Lookup{Channel: e.opts.rosterOf(t.channel), Spent: spent})
 		if errors.Is(err, memory.ErrLocked) {
 			return
 		}
@@ -407,7 +409,7 @@ func (e *Engine) process(runCtx, turnCtx context.Context, t task) {
 			added = append([]string{}, found.ChannelAgents...)
 		}
 		t.channel = snap.Conversation.Channel
-		if !e.holdLock(runCtx, turnCtx, lock, snap, added, log) {
+		if !e.holdLock(runCtx, turnCtx, lock, snap, added, readOf(spent, found), log) {
 			return
 		}
 	}
@@ -416,14 +418,15 @@ func (e *Engine) process(runCtx, turnCtx context.Context, t task) {
 // holdLock runs steps under a held lock, renewing it meanwhile, and
 // releases it; it reports whether the conversation was marked pending
 // meanwhile (there is more to do). added is the channel's run-time agents
-// read with snap (nil: read them now). A lost lock cancels the step in
+// read with snap (nil: read them now), budget today's budget totals read
+// with it (nil: none). A lost lock cancels the step in
 // flight, which then stops without posting.
 //
 // A step that has more to do commits and goes on with what it holds,
 // unless a message arrived meanwhile (the commit says so): then the
 // conversation is loaded again, so that the message is routed before the
 // next turn. The last commit releases the lock in the same round trip.
-func (e *Engine) holdLock(runCtx, turnCtx context.Context, lock memory.Lock, snap memory.Snapshot, added []string, log *slog.Logger) bool {
+func (e *Engine) holdLock(runCtx, turnCtx context.Context, lock memory.Lock, snap memory.Snapshot, added []string, budget *budgetRead, log *slog.Logger) bool {
 	ctx, cancel := context.WithCancel(turnCtx)
 	defer cancel()
 	renewCtx, stopRenewing := context.WithCancel(ctx)
@@ -442,6 +445,9 @@ func (e *Engine) holdLock(runCtx, turnCtx context.Context, lock memory.Lock, sna
 		return e.release(turnCtx, lock, false, log) // nothing to do, nothing to write
 	}
 	c, err := e.load(ctx, lock, snap, added)
+	if err == nil {
+		c.budget = budget
+	}
 	for err == nil {
 		var more, pending bool
 		if more, err = c.step(ctx); err != nil {

@@ -447,6 +447,10 @@ func (s *InProcess) lookup(q Lookup, now time.Time) Found {
 	if q.Conversation != "" {
 		f.Exists = s.conv(q.Conversation, now) != nil
 	}
+	if q.Spent != nil {
+		fields := s.days[UsageDay(now)]
+		f.Spent = spentFound(q.Spent, func(field string) string { return fields[field] })
+	}
 	return f
 }
 

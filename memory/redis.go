@@ -472,6 +472,9 @@ type lookupCmds struct {
 	agents *redis.StringSliceCmd
 	human  *redis.StringCmd
 	exists *redis.IntCmd
+	spent  *redis.SliceCmd
+	query  *SpentQuery // what spent asks
+	fields []string    // spent's fields
 }
 
 func (r *Redis) queueLookup(ctx context.Context, p redis.Pipeliner, q Lookup) lookupCmds {
@@ -484,6 +487,12 @@ func (r *Redis) queueLookup(ctx context.Context, p redis.Pipeliner, q Lookup) lo
 	}
 	if q.Conversation != "" {
 		c.exists = p.Exists(ctx, r.keys.conv(q.Conversation).conv)
+	}
+	if q.Spent != nil {
+		// Today's counters are in a slot of their own: on Cluster the
+		// pipeline sends this read to its node beside the others.
+		c.query, c.fields = q.Spent, spentFields(q.Spent)
+		c.spent = p.HMGet(ctx, r.spentKey(), c.fields...)
 	}
 	return c
 }
@@ -512,6 +521,13 @@ func (c lookupCmds) found() (Found, error) {
 			return Found{}, fmt.Errorf("conversation: %w", err)
 		}
 		f.Exists = n > 0
+	}
+	if c.spent != nil {
+		got, err := spentRead(c.spent, c.fields)
+		if err != nil {
+			return Found{}, fmt.Errorf("today's usage: %w", err)
+		}
+		f.Spent = spentFound(c.query, func(field string) string { return got[field] })
 	}
 	return f, nil
 }

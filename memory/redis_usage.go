@@ -84,16 +84,30 @@ func (p *redisUsage) Usage(ctx context.Context, from, to time.Time) ([]UsageCoun
 
 // Spent implements UsageLog, in one round trip.
 func (p *redisUsage) Spent(ctx context.Context, person, channel string) (Spent, error) {
-	fields := []string{totalField(totalPerson, person), totalField(totalChan, channel), totalField(totalSpace, "")}
-	vals, err := p.c.HMGet(ctx, p.keys.usage(UsageDay(p.opts.Now())).counters(), fields...).Result()
-	if err != nil && !errors.Is(err, redis.Nil) {
+	q := &SpentQuery{Channel: channel, People: []string{person}}
+	fields := spentFields(q)
+	got, err := spentRead(p.c.HMGet(ctx, p.spentKey(), fields...), fields)
+	if err != nil {
 		return Spent{}, usageErr(err)
+	}
+	return spentFound(q, func(f string) string { return got[f] })[person], nil
+}
+
+// spentKey is the hash that holds today's budget totals.
+func (p *redisUsage) spentKey() string { return p.keys.usage(UsageDay(p.opts.Now())).counters() }
+
+// spentRead reads the answer of an HMGET of fields: field → value, a
+// missing field left out.
+func spentRead(cmd *redis.SliceCmd, fields []string) (map[string]string, error) {
+	vals, err := cmd.Result()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, err
 	}
 	got := map[string]string{}
 	for i, v := range vals {
-		if s, ok := v.(string); ok {
+		if s, ok := v.(string); ok && i < len(fields) {
 			got[fields[i]] = s
 		}
 	}
-	return spentOf(person, channel, func(f string) string { return got[f] }), nil
+	return got, nil
 }

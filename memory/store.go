@@ -89,6 +89,17 @@ type Lookup struct {
 	Channel      string // the agents added to this channel at run time
 	User         string // the human agent paired with this Slack user
 	Conversation string // whether this conversation exists
+	// Spent, when set, reads today's budget totals as UsageLog.Spent
+	// does, so that a turn's budgets are checked with the read that loads
+	// its conversation. RecordLooked leaves it unread.
+	Spent *SpentQuery
+}
+
+// SpentQuery names the budget totals a Lookup reads: the workspace's, a
+// channel's (none when "") and each person's of People.
+type SpentQuery struct {
+	Channel string
+	People  []string
 }
 
 // Found is what a Lookup read.
@@ -96,6 +107,9 @@ type Found struct {
 	ChannelAgents []string // as ChannelAgents returns them
 	HumanAgent    string   // "" when Lookup.User is paired with none
 	Exists        bool     // Lookup.Conversation exists (as Snapshot.Exists)
+	// Spent is, when Lookup.Spent was set, what UsageLog.Spent reads for
+	// each person of it and for "", with its channel, keyed by person.
+	Spent map[string]Spent
 }
 
 // SessionEntry is one message of a memory session.

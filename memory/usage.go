@@ -252,6 +252,29 @@ func spentOf(person, channel string, get func(field string) string) Spent {
 	return s
 }
 
+// spentFields are the hash fields a SpentQuery reads.
+func spentFields(q *SpentQuery) []string {
+	fields := []string{totalField(totalSpace, "")}
+	if q.Channel != "" {
+		fields = append(fields, totalField(totalChan, q.Channel))
+	}
+	for _, p := range q.People {
+		if p != "" {
+			fields = append(fields, totalField(totalPerson, p))
+		}
+	}
+	return fields
+}
+
+// spentFound reads what q asks of a day's fields, keyed by person.
+func spentFound(q *SpentQuery, get func(field string) string) map[string]Spent {
+	out := map[string]Spent{"": spentOf("", q.Channel, get)}
+	for _, p := range q.People {
+		out[p] = spentOf(p, q.Channel, get)
+	}
+	return out
+}
+
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
 func atoi(s string) int64 {

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"maps"
 	"testing"
 	"time"
 
@@ -16,6 +17,7 @@ var usageTests = []struct {
 	{"Usage/per UTC day", testUsageDays},
 	{"Usage/lost lock counts nothing", testUsageLostLock},
 	{"Usage/bad input", testUsageBadInput},
+	{"Usage/read with the load", testUsageLooked},
 }
 
 func (h *harness) usage(t *testing.T, from, to time.Time) []memory.UsageCount {
@@ -155,5 +157,42 @@ func testUsageBadInput(t *testing.T, h *harness) {
 	}
 	if _, err := h.s.Usage(h.ctx, start, start.Add(-48*time.Hour)); err == nil {
 		t.Error("Usage with the end before the start: no error")
+	}
+}
+
+// testUsageLooked: a Lookup's Spent reads, beside the lock and the load,
+// what Spent reads for each person named and for none, of today only.
+func testUsageLooked(t *testing.T, h *harness) {
+	h.spend(t, "c1", memory.Usage{Person: "U1", Channel: "C1", Agent: "a.eth", Model: "m", InputTokens: 10, OutputTokens: 2, Calls: 1},
+		memory.Usage{Person: "U2", Channel: "C2", Agent: "a.eth", Model: "m", InputTokens: 5, OutputTokens: 0, Calls: 1})
+	q := memory.Lookup{Spent: &memory.SpentQuery{Channel: "C1", People: []string{"U1", "U9"}}}
+	want := map[string]memory.Spent{
+		"":   {Channel: 12, Workspace: 17},
+		"U1": {Person: 12, Channel: 12, Workspace: 17},
+		"U9": {Channel: 12, Workspace: 17},
+	}
+	l, _, f, err := h.s.AcquireAndLoad(h.ctx, "c1", time.Minute, q)
+	if err != nil {
+		t.Fatalf("AcquireAndLoad: %v", err)
+	}
+	if !maps.Equal(f.Spent, want) {
+		t.Errorf("AcquireAndLoad's Spent = %+v, want %+v", f.Spent, want)
+	}
+	for p, s := range want {
+		if got := h.spent(t, p, "C1"); got != s {
+			t.Errorf("Spent(%q, C1) = %+v, the lookup read %+v", p, got, s)
+		}
+	}
+	h.release(t, l)
+	if f, err := h.s.Lookup(h.ctx, memory.Lookup{Channel: "C1"}); err != nil || f.Spent != nil {
+		t.Errorf("Lookup without Spent read %+v, %v; want no totals", f.Spent, err)
+	}
+	h.clock.Advance(24 * time.Hour)
+	f, err = h.s.Lookup(h.ctx, memory.Lookup{Spent: &memory.SpentQuery{People: []string{"U1"}}})
+	if err != nil {
+		t.Fatalf("Lookup: %v", err)
+	}
+	if want := map[string]memory.Spent{"": {}, "U1": {}}; !maps.Equal(f.Spent, want) {
+		t.Errorf("Spent the next day = %+v, want %+v", f.Spent, want)
 	}
 }
