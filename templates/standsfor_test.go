@@ -9,15 +9,7 @@ import (
 // name when that human agent is a member, by ENS name alone when it is
 // not; an agent that is no clone gets no such sentence.
 func TestTeamListSaysWhomACloneStandsFor(t *testing.T) {
-	lib := open(t, "")
-	render := func(d Data) string {
-		t.Helper()
-		got, err := lib.Current().Render("elen.acme.137.protocol6022.eth", RoleFacilitator, PromptSystem, d)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return got
-	}
+	render := facilitatorRenderer(t, open(t, ""), PromptSystem)
 	const twin = "• Arnaud's twin, arnaud-twin.acme.137.protocol6022.eth, clone; mission: Answers for Arnaud, the claims manager, while he is away."
 	d := BuiltinFixtureFor(RoleFacilitator).Data
 	got := render(d)
