@@ -49,6 +49,10 @@ type HistoryMessage struct {
 	// Mark, when set, is written first: "(earlier, 2025-03-03) " on an
 	// entry of the agent's memory (earlierMark).
 	Mark string
+	// Answer marks an agent's message, or a history note, of the current
+	// exchange: the budget cuts it only after every other history message
+	// and the tail (SPEC §14.2).
+	Answer bool
 }
 
 // text is the message as sent: its mark, its author, then its content
@@ -67,10 +71,13 @@ type TurnPrompt struct {
 	Data   templates.Data
 	// History is what the agent sees, oldest first: entries of its memory
 	// session from other conversations, then this thread's messages. It is
-	// cut oldest first to fit the input budget.
+	// cut oldest first to fit the input budget, its answers of the current
+	// exchange (Answer) last.
 	History []HistoryMessage
 	// Tail follows the history (in conclude: the previous phase prompt and
-	// the reply that held :end:); it is cut only after the whole history.
+	// the reply that held :end:); it is cut after the history's other
+	// messages and before its answers of the current exchange, as the
+	// prompt it holds quotes what the history already has.
 	Tail []HistoryMessage
 	// AgentProfile is the llm_profile the agent's configuration names.
 	AgentProfile string
@@ -134,11 +141,16 @@ func BuildRequest(prompts Prompts, profiles Profiles, p TurnPrompt) (llm.Request
 	if settings.IncludeHistory != nil && !*settings.IncludeHistory {
 		history = nil
 	}
-	candidates := make([]llm.Message, 0, len(history)+len(p.Tail))
-	for _, part := range [][]HistoryMessage{history, p.Tail} {
-		for _, h := range part {
-			candidates = append(candidates, llm.Message{Role: h.Role, Content: h.text(p.MaxMessageChars)})
+	candidates := make([]candidate, 0, len(history)+len(p.Tail))
+	for _, h := range history {
+		rank := rankOther
+		if h.Answer {
+			rank = rankAnswer
 		}
+		candidates = append(candidates, candidate{llm.Message{Role: h.Role, Content: h.text(p.MaxMessageChars)}, rank})
+	}
+	for _, h := range p.Tail {
+		candidates = append(candidates, candidate{llm.Message{Role: h.Role, Content: h.text(p.MaxMessageChars)}, rankTail})
 	}
 	kept := fitHistory(candidates, system, phase, p.Prompt, &info)
 	info.Dropped = len(candidates) - len(kept)
@@ -166,11 +178,29 @@ func BuildRequest(prompts Prompts, profiles Profiles, p TurnPrompt) (llm.Request
 	}, info, nil
 }
 
-// fitHistory keeps the latest candidates that fit the input budget
-// (info.Budget) beside the system and phase prompts; none when the prompts
-// alone exceed it, which info records with a warning. It sets info.Tokens
-// to the estimate of the prompts and the candidates kept: the request's.
-func fitHistory(candidates []llm.Message, system, phase, prompt string, info *BuildInfo) []llm.Message {
+// A candidate is a history or tail message with the rank that says when
+// the budget cuts it.
+type candidate struct {
+	msg  llm.Message
+	rank int
+}
+
+// The ranks of candidates, the first cut first.
+const (
+	rankOther  = iota // history that is not an answer of the current exchange
+	rankTail          // conclude's previous prompt and :end: reply
+	rankAnswer        // agents' messages and notes of the current exchange
+)
+
+// fitHistory keeps, beside the system and phase prompts, the candidates
+// that fit the input budget (info.Budget), in their order: the answers of
+// the current exchange first, then the tail, then the rest of the
+// history, each rank filled newest first until a message does not fit, so
+// that within a rank the oldest go first. None when the prompts alone
+// exceed the budget, which info records with a warning. It sets
+// info.Tokens to the estimate of the prompts and the candidates kept: the
+// request's.
+func fitHistory(candidates []candidate, system, phase, prompt string, info *BuildInfo) []llm.Message {
 	fixed := estimateTokens(system) + estimateTokens(phase)
 	info.Tokens = fixed
 	if fixed > info.Budget {
@@ -179,17 +209,28 @@ func fitHistory(candidates []llm.Message, system, phase, prompt string, info *Bu
 		return nil
 	}
 	used := fixed
-	start := len(candidates)
-	for start > 0 {
-		t := estimateTokens(candidates[start-1].Content)
-		if used+t > info.Budget {
-			break
+	keep := make([]bool, len(candidates))
+	for rank := rankAnswer; rank >= rankOther; rank-- {
+		for i := len(candidates) - 1; i >= 0; i-- {
+			if candidates[i].rank != rank {
+				continue
+			}
+			t := estimateTokens(candidates[i].msg.Content)
+			if used+t > info.Budget {
+				break
+			}
+			used += t
+			keep[i] = true
 		}
-		used += t
-		start--
 	}
 	info.Tokens = used
-	return candidates[start:]
+	out := make([]llm.Message, 0, len(candidates))
+	for i, c := range candidates {
+		if keep[i] {
+			out = append(out, c.msg)
+		}
+	}
+	return out
 }
 
 // estimateTokens is the budget's token estimate of one message:
@@ -274,7 +315,8 @@ func sessionHistory(entries []memory.SessionEntry) []HistoryMessage {
 // FixturePrompt builds the TurnPrompt for rendering one prompt of agent a
 // against a template fixture (conclave templates render): the fixture's
 // session history, then its messages labelled as a turn labels them (the
-// agent's own as assistant). The fixture supplies the conversation, not
+// agent's own as assistant, agents' messages of the current exchange
+// marked as its answers). The fixture supplies the conversation, not
 // the agent: a is the first of ChannelMembers (taken out of the place it
 // had among them, if any), and CloneOf holds nobody unless a is a clone.
 // Budget fields are left for the caller.
@@ -288,13 +330,14 @@ func FixturePrompt(a ens.Agent, prompt string, f templates.Fixture) TurnPrompt {
 		entries[i] = memory.SessionEntry{Role: h.Role, Content: h.Content, At: h.At}
 	}
 	history := sessionHistory(entries)
-	for _, m := range f.Messages {
+	for i, m := range f.Messages {
 		info, isAgent := m.Author.AgentInfo()
+		answer := isAgent && i < len(f.Data.Messages) && f.Data.Messages[i].InExchange
 		switch {
 		case isAgent && strings.EqualFold(info.EnsDomain, a.EnsDomain):
-			history = append(history, HistoryMessage{Role: llm.RoleAssistant, Content: m.Content})
+			history = append(history, HistoryMessage{Role: llm.RoleAssistant, Content: m.Content, Answer: answer})
 		case isAgent:
-			history = append(history, HistoryMessage{Role: llm.RoleUser, Author: speakerLabel(info.Name, info.EnsDomain), Content: m.Content})
+			history = append(history, HistoryMessage{Role: llm.RoleUser, Author: speakerLabel(info.Name, info.EnsDomain), Content: m.Content, Answer: answer})
 		default:
 			history = append(history, HistoryMessage{Role: llm.RoleUser, Author: speakerLabel(m.Author.Name(), ""), Content: m.Content})
 		}

@@ -608,8 +608,13 @@ func firstLabel(name string) string {
 }
 
 // memberWithFormat is the template member for an agent whose memory keys
-// have the given format ("" when unknown).
+// have the given format ("" when unknown); a clone's says whom it stands
+// for.
 func memberWithFormat(a ens.Agent, format string) templates.Member {
+	standsFor := ""
+	if a.Role == ens.RoleClone {
+		standsFor = a.CloneOf
+	}
 	return templates.Agent(templates.AgentInfo{
 		Name:          a.Name,
 		EnsDomain:     a.EnsDomain,
@@ -617,5 +622,6 @@ func memberWithFormat(a ens.Agent, format string) templates.Member {
 		Addresses:     a.Addresses,
 		Attributes:    a.Attributes,
 		SessionFormat: format,
+		StandsFor:     standsFor,
 	})
 }

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/conclavehq/conclave/agents/llm"
 	"github.com/conclavehq/conclave/ens"
@@ -71,29 +72,51 @@ func (c view) member(ctx context.Context, m memory.Message) templates.Member {
 
 // history turns thread messages into an agent's history: its own replies
 // as assistant, the others as user with their author; with notes, the
-// unposted history lines in time order.
+// unposted history lines in time order. Agents' messages and notes of the
+// current exchange are marked as its answers, which the budget cuts last.
 func (c view) history(ctx context.Context, a ens.Agent, msgs []memory.Message, withNotes bool) []HistoryMessage {
 	var notes []note
 	if withNotes {
 		notes = c.st.Notes
 	}
+	inExchange := c.inExchange()
+	began := c.exchangeBegan()
+	noteLine := func(n note) HistoryMessage {
+		return HistoryMessage{Role: llm.RoleUser, Content: n.Text, Answer: !n.At.Before(began)}
+	}
 	out := make([]HistoryMessage, 0, len(msgs)+len(notes))
 	n := 0
 	for _, m := range msgs {
 		for n < len(notes) && notes[n].At.Before(m.At) {
-			out = append(out, HistoryMessage{Role: llm.RoleUser, Content: notes[n].Text})
+			out = append(out, noteLine(notes[n]))
 			n++
 		}
+		answer := inExchange[m.TS] && (m.Kind == kindAgent || m.Kind == kindHuman)
 		if m.Kind == kindAgent && m.Agent == a.EnsDomain {
-			out = append(out, HistoryMessage{Role: llm.RoleAssistant, Content: m.Text})
+			out = append(out, HistoryMessage{Role: llm.RoleAssistant, Content: m.Text, Answer: answer})
 			continue
 		}
-		out = append(out, HistoryMessage{Role: llm.RoleUser, Author: c.label(ctx, m), Content: m.Text})
+		out = append(out, HistoryMessage{Role: llm.RoleUser, Author: c.label(ctx, m), Content: m.Text, Answer: answer})
 	}
 	for ; n < len(notes); n++ {
-		out = append(out, HistoryMessage{Role: llm.RoleUser, Content: notes[n].Text})
+		out = append(out, noteLine(notes[n]))
 	}
 	return out
+}
+
+// exchangeBegan is when the current exchange began: the time of the
+// person's message that last reopened the thread; zero (every note
+// belongs to it) before a reopening or when that message is gone.
+func (c view) exchangeBegan() time.Time {
+	if c.st.ExchangeStart == "" {
+		return time.Time{}
+	}
+	for _, m := range c.msgs {
+		if m.TS == c.st.ExchangeStart {
+			return m.At
+		}
+	}
+	return time.Time{}
 }
 
 // members is ChannelMembers for agent self: itself, the channel's other

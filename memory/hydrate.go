@@ -21,9 +21,11 @@ const maxHydrateErrors = 20
 var hydrateRoles = []string{"user", "assistant", "system"}
 
 // ParseJSONL reads the messages of a session to hydrate: one JSON object
-// per line, {"role": "user"|"assistant"|"system", "content": "…"}. Blank
-// lines are skipped; any other key, a missing or empty content, another
-// role or a line that is not such an object is an error. The whole input
+// per line, {"role": "user"|"assistant"|"system", "content": "…"}, with an
+// optional "at": when the message was written, an RFC 3339 time or a date
+// (YYYY-MM-DD, midnight UTC), which the entry keeps. Blank lines are
+// skipped; any other key, a missing or empty content, another role, an
+// "at" of another form or a line that is not such an object is an error. The whole input
 // is checked before anything is returned, and every error reads
 // "<name>:<line>: <message>" (errors.Join of them, the first
 // maxHydrateErrors in full).
@@ -83,8 +85,8 @@ func parseHydrateLine(line []byte) (SessionEntry, error) {
 		return SessionEntry{}, errors.New(`want a JSON object {"role": …, "content": …}`)
 	}
 	for k := range fields {
-		if k != "role" && k != "content" {
-			return SessionEntry{}, fmt.Errorf("unknown key %q (want role and content)", k)
+		if k != "role" && k != "content" && k != "at" {
+			return SessionEntry{}, fmt.Errorf("unknown key %q (want role, content and an optional at)", k)
 		}
 	}
 	role, err := hydrateString(fields, "role")
@@ -101,7 +103,29 @@ func parseHydrateLine(line []byte) (SessionEntry, error) {
 	if strings.TrimSpace(content) == "" {
 		return SessionEntry{}, errors.New("empty content")
 	}
-	return SessionEntry{Role: role, Content: content}, nil
+	e := SessionEntry{Role: role, Content: content}
+	if _, ok := fields["at"]; ok {
+		s, err := hydrateString(fields, "at")
+		if err != nil {
+			return SessionEntry{}, err
+		}
+		if e.At, err = hydrateTime(s); err != nil {
+			return SessionEntry{}, err
+		}
+	}
+	return e, nil
+}
+
+// hydrateTime reads a hydrated entry's "at": an RFC 3339 time, or a date
+// taken as midnight UTC.
+func hydrateTime(s string) (time.Time, error) {
+	if t, err := time.Parse(time.RFC3339, s); err == nil {
+		return t.UTC(), nil
+	}
+	if t, err := time.Parse(time.DateOnly, s); err == nil {
+		return t, nil
+	}
+	return time.Time{}, fmt.Errorf(`"at" %q is neither an RFC 3339 time (2025-03-03T10:00:00Z) nor a date (2025-03-03)`, s)
 }
 
 func hydrateString(fields map[string]json.RawMessage, key string) (string, error) {
@@ -117,16 +141,22 @@ func hydrateString(fields map[string]json.RawMessage, key string) (string, error
 }
 
 // Hydrate appends entries to the session key of namespace in one atomic
-// append, stamping entries without a time with at. Like every append, the
-// session then keeps only its newest entries up to the store's bound.
+// append. An entry keeps its own time; one without is stamped at. An
+// entry dated after at is an error, and nothing is appended. Like every
+// append, the session then keeps only its newest entries up to the
+// store's bound.
 func Hydrate(ctx context.Context, s Store, namespace, key string, entries []SessionEntry, at time.Time) error {
 	if len(entries) == 0 {
 		return errors.New("memory: hydrate: no messages")
 	}
 	stamped := slices.Clone(entries)
 	for i := range stamped {
-		if stamped[i].At.IsZero() {
+		switch {
+		case stamped[i].At.IsZero():
 			stamped[i].At = at
+		case stamped[i].At.After(at):
+			return fmt.Errorf("memory: hydrate: message %d is dated %s, later than now (%s); nothing was appended",
+				i+1, stamped[i].At.UTC().Format(time.RFC3339), at.UTC().Format(time.RFC3339))
 		}
 	}
 	if err := s.AppendSession(ctx, SessionAppend{Namespace: namespace, Key: key, Entries: stamped}); err != nil {

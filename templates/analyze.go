@@ -64,6 +64,7 @@ func fieldsOf(s shape) map[string]shape {
 			"Addresses":     shapeMap,
 			"Attributes":    shapeMap,
 			"SessionFormat": shapeScalar,
+			"StandsFor":     shapeScalar,
 			"String":        shapeScalar,
 		}
 	}

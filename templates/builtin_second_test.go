@@ -12,7 +12,7 @@ import (
 func followUpData() Data {
 	d := BuiltinFixtureFor(RoleFacilitator).Data
 	claudine := d.ChannelMembers[1]
-	alice := d.ChannelMembers[4]
+	alice := d.InitialRequest.Author // the person who began the thread
 	d.ConversationMessageCount = 6
 	d.LatestPersonRequest = Request{Content: "And the side mirror, is it covered too?", Author: alice}
 	d.Request = d.LatestPersonRequest // the follow-up reopened the thread: a new exchange

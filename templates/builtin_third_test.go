@@ -10,15 +10,7 @@ import (
 // 600 characters; what the person added is quoted, their bare :end: (with
 // emoji) never.
 func TestBuiltinDefaultWorksOnTheExchange(t *testing.T) {
-	lib := open(t, "")
-	render := func(d Data) string {
-		t.Helper()
-		got, err := lib.Current().Render("elen.acme.137.protocol6022.eth", RoleFacilitator, PromptDefault, d)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return got
-	}
+	render := facilitatorRenderer(t, open(t, ""), PromptDefault)
 	const long = "The thread is already long"
 	d := BuiltinFixtureFor(RoleFacilitator).Data
 	d.ConversationMessageCount, d.ExchangeMessageCount = 30, 2

@@ -131,6 +131,9 @@ type AgentInfo struct {
 	// key_format attribute, else its session_pattern; empty when neither
 	// is set.
 	SessionFormat string
+	// StandsFor is, for a clone forked from a human agent, that human
+	// agent's ENS name; empty for every other agent.
+	StandsFor string
 }
 
 // Member is a participant as templates see it: a person or an agent. Build

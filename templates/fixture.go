@@ -32,7 +32,7 @@ var (
 // each with an optional "at" time and "in_exchange" (default true);
 // ExchangeMessageCount defaults to the count of those in the exchange.
 // A member is an object {"Name", "IsAgent", "EnsDomain",
-// "Owner", "Addresses", "Attributes", "SessionFormat"}; an author (or CloneOf) may instead be a string,
+// "Owner", "Addresses", "Attributes", "SessionFormat", "StandsFor"}; an author (or CloneOf) may instead be a string,
 // the Name or EnsDomain of a channel member.
 type Fixture struct {
 	// Name says where the fixture came from, for messages.
@@ -128,6 +128,8 @@ type memberJSON struct {
 	// SessionFormat is an agent's key format (templates read it as
 	// .SessionFormat; engine: key_format, else session_pattern).
 	SessionFormat string `json:"SessionFormat"`
+	// StandsFor is a clone's human agent, by ENS name (.StandsFor).
+	StandsFor string `json:"StandsFor"`
 }
 
 type requestJSON struct {
@@ -279,9 +281,9 @@ func (fj *fixtureJSON) fixture() (Fixture, error) {
 
 func (mj *memberJSON) member() (Member, error) {
 	if mj.IsAgent {
-		return Agent(AgentInfo{Name: mj.Name, EnsDomain: mj.EnsDomain, Owner: mj.Owner, Addresses: mj.Addresses, Attributes: mj.Attributes, SessionFormat: mj.SessionFormat}), nil
+		return Agent(AgentInfo{Name: mj.Name, EnsDomain: mj.EnsDomain, Owner: mj.Owner, Addresses: mj.Addresses, Attributes: mj.Attributes, SessionFormat: mj.SessionFormat, StandsFor: mj.StandsFor}), nil
 	}
-	if mj.EnsDomain != "" || mj.Owner != "" || mj.Addresses != nil || mj.Attributes != nil || mj.SessionFormat != "" {
+	if mj.EnsDomain != "" || mj.Owner != "" || mj.Addresses != nil || mj.Attributes != nil || mj.SessionFormat != "" || mj.StandsFor != "" {
 		return Member{}, fmt.Errorf("member %q has agent fields but IsAgent is false", mj.Name)
 	}
 	return Person(mj.Name), nil

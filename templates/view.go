@@ -44,6 +44,7 @@ type agentFields struct {
 	Addresses     map[string]any
 	Owner         string
 	SessionFormat string
+	StandsFor     string
 	full          agentView
 }
 
@@ -53,6 +54,7 @@ type personFields struct {
 	IsAgent       bool
 	Name          string
 	SessionFormat string // always empty: a person has no memory keys
+	StandsFor     string // always empty: a person is no clone
 	full          personView
 }
 
@@ -100,7 +102,7 @@ type memberViews struct {
 }
 
 func personViews(name string) memberViews {
-	full := personView{"Name": name, "IsAgent": false, "SessionFormat": ""}
+	full := personView{"Name": name, "IsAgent": false, "SessionFormat": "", "StandsFor": ""}
 	return memberViews{full: full, fast: personFields{Name: name, full: full}}
 }
 
@@ -114,10 +116,11 @@ func agentViews(a AgentInfo) memberViews {
 		"Addresses":     addresses,
 		"Attributes":    attributes,
 		"SessionFormat": a.SessionFormat,
+		"StandsFor":     a.StandsFor,
 	}
 	return memberViews{full: full, fast: agentFields{
 		IsAgent: true, Name: a.Name, EnsDomain: a.EnsDomain, Owner: a.Owner,
-		Addresses: addresses, Attributes: attributes, SessionFormat: a.SessionFormat, full: full,
+		Addresses: addresses, Attributes: attributes, SessionFormat: a.SessionFormat, StandsFor: a.StandsFor, full: full,
 	}}
 }
 

@@ -12,8 +12,9 @@ import (
 	"github.com/conclavehq/conclave/memory"
 )
 
-// runHydrate appends a JSONL file of {"role","content"} lines to one memory
-// session, all or nothing, after validating the whole file.
+// runHydrate appends a JSONL file of {"role","content"} lines (each with
+// an optional "at", which it keeps) to one memory session, all or nothing,
+// after validating the whole file.
 func runHydrate(ctx context.Context, args []string, e env) error {
 	fs := newFlags("memory hydrate", e)
 	load := configFlag(fs, e)

@@ -270,7 +270,7 @@ func TestTemplatesTestUsage(t *testing.T) {
 // its golden files.
 func TestTemplatesTestShippedExample(t *testing.T) {
 	code, stdout, stderr := cli(t, nil, "templates", "test", "--config", "../../config.example.toml", "../../templates/testdata/examples")
-	if code != 0 || stdout != "PASS claims-desk (8 request(s))\n1 passed, 0 failed\n" {
+	if code != 0 || stdout != "PASS claims-desk (11 request(s))\n1 passed, 0 failed\n" {
 		t.Errorf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
 }
