@@ -17,6 +17,8 @@ type inTraces struct {
 	clock     func() time.Time
 	retention time.Duration
 	maxBytes  int
+	totalMax  int                    // over all conversations
+	total     int                    // bytes held by traces, expired ones included until swept
 	traces    map[string]*inTrace    // conversation → traces
 	feedback  map[string]*inFeedback // conversation → feedback
 	refs      map[string]inRef       // channel + thread → conversation
@@ -25,6 +27,7 @@ type inTraces struct {
 type inTrace struct {
 	entries [][]byte
 	bytes   int
+	at      time.Time // of the last commit that added traces
 	expires time.Time
 }
 
@@ -40,7 +43,7 @@ type inRef struct {
 
 func newInTraces(mu *sync.Mutex, clock func() time.Time, o Options) inTraces {
 	return inTraces{
-		mu: mu, clock: clock, retention: o.TraceRetention, maxBytes: o.TraceMaxBytes,
+		mu: mu, clock: clock, retention: o.TraceRetention, maxBytes: o.TraceMaxBytes, totalMax: o.TraceTotalMaxBytes,
 		traces: map[string]*inTrace{}, feedback: map[string]*inFeedback{}, refs: map[string]inRef{},
 	}
 }
@@ -54,21 +57,56 @@ func (p *inTraces) addTraces(conv Conversation, entries [][]byte, now time.Time)
 	}
 	tr := p.traces[conv.ID]
 	if tr == nil || !now.Before(tr.expires) {
+		p.dropTraces(conv.ID)
 		tr = &inTrace{}
 		p.traces[conv.ID] = tr
 	}
+	p.total -= tr.bytes
 	for _, e := range entries {
 		tr.entries = append(tr.entries, e)
 		tr.bytes += len(e)
 	}
 	tr.entries, tr.bytes = capTraces(tr.entries, tr.bytes, p.maxBytes)
-	tr.expires = now.Add(p.retention)
+	p.total += tr.bytes
+	tr.at, tr.expires = now, now.Add(p.retention)
 	p.refs[refKey(conv.Channel, conv.ThreadTS)] = inRef{conv: conv.ID, expires: tr.expires}
+	p.evictTraces(conv.ID)
+}
+
+// evictTraces drops whole conversations' traces, the least recently
+// traced first, until all of them weigh at most totalMax; keep's stay
+// (the conversation just traced). Callers hold mu.
+func (p *inTraces) evictTraces(keep string) {
+	for p.total > p.totalMax {
+		oldest, at := "", time.Time{}
+		for id, tr := range p.traces {
+			if id != keep && (oldest == "" || tr.at.Before(at) || tr.at.Equal(at) && id < oldest) {
+				oldest, at = id, tr.at
+			}
+		}
+		if oldest == "" {
+			return
+		}
+		p.dropTraces(oldest)
+	}
+}
+
+// dropTraces forgets a conversation's traces (not its feedback); callers
+// hold mu.
+func (p *inTraces) dropTraces(convID string) {
+	if tr := p.traces[convID]; tr != nil {
+		p.total -= tr.bytes
+		delete(p.traces, convID)
+	}
 }
 
 // sweepTraces drops what expired; callers hold mu.
 func (p *inTraces) sweepTraces(now time.Time) {
-	maps.DeleteFunc(p.traces, func(_ string, t *inTrace) bool { return !now.Before(t.expires) })
+	for id, t := range p.traces {
+		if !now.Before(t.expires) {
+			p.dropTraces(id)
+		}
+	}
 	maps.DeleteFunc(p.feedback, func(_ string, f *inFeedback) bool { return !now.Before(f.expires) })
 	maps.DeleteFunc(p.refs, func(_ string, r inRef) bool { return !now.Before(r.expires) })
 }

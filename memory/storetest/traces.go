@@ -18,6 +18,7 @@ var traceTests = []struct {
 }{
 	{"Traces/commit and read", testTraces},
 	{"Traces/bounded per conversation", testTraceBound},
+	{"Traces/bounded over all conversations", testTraceTotalBound},
 	{"Traces/lost lock writes none", testTraceLostLock},
 	{"Traces/feedback", testFeedback},
 	{"Traces/bad input", testTraceBadInput},
@@ -105,6 +106,58 @@ func testTraceBound(t *testing.T, h *harness) {
 	// A trace larger than the bound alone is still kept, as the newest.
 	h.commit(t, l, memory.Commit{Conversation: conv("c1"), Traces: []memory.TurnTrace{{TurnID: "huge", Body: traceBody(9, 40_000)}}})
 	want(t, "turns after one over the bound", turnIDs(h.traces(t, "c1")), []string{"huge"})
+}
+
+// testTraceTotalBound holds the bound over all traces: past it, whole
+// conversations' traces go, the least recently traced first; their
+// conversations stay, and take traces again.
+func testTraceTotalBound(t *testing.T, h *harness) {
+	const bound = 30_000 // three traces of about 8 KB fit, four do not
+	h = h.reopen(t, memory.Options{TraceMaxBytes: 10_000, TraceTotalMaxBytes: bound})
+	locks := map[string]memory.Lock{}
+	trace := func(id, turn string, body []byte) {
+		t.Helper()
+		l, ok := locks[id]
+		if !ok {
+			h.record(t, id, h.msg("1700000000.000100", "hi "+id), "Ev-"+id)
+			l = h.lock(t, id, time.Minute)
+			locks[id] = l
+		}
+		c := conv(id)
+		c.State = []byte("state of " + id)
+		h.commit(t, l, memory.Commit{Conversation: c, Traces: []memory.TurnTrace{{TurnID: turn, Body: body}}})
+		h.clock.Advance(time.Millisecond) // orders the commits; no expiry is near
+	}
+	kept := func(when string, ids ...string) {
+		t.Helper()
+		var got []string
+		for _, id := range []string{"c1", "c2", "c3", "c4", "c5"} {
+			if len(h.traces(t, id).Turns) > 0 {
+				got = append(got, id)
+			}
+		}
+		want(t, "conversations with traces "+when, got, ids)
+	}
+	trace("c1", "t1", traceBody(1, 8000))
+	trace("c2", "t2", traceBody(2, 8000))
+	trace("c3", "t3", traceBody(3, 8000))
+	trace("c1", "t1b", []byte("a second, small turn")) // c1 is now the most recently traced
+	kept("under the bound", "c1", "c2", "c3")
+	trace("c4", "t4", traceBody(4, 8000))
+	kept("past the bound once", "c1", "c3", "c4")
+	trace("c5", "t5", traceBody(5, 8000))
+	kept("past the bound twice", "c1", "c4", "c5")
+	for _, id := range []string{"c2", "c3"} {
+		snap := h.snapshot(t, id)
+		if !snap.Exists || string(snap.Conversation.State) != "state of "+id || len(snap.Messages) != 1 {
+			t.Errorf("%s after its traces were evicted = %+v, want its state and message kept", id, snap)
+		}
+	}
+	// Traced again, an evicted conversation keeps its new turn only, and
+	// the least recently traced (c1) makes room.
+	trace("c2", "t2b", traceBody(6, 8000))
+	kept("once c2 is traced again", "c2", "c4", "c5")
+	want(t, "turns of c2", turnIDs(h.traces(t, "c2")), []string{"t2b"})
 }
 
 func testTraceLostLock(t *testing.T, h *harness) {
