@@ -1,13 +1,13 @@
 package memory_test
 
 import (
-	"bytes"
 	"testing"
 	"time"
 
 	"github.com/conclavehq/conclave/agents/testclock"
 	"github.com/conclavehq/conclave/memory"
 	"github.com/conclavehq/conclave/memory/redistest"
+	"github.com/conclavehq/conclave/memory/storetest"
 )
 
 // traceCommits commits one trace of size bytes to each conversation in
@@ -22,20 +22,11 @@ func traceCommits(t *testing.T, s *memory.Redis, clock *testclock.Clock, trips *
 		if err != nil {
 			t.Fatal(err)
 		}
-		// Without repetition, so that the stored (compressed) size stays
-		// near size.
-		body := make([]byte, size)
-		x := uint32(i)*2654435761 + 1 // #nosec G115 -- a test pattern's seed
-		for j := range body {
-			x ^= x << 13
-			x ^= x >> 17
-			x ^= x << 5
-			body[j] = byte('a' + x%26)
-		}
+		body := storetest.TraceBody(i, size)
 		before := trips.Count()
 		_, err = s.Commit(ctx, l, memory.Commit{
 			Conversation: memory.Conversation{ID: id, Channel: "C1", ThreadTS: id},
-			Traces:       []memory.TurnTrace{{TurnID: id + "-t1", Body: bytes.Clone(body)}},
+			Traces:       []memory.TurnTrace{{TurnID: id + "-t1", Body: body}},
 		})
 		if err != nil {
 			t.Fatalf("Commit(%s): %v", id, err)

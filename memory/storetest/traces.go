@@ -43,9 +43,9 @@ func turnIDs(tr memory.Traces) []string {
 	return ids
 }
 
-// traceBody is a body of n bytes that compresses poorly, so that
+// TraceBody is a trace body of n bytes that compresses poorly, so that
 // bounds measured on stored (compressed) bytes are exercised.
-func traceBody(seed, n int) []byte {
+func TraceBody(seed, n int) []byte {
 	b := make([]byte, n)
 	x := uint32(seed)*2654435761 + 1 // #nosec G115 -- a test pattern's seed: wrapping is what it wants
 	for i := range b {
@@ -95,7 +95,7 @@ func testTraceBound(t *testing.T, h *harness) {
 	l := h.lock(t, "c1", time.Minute)
 	for i := 1; i <= 6; i++ {
 		h.commit(t, l, memory.Commit{Conversation: conv("c1"), Traces: []memory.TurnTrace{
-			{TurnID: fmt.Sprintf("t%d", i), Body: traceBody(i, 3000)},
+			{TurnID: fmt.Sprintf("t%d", i), Body: TraceBody(i, 3000)},
 		}})
 	}
 	// About 3 KB each once stored: the newest fit, the oldest went.
@@ -104,7 +104,7 @@ func testTraceBound(t *testing.T, h *harness) {
 		t.Errorf("turns kept = %v, want the newest few, t1 dropped", got)
 	}
 	// A trace larger than the bound alone is still kept, as the newest.
-	h.commit(t, l, memory.Commit{Conversation: conv("c1"), Traces: []memory.TurnTrace{{TurnID: "huge", Body: traceBody(9, 40_000)}}})
+	h.commit(t, l, memory.Commit{Conversation: conv("c1"), Traces: []memory.TurnTrace{{TurnID: "huge", Body: TraceBody(9, 40_000)}}})
 	want(t, "turns after one over the bound", turnIDs(h.traces(t, "c1")), []string{"huge"})
 }
 
@@ -138,14 +138,14 @@ func testTraceTotalBound(t *testing.T, h *harness) {
 		}
 		want(t, "conversations with traces "+when, got, ids)
 	}
-	trace("c1", "t1", traceBody(1, 8000))
-	trace("c2", "t2", traceBody(2, 8000))
-	trace("c3", "t3", traceBody(3, 8000))
+	trace("c1", "t1", TraceBody(1, 8000))
+	trace("c2", "t2", TraceBody(2, 8000))
+	trace("c3", "t3", TraceBody(3, 8000))
 	trace("c1", "t1b", []byte("a second, small turn")) // c1 is now the most recently traced
 	kept("under the bound", "c1", "c2", "c3")
-	trace("c4", "t4", traceBody(4, 8000))
+	trace("c4", "t4", TraceBody(4, 8000))
 	kept("past the bound once", "c1", "c3", "c4")
-	trace("c5", "t5", traceBody(5, 8000))
+	trace("c5", "t5", TraceBody(5, 8000))
 	kept("past the bound twice", "c1", "c4", "c5")
 	for _, id := range []string{"c2", "c3"} {
 		snap := h.snapshot(t, id)
@@ -155,7 +155,7 @@ func testTraceTotalBound(t *testing.T, h *harness) {
 	}
 	// Traced again, an evicted conversation keeps its new turn only, and
 	// the least recently traced (c1) makes room.
-	trace("c2", "t2b", traceBody(6, 8000))
+	trace("c2", "t2b", TraceBody(6, 8000))
 	kept("once c2 is traced again", "c2", "c4", "c5")
 	want(t, "turns of c2", turnIDs(h.traces(t, "c2")), []string{"t2b"})
 }
