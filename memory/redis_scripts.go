@@ -3,9 +3,10 @@ package memory
 import "github.com/redis/go-redis/v9"
 
 // The Lua scripts of the Redis store. Every script touches one hash slot
-// (a conversation's shard, or one namespace), so each runs on Redis
-// Cluster too, except commit in direct mode, which the store uses only off
-// Cluster.
+// (a conversation's shard, one namespace, or the bound over all traces),
+// so each runs on Redis Cluster too, except commit in direct mode, which
+// the store uses only off Cluster (it also deletes the traces it evicts,
+// keys it does not declare).
 //
 // The due index of a shard is a sorted set: a pending conversation scores
 // (pending since, in ms) - pendingOffset, which is negative; a conversation
