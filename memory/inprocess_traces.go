@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"container/list"
 	"context"
 	"fmt"
 	"maps"
@@ -20,6 +21,7 @@ type inTraces struct {
 	totalMax  int                    // over all conversations
 	total     int                    // bytes held by traces, expired ones included until swept
 	traces    map[string]*inTrace    // conversation → traces
+	order     *list.List             // conversations with traces, the least recently traced first
 	feedback  map[string]*inFeedback // conversation → feedback
 	refs      map[string]inRef       // channel + thread → conversation
 }
@@ -27,7 +29,7 @@ type inTraces struct {
 type inTrace struct {
 	entries [][]byte
 	bytes   int
-	at      time.Time // of the last commit that added traces
+	place   *list.Element // in order
 	expires time.Time
 }
 
@@ -44,7 +46,7 @@ type inRef struct {
 func newInTraces(mu *sync.Mutex, clock func() time.Time, o Options) inTraces {
 	return inTraces{
 		mu: mu, clock: clock, retention: o.TraceRetention, maxBytes: o.TraceMaxBytes, totalMax: o.TraceTotalMaxBytes,
-		traces: map[string]*inTrace{}, feedback: map[string]*inFeedback{}, refs: map[string]inRef{},
+		traces: map[string]*inTrace{}, order: list.New(), feedback: map[string]*inFeedback{}, refs: map[string]inRef{},
 	}
 }
 
@@ -58,9 +60,10 @@ func (p *inTraces) addTraces(conv Conversation, entries [][]byte, now time.Time)
 	tr := p.traces[conv.ID]
 	if tr == nil || !now.Before(tr.expires) {
 		p.dropTraces(conv.ID)
-		tr = &inTrace{}
+		tr = &inTrace{place: p.order.PushBack(conv.ID)}
 		p.traces[conv.ID] = tr
 	}
+	p.order.MoveToBack(tr.place)
 	p.total -= tr.bytes
 	for _, e := range entries {
 		tr.entries = append(tr.entries, e)
@@ -68,7 +71,7 @@ func (p *inTraces) addTraces(conv Conversation, entries [][]byte, now time.Time)
 	}
 	tr.entries, tr.bytes = capTraces(tr.entries, tr.bytes, p.maxBytes)
 	p.total += tr.bytes
-	tr.at, tr.expires = now, now.Add(p.retention)
+	tr.expires = now.Add(p.retention)
 	p.refs[refKey(conv.Channel, conv.ThreadTS)] = inRef{conv: conv.ID, expires: tr.expires}
 	p.evictTraces(conv.ID)
 }
@@ -77,17 +80,12 @@ func (p *inTraces) addTraces(conv Conversation, entries [][]byte, now time.Time)
 // traced first, until all of them weigh at most totalMax; keep's stay
 // (the conversation just traced). Callers hold mu.
 func (p *inTraces) evictTraces(keep string) {
-	for p.total > p.totalMax {
-		oldest, at := "", time.Time{}
-		for id, tr := range p.traces {
-			if id != keep && (oldest == "" || tr.at.Before(at) || tr.at.Equal(at) && id < oldest) {
-				oldest, at = id, tr.at
-			}
+	for e := p.order.Front(); e != nil && p.total > p.totalMax; {
+		next := e.Next()
+		if id := e.Value.(string); id != keep {
+			p.dropTraces(id)
 		}
-		if oldest == "" {
-			return
-		}
-		p.dropTraces(oldest)
+		e = next
 	}
 }
 
@@ -96,6 +94,7 @@ func (p *inTraces) evictTraces(keep string) {
 func (p *inTraces) dropTraces(convID string) {
 	if tr := p.traces[convID]; tr != nil {
 		p.total -= tr.bytes
+		p.order.Remove(tr.place)
 		delete(p.traces, convID)
 	}
 }
