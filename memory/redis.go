@@ -707,11 +707,7 @@ type scriptCall struct {
 // traces to their retention.
 func (r *Redis) commitBounded(ctx context.Context, keys []string, args []any, bound *scriptCall) (int, error) {
 	cmds := runScripts(ctx, r.c, scriptCall{commitScript, keys, args}, *bound)
-	n, err := cmds[0].Int()
-	if err != nil {
-		return 0, err
-	}
-	evicted, _ := cmds[1].StringSlice()
+	evicted, _ := cmds[1].StringSlice() // deleted whatever became of the commit: they left the count
 	if len(evicted) > 0 {
 		_, _ = r.c.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for _, list := range evicted {
@@ -722,7 +718,7 @@ func (r *Redis) commitBounded(ctx context.Context, keys []string, args []any, bo
 			return nil
 		})
 	}
-	return n, nil
+	return cmds[0].Int()
 }
 
 // runScripts runs calls in one pipeline, each by its SHA; a call the
