@@ -38,7 +38,7 @@ func (s *InProcess) ForgetSession(_ context.Context, namespace, key string) (For
 	delete(s.used[namespace], key)
 	f := Forgotten{Entries: len(entries), Conversations: sourceConversations(entries)}
 	for _, id := range f.Conversations {
-		delete(s.traces, id)
+		s.dropTraces(id)
 		delete(s.feedback, id)
 	}
 	return f, nil

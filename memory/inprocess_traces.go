@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"container/list"
 	"context"
 	"fmt"
 	"maps"
@@ -17,7 +18,10 @@ type inTraces struct {
 	clock     func() time.Time
 	retention time.Duration
 	maxBytes  int
+	totalMax  int                    // over all conversations
+	total     int                    // bytes held by traces, expired ones included until swept
 	traces    map[string]*inTrace    // conversation → traces
+	order     *list.List             // conversations with traces, the least recently traced first
 	feedback  map[string]*inFeedback // conversation → feedback
 	refs      map[string]inRef       // channel + thread → conversation
 }
@@ -25,6 +29,7 @@ type inTraces struct {
 type inTrace struct {
 	entries [][]byte
 	bytes   int
+	place   *list.Element // in order
 	expires time.Time
 }
 
@@ -40,8 +45,8 @@ type inRef struct {
 
 func newInTraces(mu *sync.Mutex, clock func() time.Time, o Options) inTraces {
 	return inTraces{
-		mu: mu, clock: clock, retention: o.TraceRetention, maxBytes: o.TraceMaxBytes,
-		traces: map[string]*inTrace{}, feedback: map[string]*inFeedback{}, refs: map[string]inRef{},
+		mu: mu, clock: clock, retention: o.TraceRetention, maxBytes: o.TraceMaxBytes, totalMax: o.TraceTotalMaxBytes,
+		traces: map[string]*inTrace{}, order: list.New(), feedback: map[string]*inFeedback{}, refs: map[string]inRef{},
 	}
 }
 
@@ -54,21 +59,53 @@ func (p *inTraces) addTraces(conv Conversation, entries [][]byte, now time.Time)
 	}
 	tr := p.traces[conv.ID]
 	if tr == nil || !now.Before(tr.expires) {
-		tr = &inTrace{}
+		p.dropTraces(conv.ID)
+		tr = &inTrace{place: p.order.PushBack(conv.ID)}
 		p.traces[conv.ID] = tr
 	}
+	p.order.MoveToBack(tr.place)
+	p.total -= tr.bytes
 	for _, e := range entries {
 		tr.entries = append(tr.entries, e)
 		tr.bytes += len(e)
 	}
 	tr.entries, tr.bytes = capTraces(tr.entries, tr.bytes, p.maxBytes)
+	p.total += tr.bytes
 	tr.expires = now.Add(p.retention)
 	p.refs[refKey(conv.Channel, conv.ThreadTS)] = inRef{conv: conv.ID, expires: tr.expires}
+	p.evictTraces(conv.ID)
+}
+
+// evictTraces drops whole conversations' traces, the least recently
+// traced first, until all of them weigh at most totalMax; keep's stay
+// (the conversation just traced). Callers hold mu.
+func (p *inTraces) evictTraces(keep string) {
+	for e := p.order.Front(); e != nil && p.total > p.totalMax; {
+		next := e.Next()
+		if id := e.Value.(string); id != keep {
+			p.dropTraces(id)
+		}
+		e = next
+	}
+}
+
+// dropTraces forgets a conversation's traces (not its feedback); callers
+// hold mu.
+func (p *inTraces) dropTraces(convID string) {
+	if tr := p.traces[convID]; tr != nil {
+		p.total -= tr.bytes
+		p.order.Remove(tr.place)
+		delete(p.traces, convID)
+	}
 }
 
 // sweepTraces drops what expired; callers hold mu.
 func (p *inTraces) sweepTraces(now time.Time) {
-	maps.DeleteFunc(p.traces, func(_ string, t *inTrace) bool { return !now.Before(t.expires) })
+	for id, t := range p.traces {
+		if !now.Before(t.expires) {
+			p.dropTraces(id)
+		}
+	}
 	maps.DeleteFunc(p.feedback, func(_ string, f *inFeedback) bool { return !now.Before(f.expires) })
 	maps.DeleteFunc(p.refs, func(_ string, r inRef) bool { return !now.Before(r.expires) })
 }

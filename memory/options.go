@@ -35,6 +35,12 @@ type Options struct {
 	// the oldest are dropped first, the newest always kept
 	// (DefaultTraceMaxBytes when <= 0).
 	TraceMaxBytes int
+	// TraceTotalMaxBytes bounds the stored traces of all conversations
+	// together: past it, whole conversations' traces go, the least
+	// recently traced first, the one just traced never
+	// (DefaultTraceTotalMaxBytes when <= 0). See docs/memory.md for how
+	// closely each store holds it.
+	TraceTotalMaxBytes int
 	// Now is the store's clock (time.Now when nil). The in-process store
 	// measures every expiry with it; the Redis store only orders pending
 	// conversations with it (Redis measures expiry itself).
@@ -53,6 +59,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.TraceMaxBytes <= 0 {
 		o.TraceMaxBytes = DefaultTraceMaxBytes
+	}
+	if o.TraceTotalMaxBytes <= 0 {
+		o.TraceTotalMaxBytes = DefaultTraceTotalMaxBytes
 	}
 	if o.Now == nil {
 		o.Now = time.Now

@@ -34,12 +34,13 @@ type RedisOptions struct {
 	// KeyPrefix starts every key (DefaultKeyPrefix when empty). It must
 	// not contain braces, which would change the keys' hash slots.
 	KeyPrefix string
-	// MaxSessionMessages, ConversationTTL, TraceRetention, TraceMaxBytes
-	// and Now are as in Options.
+	// MaxSessionMessages, ConversationTTL, TraceRetention, TraceMaxBytes,
+	// TraceTotalMaxBytes and Now are as in Options.
 	MaxSessionMessages int
 	ConversationTTL    time.Duration
 	TraceRetention     time.Duration
 	TraceMaxBytes      int
+	TraceTotalMaxBytes int
 	Now                func() time.Time
 }
 
@@ -76,7 +77,8 @@ func NewRedis(ctx context.Context, o RedisOptions) (*Redis, error) {
 		keys: newKeySchema(prefix),
 		opts: Options{
 			MaxSessionMessages: o.MaxSessionMessages, ConversationTTL: o.ConversationTTL,
-			TraceRetention: o.TraceRetention, TraceMaxBytes: o.TraceMaxBytes, Now: o.Now,
+			TraceRetention: o.TraceRetention, TraceMaxBytes: o.TraceMaxBytes,
+			TraceTotalMaxBytes: o.TraceTotalMaxBytes, Now: o.Now,
 		}.withDefaults(),
 	}
 	r := &Redis{
@@ -640,7 +642,8 @@ func (r *Redis) commit(ctx context.Context, k convKeys, l Lock, c Commit, releas
 		args = append(args, 0)
 	}
 	args = append(args, max(c.PendingPosts, 0))
-	if keys, args, err = r.commitTraces(keys, args, conv, c.Traces); err != nil {
+	var bound *scriptCall
+	if keys, args, bound, err = r.commitTraces(keys, args, conv, c.Traces); err != nil {
 		return "", false, err
 	}
 	if !r.direct {
@@ -650,7 +653,12 @@ func (r *Redis) commit(ctx context.Context, k convKeys, l Lock, c Commit, releas
 	if len(usage.incr)+len(usage.names) > 0 {
 		keys = append(keys, r.keys.usage(day).counters())
 	}
-	n, err := commitScript.Run(ctx, r.c, keys, args...).Int()
+	var n int
+	if bound == nil {
+		n, err = commitScript.Run(ctx, r.c, keys, args...).Int()
+	} else {
+		n, err = r.commitBounded(ctx, keys, args, bound)
+	}
 	if err != nil {
 		return "", false, err
 	}
@@ -662,22 +670,90 @@ func (r *Redis) commit(ctx context.Context, k convKeys, l Lock, c Commit, releas
 
 // commitTraces adds a commit's traces to the script's keys and
 // arguments: their count, then, when there are some, the retention, the
-// size bound and the entries.
-func (r *Redis) commitTraces(keys []string, args []any, conv Conversation, traces []TurnTrace) ([]string, []any, error) {
+// size bound, the bound over all traces, now and the entries. With one
+// Redis the commit keeps the bound over all traces itself; on Cluster
+// those keys are in another slot, and it returns the call that keeps it
+// there, to be sent with the commit.
+func (r *Redis) commitTraces(keys []string, args []any, conv Conversation, traces []TurnTrace) ([]string, []any, *scriptCall, error) {
 	if len(traces) == 0 {
-		return keys, append(args, 0), nil
+		return keys, append(args, 0), nil, nil
 	}
 	entries, err := traceEntries(traces)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	k := r.keys.traces(conv.ID, conv.Channel, conv.ThreadTS)
+	b := r.keys.traceBound()
+	now := r.opts.Now().UnixMilli()
 	keys = append(keys, k.list, k.bytes, k.ref)
 	args = append(args, len(entries), ms(r.opts.TraceRetention), r.opts.TraceMaxBytes)
+	var bound *scriptCall
+	if r.direct {
+		keys = append(keys, b.all()...)
+		args = append(args, r.opts.TraceTotalMaxBytes, now)
+	} else {
+		added, most := 0, r.opts.TraceMaxBytes
+		for _, e := range entries {
+			added += len(e)
+			most = max(most, len(e)) // the newest is kept whatever its size
+		}
+		bound = &scriptCall{traceBoundScript, b.all(), []any{
+			k.list, added, most, now, ms(r.opts.TraceRetention), r.opts.TraceTotalMaxBytes,
+		}}
+		args = append(args, "", now)
+	}
 	for _, e := range entries {
 		args = append(args, e)
 	}
-	return keys, args, nil
+	return keys, args, bound, nil
+}
+
+// scriptCall is a script with its keys and arguments.
+type scriptCall struct {
+	script *redis.Script
+	keys   []string
+	args   []any
+}
+
+// commitBounded runs the commit script and the bound over all traces
+// in one pipeline (on Cluster), then deletes the traces of the
+// conversations the bound evicted. The bound counts the traces even
+// when the commit is refused: an overcount, which evicts a little early
+// until the conversation goes. A failed deletion leaves the evicted
+// traces to their retention.
+func (r *Redis) commitBounded(ctx context.Context, keys []string, args []any, bound *scriptCall) (int, error) {
+	cmds := runScripts(ctx, r.c, scriptCall{commitScript, keys, args}, *bound)
+	evicted, _ := cmds[1].StringSlice() // deleted whatever became of the commit: they left the count
+	if len(evicted) > 0 {
+		_, _ = r.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for _, list := range evicted {
+				if size, ok := traceBytesKey(list); ok {
+					p.Del(ctx, list, size)
+				}
+			}
+			return nil
+		})
+	}
+	return cmds[0].Int()
+}
+
+// runScripts runs calls in one pipeline, each by its SHA; a call the
+// server does not know (NOSCRIPT: its script cache was emptied) is sent
+// again alone with its body, as redis.Script.Run does.
+func runScripts(ctx context.Context, c redis.UniversalClient, calls ...scriptCall) []*redis.Cmd {
+	cmds := make([]*redis.Cmd, len(calls))
+	_, _ = c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, s := range calls {
+			cmds[i] = s.script.EvalSha(ctx, p, s.keys, s.args...)
+		}
+		return nil
+	}) // each command keeps its own error
+	for i, s := range calls {
+		if err := cmds[i].Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+			cmds[i] = s.script.Eval(ctx, c, s.keys, s.args...)
+		}
+	}
+	return cmds
 }
 
 // drainOutbox applies a parked commit's session appends, each at most

@@ -107,14 +107,19 @@ func (r *Redis) forgetTraces(ctx context.Context, convs []string) error {
 	if len(convs) == 0 {
 		return nil
 	}
+	lists := make([]any, 0, len(convs))
 	_, err := r.c.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for _, id := range convs {
 			tk := r.keys.traces(id, "", "")
 			p.Del(ctx, tk.list, tk.bytes, tk.feedback)
+			lists = append(lists, tk.list)
 		}
 		return nil
 	})
-	return err
+	if err != nil {
+		return err
+	}
+	return traceForgetScript.Run(ctx, r.c, r.keys.traceBound().all(), lists...).Err()
 }
 
 // decodeEntries decodes a session list's bodies.

@@ -3,9 +3,10 @@ package memory
 import "github.com/redis/go-redis/v9"
 
 // The Lua scripts of the Redis store. Every script touches one hash slot
-// (a conversation's shard, or one namespace), so each runs on Redis
-// Cluster too, except commit in direct mode, which the store uses only off
-// Cluster.
+// (a conversation's shard, one namespace, or the bound over all traces),
+// so each runs on Redis Cluster too, except commit in direct mode, which
+// the store uses only off Cluster (it also deletes the traces it evicts,
+// keys it does not declare).
 //
 // The due index of a shard is a sorted set: a pending conversation scores
 // (pending since, in ms) - pendingOffset, which is negative; a conversation
@@ -188,13 +189,15 @@ return {redis.call('HGETALL', KEYS[3]), redis.call('HVALS', KEYS[4]), redis.call
 // none), conversation ttl ms, release (empty to keep the lock), message
 // count, (ts, message)…, outbox entry (empty for none), session bound, session
 // count, (key, entry count, entries…)…, pending posts, trace count and, when
-// there are traces, trace retention ms, trace bound in bytes, entries… (with
-// the keys trace list, trace bytes and thread reference), then the usage
-// counts as count_usage takes them (with the key of the day's counters
-// last, when there are some). Returns 0
+// there are traces, trace retention ms, trace bound in bytes, the bound over
+// all traces in bytes (empty when the caller keeps it: on Cluster), now ms,
+// entries… (with the keys trace list, trace bytes and thread reference, then
+// the keys of luaTraceBound when the bound over all traces is given), then
+// the usage counts as count_usage takes them (with the key of the day's
+// counters last, when there are some). Returns 0
 // when the lock is not held, else 2 when the conversation is pending, 1
 // when not.
-var commitScript = redis.NewScript(luaCommon + luaUsage + `
+var commitScript = redis.NewScript(luaCommon + luaUsage + luaTraceBound + `
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 local id, ttl, release = ARGV[2], ARGV[8], ARGV[9] ~= ''
 local pending = is_pending(KEYS[2], id)
@@ -240,13 +243,14 @@ else
   redis.call('HDEL', KEYS[6], id)
 end
 local traces = tonumber(ARGV[i + 1])
+local u, uk = i + 2, k
 if traces > 0 then
   local list, size, ref = KEYS[k], KEYS[k + 1], KEYS[k + 2]
-  local tttl, bound = ARGV[i + 2], tonumber(ARGV[i + 3])
+  local tttl, bound, all, now = ARGV[i + 2], tonumber(ARGV[i + 3]), ARGV[i + 4], tonumber(ARGV[i + 5])
   local total = tonumber(redis.call('GET', size) or '0')
   if redis.call('EXISTS', list) == 0 then total = 0 end
   for j = 1, traces do
-    local e = ARGV[i + 3 + j]
+    local e = ARGV[i + 5 + j]
     redis.call('RPUSH', list, e)
     total = total + #e
   end
@@ -256,15 +260,91 @@ if traces > 0 then
   redis.call('PEXPIRE', list, tttl)
   redis.call('SET', size, total, 'PX', tttl)
   redis.call('SET', ref, id, 'PX', tttl)
+  u, uk = i + 6 + traces, k + 3
+  if all ~= '' then
+    local idx, sizes, sum = KEYS[k + 3], KEYS[k + 4], KEYS[k + 5]
+    local held = tb_total(idx, sizes, sum, now, tonumber(tttl))
+    tb_add(idx, sizes, sum, held, list, total, now, tonumber(all), true)
+    uk = k + 6
+  end
 end
-if traces > 0 then
-  count_usage(KEYS[k + 3], ARGV, i + 4 + traces)
-else
-  count_usage(KEYS[k], ARGV, i + 2)
-end
+count_usage(KEYS[uk], ARGV, u)
 if release then redis.call('DEL', KEYS[1]) end
 if pending then return 2 end
 return 1
+`)
+
+// luaTraceBound keeps the bound over all traces (trace.max_bytes), in
+// keys of one hash slot: idx, a sorted set (a conversation's trace list key
+// → ms of its last trace), sizes, a hash (the same key → its bytes as
+// counted) and sum, their total. tb_total returns the total after
+// forgetting what passed its retention (it expired by itself); tb_add
+// counts a conversation's new size and evicts whole conversations, the
+// least recently traced first, never m, until the total is within bound.
+// With drop set (one Redis, not Cluster: their keys are in other slots) it
+// deletes the evicted conversations' trace list and size; it returns
+// their list keys.
+const luaTraceBound = `
+local function tb_forget(idx, sizes, m)
+  local n = tonumber(redis.call('HGET', sizes, m) or '0')
+  redis.call('HDEL', sizes, m)
+  redis.call('ZREM', idx, m)
+  return n
+end
+local function tb_total(idx, sizes, sum, now, retention)
+  local total = tonumber(redis.call('GET', sum) or '0')
+  while true do
+    local old = redis.call('ZRANGEBYSCORE', idx, '-inf', now - retention, 'LIMIT', 0, 100)
+    if #old == 0 then break end
+    for _, m in ipairs(old) do total = total - tb_forget(idx, sizes, m) end
+  end
+  return math.max(total, 0)
+end
+local function tb_add(idx, sizes, sum, total, m, size, now, bound, drop)
+  total = total - tonumber(redis.call('HGET', sizes, m) or '0') + size
+  redis.call('HSET', sizes, m, size)
+  redis.call('ZADD', idx, now, m)
+  local evicted = {}
+  while total > bound do
+    local first = redis.call('ZRANGE', idx, 0, 1)
+    local victim = first[1]
+    if victim == m then victim = first[2] end
+    if not victim then break end
+    total = total - tb_forget(idx, sizes, victim)
+    evicted[#evicted + 1] = victim
+    if drop then
+      local base, e = string.match(victim, '^(.-}:)trace:(.*)$')
+      if base then redis.call('DEL', victim, base .. 'tracebytes:' .. e) end
+    end
+  end
+  redis.call('SET', sum, math.max(total, 0))
+  return evicted
+end
+`
+
+// traceBoundScript keeps the bound over all traces on Redis Cluster, in
+// the same pipeline as the commit that adds the traces: KEYS those of
+// luaTraceBound; ARGV the conversation's trace list key, the bytes the
+// commit adds, the most the conversation can hold after it, now ms,
+// trace retention ms, the bound. The conversation's size is estimated
+// from above (what was counted plus what is added, within what it can
+// hold). Returns the list keys of the conversations evicted, whose keys
+// the caller deletes.
+var traceBoundScript = redis.NewScript(luaTraceBound + `
+local idx, sizes, sum, m = KEYS[1], KEYS[2], KEYS[3], ARGV[1]
+local now, retention = tonumber(ARGV[4]), tonumber(ARGV[5])
+local total = tb_total(idx, sizes, sum, now, retention)
+local size = math.min(tonumber(redis.call('HGET', sizes, m) or '0') + tonumber(ARGV[2]), tonumber(ARGV[3]))
+return tb_add(idx, sizes, sum, total, m, size, now, tonumber(ARGV[6]), false)
+`)
+
+// traceForgetScript: KEYS those of luaTraceBound; ARGV the trace list
+// keys of conversations whose traces were deleted, which leave the count.
+var traceForgetScript = redis.NewScript(luaTraceBound + `
+local total = tonumber(redis.call('GET', KEYS[3]) or '0')
+for _, m in ipairs(ARGV) do total = total - tb_forget(KEYS[1], KEYS[2], m) end
+redis.call('SET', KEYS[3], math.max(total, 0))
+return 0
 `)
 
 // luaUsage is prepended to the scripts that count usage: count_usage
@@ -339,4 +419,5 @@ return {prevAgent, prevUser}
 var allScripts = []*redis.Script{
 	recordScript, recordLookedScript, updateScript, deleteScript, markPendingScript, dueScript, renewScript,
 	loadScript, commitScript, releaseScript, appendScript, addAgentScript, pairScript, usageScript,
+	traceBoundScript, traceForgetScript,
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -27,6 +28,27 @@ func (k keySchema) traces(convID, channel, threadTS string) traceKeys {
 		list: base + "trace:" + e, bytes: base + "tracebytes:" + e, feedback: base + "feedback:" + e,
 		ref: k.traceRef(shardOf(convID), channel, threadTS),
 	}
+}
+
+// traceBoundKeys are the keys of the bound over all traces, one hash slot
+// (see luaTraceBound): the index by last trace, the sizes and their sum.
+type traceBoundKeys struct{ index, sizes, sum string }
+
+func (k keySchema) traceBound() traceBoundKeys {
+	base := k.prefix + "{traces}:"
+	return traceBoundKeys{index: base + "index", sizes: base + "sizes", sum: base + "sum"}
+}
+
+func (k traceBoundKeys) all() []string { return []string{k.index, k.sizes, k.sum} }
+
+// traceBytesKey is the size key of the trace list key list (as the bound's
+// index names conversations).
+func traceBytesKey(list string) (string, bool) {
+	i := strings.Index(list, "}:")
+	if i < 0 || !strings.HasPrefix(list[i+2:], "trace:") {
+		return "", false
+	}
+	return list[:i+2] + "tracebytes:" + strings.TrimPrefix(list[i+2:], "trace:"), true
 }
 
 // traceRef leads from a thread to its conversation's traces; it lives in

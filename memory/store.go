@@ -152,7 +152,8 @@ type Commit struct {
 	PendingPosts int
 	// Traces are added to the conversation's turn traces, after those
 	// kept, within Options.TraceMaxBytes, and kept Options.TraceRetention;
-	// the thread (Conversation's Channel and ThreadTS) then leads to them
+	// past Options.TraceTotalMaxBytes other conversations' traces go. The
+	// thread (Conversation's Channel and ThreadTS) then leads to them
 	// (TraceRef).
 	Traces []TurnTrace
 	// Usage is added to the counters of the store's current UTC day

@@ -11,11 +11,12 @@ import (
 	"github.com/klauspost/compress/s2"
 )
 
-// Defaults of the trace bounds (config keys trace.retention and
-// trace.max_bytes_per_conversation).
+// Defaults of the trace bounds (config keys trace.retention,
+// trace.max_bytes_per_conversation and trace.max_bytes).
 const (
-	DefaultTraceRetention = 168 * time.Hour
-	DefaultTraceMaxBytes  = 1 << 20
+	DefaultTraceRetention     = 168 * time.Hour
+	DefaultTraceMaxBytes      = 1 << 20
+	DefaultTraceTotalMaxBytes = 256 << 20
 )
 
 // TurnTrace is one turn's trace as a commit hands it to the store: the

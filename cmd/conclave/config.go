@@ -93,6 +93,8 @@ type TraceConfig struct {
 	Enabled                 bool     `toml:"enabled"`
 	Retention               Duration `toml:"retention"`
 	MaxBytesPerConversation int      `toml:"max_bytes_per_conversation"`
+	// MaxBytes bounds the stored traces of all conversations together.
+	MaxBytes int `toml:"max_bytes"`
 }
 
 // SlackConfig is [slack].
@@ -401,7 +403,7 @@ func defaultConfig() Config {
 		Tools:  ToolsConfig{MaxResultBytes: tools.DefaultMaxResultBytes},
 		Trace: TraceConfig{
 			Enabled: eng.Traces, Retention: Duration{memory.DefaultTraceRetention},
-			MaxBytesPerConversation: memory.DefaultTraceMaxBytes,
+			MaxBytesPerConversation: memory.DefaultTraceMaxBytes, MaxBytes: memory.DefaultTraceTotalMaxBytes,
 		},
 	}
 }
@@ -673,6 +675,12 @@ func (c *Config) validate() error {
 	}
 	if c.Trace.MaxBytesPerConversation <= 0 {
 		p.bad("trace.max_bytes_per_conversation", "must be > 0")
+	}
+	switch {
+	case c.Trace.MaxBytes <= 0:
+		p.bad("trace.max_bytes", "must be > 0")
+	case c.Trace.MaxBytes < c.Trace.MaxBytesPerConversation:
+		p.bad("trace.max_bytes", "must be at least trace.max_bytes_per_conversation (%d): one conversation's traces must fit", c.Trace.MaxBytesPerConversation)
 	}
 	if len(p) > 0 {
 		return fmt.Errorf("config: %s", strings.Join(p, "; "))

@@ -323,6 +323,7 @@ endpoint = "https://otel-user:secret-otel-pass@otel.example:4318"
 		"base_url = 'https://****@llm.example/v1?key=****'", "base_url = 'https://rpc.example/v3/****'",
 		"url = 'https://search.example/mcp?token=****'", "command = ['crm-mcp', '****', '****']", "secret_args = true",
 		"endpoint = 'https://****@otel.example:4318'",
+		"max_bytes = 268435456", "max_bytes_per_conversation = 1048576",
 	} {
 		if !strings.Contains(out, "\n"+line+"\n") {
 			t.Errorf("no line %q in:\n%s", line, out)

@@ -449,10 +449,12 @@ func openStore(ctx context.Context, c MemoryConfig, t TraceConfig, log *slog.Log
 		return memory.NewInProcess(memory.Options{
 			MaxSessionMessages: c.MaxSessionMessages, ConversationTTL: c.ConversationTTL.Duration,
 			TraceRetention: t.Retention.Duration, TraceMaxBytes: t.MaxBytesPerConversation,
+			TraceTotalMaxBytes: t.MaxBytes,
 		}), nil
 	}
 	o := redisOptions(c)
 	o.TraceRetention, o.TraceMaxBytes = t.Retention.Duration, t.MaxBytesPerConversation
+	o.TraceTotalMaxBytes = t.MaxBytes
 	s, err := memory.NewRedis(ctx, o)
 	if err != nil {
 		return nil, err

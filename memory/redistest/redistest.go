@@ -93,7 +93,8 @@ func (db DB) open(t testing.TB, c redis.UniversalClient, o memory.Options) *memo
 	s, err := memory.NewRedis(t.Context(), memory.RedisOptions{
 		URL: db.URL, Client: c, KeyPrefix: db.Prefix,
 		MaxSessionMessages: o.MaxSessionMessages, ConversationTTL: o.ConversationTTL,
-		TraceRetention: o.TraceRetention, TraceMaxBytes: o.TraceMaxBytes, Now: o.Now,
+		TraceRetention: o.TraceRetention, TraceMaxBytes: o.TraceMaxBytes,
+		TraceTotalMaxBytes: o.TraceTotalMaxBytes, Now: o.Now,
 	})
 	if err != nil {
 		t.Fatalf("redistest: %v", err)

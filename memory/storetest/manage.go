@@ -16,6 +16,7 @@ var manageTests = []struct {
 	{"Manage/session infos", testSessionInfos},
 	{"Manage/forget a session and its traces", testForgetSession},
 	{"Manage/forget what is not there", testForgetUnknown},
+	{"Manage/forgotten traces leave the bound over all", testForgetTraceBound},
 }
 
 func (h *harness) manager(t *testing.T) memory.Manager {
@@ -145,6 +146,34 @@ func testForgetSession(t *testing.T, h *harness) {
 		t.Fatal(err)
 	}
 	want(t, "cust-1 after a new append", h.session(t, "ns", "cust-1", 0), []string{"new start"})
+}
+
+// testForgetTraceBound: traces removed with a forgotten session no longer
+// count toward trace.max_bytes, so no other conversation's go for them.
+func testForgetTraceBound(t *testing.T, h *harness) {
+	h = h.reopen(t, memory.Options{TraceMaxBytes: 10_000, TraceTotalMaxBytes: 30_000}) // three traces of 8 KB fit
+	for i, id := range []string{"c2", "c1", "c3", "c4"} {
+		if id == "c4" {
+			if _, err := h.manager(t).ForgetSession(h.ctx, "ns", "cust-1"); err != nil {
+				t.Fatalf("ForgetSession: %v", err)
+			}
+		}
+		es := entries("said in " + id)
+		es[0].ConversationID = id
+		c := conv(id)
+		c.ThreadTS = "1700000000." + id
+		h.commit(t, h.lock(t, id, time.Minute), memory.Commit{
+			Conversation: c, Release: true,
+			Sessions: []memory.SessionAppend{{Namespace: "ns", Key: "cust-" + id[1:], Entries: es}},
+			Traces:   []memory.TurnTrace{{TurnID: id + "-t1", Body: TraceBody(i, 8000)}},
+		})
+		h.clock.Advance(time.Millisecond) // orders the commits
+	}
+	for id, traced := range map[string]bool{"c1": false, "c2": true, "c3": true, "c4": true} {
+		if got := len(h.traces(t, id).Turns) > 0; got != traced {
+			t.Errorf("%s has traces: %v, want %v", id, got, traced)
+		}
+	}
 }
 
 func testForgetUnknown(t *testing.T, h *harness) {

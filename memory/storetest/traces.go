@@ -18,6 +18,7 @@ var traceTests = []struct {
 }{
 	{"Traces/commit and read", testTraces},
 	{"Traces/bounded per conversation", testTraceBound},
+	{"Traces/bounded over all conversations", testTraceTotalBound},
 	{"Traces/lost lock writes none", testTraceLostLock},
 	{"Traces/feedback", testFeedback},
 	{"Traces/bad input", testTraceBadInput},
@@ -42,9 +43,9 @@ func turnIDs(tr memory.Traces) []string {
 	return ids
 }
 
-// traceBody is a body of n bytes that compresses poorly, so that
+// TraceBody is a trace body of n bytes that compresses poorly, so that
 // bounds measured on stored (compressed) bytes are exercised.
-func traceBody(seed, n int) []byte {
+func TraceBody(seed, n int) []byte {
 	b := make([]byte, n)
 	x := uint32(seed)*2654435761 + 1 // #nosec G115 -- a test pattern's seed: wrapping is what it wants
 	for i := range b {
@@ -94,7 +95,7 @@ func testTraceBound(t *testing.T, h *harness) {
 	l := h.lock(t, "c1", time.Minute)
 	for i := 1; i <= 6; i++ {
 		h.commit(t, l, memory.Commit{Conversation: conv("c1"), Traces: []memory.TurnTrace{
-			{TurnID: fmt.Sprintf("t%d", i), Body: traceBody(i, 3000)},
+			{TurnID: fmt.Sprintf("t%d", i), Body: TraceBody(i, 3000)},
 		}})
 	}
 	// About 3 KB each once stored: the newest fit, the oldest went.
@@ -103,8 +104,60 @@ func testTraceBound(t *testing.T, h *harness) {
 		t.Errorf("turns kept = %v, want the newest few, t1 dropped", got)
 	}
 	// A trace larger than the bound alone is still kept, as the newest.
-	h.commit(t, l, memory.Commit{Conversation: conv("c1"), Traces: []memory.TurnTrace{{TurnID: "huge", Body: traceBody(9, 40_000)}}})
+	h.commit(t, l, memory.Commit{Conversation: conv("c1"), Traces: []memory.TurnTrace{{TurnID: "huge", Body: TraceBody(9, 40_000)}}})
 	want(t, "turns after one over the bound", turnIDs(h.traces(t, "c1")), []string{"huge"})
+}
+
+// testTraceTotalBound holds the bound over all traces: past it, whole
+// conversations' traces go, the least recently traced first; their
+// conversations stay, and take traces again.
+func testTraceTotalBound(t *testing.T, h *harness) {
+	const bound = 30_000 // three traces of about 8 KB fit, four do not
+	h = h.reopen(t, memory.Options{TraceMaxBytes: 10_000, TraceTotalMaxBytes: bound})
+	locks := map[string]memory.Lock{}
+	trace := func(id, turn string, body []byte) {
+		t.Helper()
+		l, ok := locks[id]
+		if !ok {
+			h.record(t, id, h.msg("1700000000.000100", "hi "+id), "Ev-"+id)
+			l = h.lock(t, id, time.Minute)
+			locks[id] = l
+		}
+		c := conv(id)
+		c.State = []byte("state of " + id)
+		h.commit(t, l, memory.Commit{Conversation: c, Traces: []memory.TurnTrace{{TurnID: turn, Body: body}}})
+		h.clock.Advance(time.Millisecond) // orders the commits; no expiry is near
+	}
+	kept := func(when string, ids ...string) {
+		t.Helper()
+		var got []string
+		for _, id := range []string{"c1", "c2", "c3", "c4", "c5"} {
+			if len(h.traces(t, id).Turns) > 0 {
+				got = append(got, id)
+			}
+		}
+		want(t, "conversations with traces "+when, got, ids)
+	}
+	trace("c1", "t1", TraceBody(1, 8000))
+	trace("c2", "t2", TraceBody(2, 8000))
+	trace("c3", "t3", TraceBody(3, 8000))
+	trace("c1", "t1b", []byte("a second, small turn")) // c1 is now the most recently traced
+	kept("under the bound", "c1", "c2", "c3")
+	trace("c4", "t4", TraceBody(4, 8000))
+	kept("past the bound once", "c1", "c3", "c4")
+	trace("c5", "t5", TraceBody(5, 8000))
+	kept("past the bound twice", "c1", "c4", "c5")
+	for _, id := range []string{"c2", "c3"} {
+		snap := h.snapshot(t, id)
+		if !snap.Exists || string(snap.Conversation.State) != "state of "+id || len(snap.Messages) != 1 {
+			t.Errorf("%s after its traces were evicted = %+v, want its state and message kept", id, snap)
+		}
+	}
+	// Traced again, an evicted conversation keeps its new turn only, and
+	// the least recently traced (c1) makes room.
+	trace("c2", "t2b", TraceBody(6, 8000))
+	kept("once c2 is traced again", "c2", "c4", "c5")
+	want(t, "turns of c2", turnIDs(h.traces(t, "c2")), []string{"t2b"})
 }
 
 func testTraceLostLock(t *testing.T, h *harness) {
