@@ -56,7 +56,7 @@ const (
 // The caps the checker runs with: small, so that they are reached.
 const (
 	mcMaxTurns         = 8
-	mcMaxTurnsPerAgent = 3
+	mcMaxTurnsPerAgent = 2
 	mcCallTimeout      = 3 * time.Minute
 	mcTimeout          = 10 * time.Minute
 )
@@ -99,6 +99,7 @@ type mcFaults struct {
 // mcPost is a message the chat shows.
 type mcPost struct {
 	seq      int
+	thread   string
 	ts       string
 	username string
 	text     string
@@ -133,7 +134,7 @@ func (c *mcChat) PostReply(_ context.Context, r agents.Reply) ([]string, error) 
 		if c.w.faults.dropPost {
 			continue
 		}
-		c.posts = append(c.posts, mcPost{seq: seq, ts: ts, username: r.Username, text: r.Text, turnID: r.TurnID, notice: r.Notice})
+		c.posts = append(c.posts, mcPost{seq: seq, thread: r.ThreadTS, ts: ts, username: r.Username, text: r.Text, turnID: r.TurnID, notice: r.Notice})
 		c.w.note("# posted by %s: %s", r.Username, mcOneLine(r.Text))
 	}
 	return []string{ts}, nil
@@ -218,6 +219,7 @@ type mcIntent struct {
 	end      bool     // the reply ends the exchange (an :end: token, no call)
 	wordless bool     // a conclude reply with no words
 	loop     bool     // the facilitator's previous reply again, nobody having written since
+	key      string   // a threading reply's key, valid as written
 	text     string   // the words a post of it must hold; "" when none
 }
 
@@ -274,6 +276,7 @@ type mcRender struct {
 	request       string
 	session       string
 	exchange      int
+	seq           int // the place of the last request before it
 }
 
 // mcRequest is one model request and the move that answered it.
@@ -297,7 +300,8 @@ type mcPrevious struct {
 
 // mcSaid is a message of the people or of the human agent.
 type mcSaid struct {
-	seq   int
+	seq    int
+	thread string // the root's ts
 	ts    string
 	user  string
 	text  string
@@ -358,7 +362,7 @@ func (w *mcWorld) rendered(agent, prompt string, d templates.Data) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.renders = append(w.renders, mcRender{agent: agent, prompt: prompt, request: d.Request.Content,
-		session: d.MemorySessionId, exchange: w.exchange})
+		session: d.MemorySessionId, exchange: w.exchange, seq: w.seq})
 }
 
 func (w *mcWorld) onTurn(r agents.TurnReport) {
@@ -518,7 +522,7 @@ func (w *mcWorld) concludeMove(rng *rand.Rand) mcMove {
 func (w *mcWorld) threadingMove(rng *rand.Rand, self string) mcMove {
 	tok := w.token(self)
 	valid := func(key, message string) mcMove {
-		return mcMove{replies: mcText(fmt.Sprintf(`{"session": %q, "message": %q}`, key, message))}
+		return mcMove{replies: mcText(fmt.Sprintf(`{"session": %q, "message": %q}`, key, message)), intent: mcIntent{key: key}}
 	}
 	switch rng.IntN(10) {
 	case 0, 1, 2:
@@ -538,7 +542,7 @@ func (w *mcWorld) threadingMove(rng *rand.Rand, self string) mcMove {
 	case 8:
 		// An endpoint without JSON mode: refused, then asked again.
 		return mcMove{replies: []llmfake.Reply{llmfake.Quirked(llmfake.QuirkRefusesFormat, llmfake.Scene{}),
-			llmfake.Text(fmt.Sprintf(`{"session": %q, "message": ""}`, mcKey))}, quirk: llmfake.QuirkRefusesFormat}
+			llmfake.Text(fmt.Sprintf(`{"session": %q, "message": ""}`, mcKey))}, quirk: llmfake.QuirkRefusesFormat, intent: mcIntent{key: mcKey}}
 	}
 	q := mcPick(rng, mcReasoningQuirks...)
 	return mcMove{replies: []llmfake.Reply{llmfake.Quirked(q, llmfake.Scene{Text: fmt.Sprintf(`{"session": %q, "message": ""}`, mcKey)})}, quirk: q}
@@ -621,7 +625,7 @@ func (w *mcWorld) say(user, name, text string, calls []string) {
 		w.opening = text
 		w.concluded = false
 	}
-	w.said = append(w.said, mcSaid{seq: seq, ts: ts, user: user, text: text, calls: calls})
+	w.said = append(w.said, mcSaid{seq: seq, thread: w.root, ts: ts, user: user, text: text, calls: calls})
 	for _, c := range calls {
 		w.calls[c]++
 	}
@@ -679,6 +683,13 @@ func (w *mcWorld) personStep(callsPending bool) {
 	n := w.step
 	if w.root == "" {
 		w.say(p.user, p.name, fmt.Sprintf("Is claim CLM-2025-00142 of customer %s covered? [p%d]", mcKey, n), nil)
+		return
+	}
+	if w.concluded && rng.IntN(4) == 0 {
+		// A new thread about the same customer: the experts' memory
+		// knows its key from the first one.
+		w.root = ""
+		w.say(p.user, p.name, fmt.Sprintf("Customer %s again: is claim CLM-2025-00190 covered? [p%d]", mcNearKey, n), nil)
 		return
 	}
 	if callsPending && rng.IntN(3) != 0 {
@@ -903,12 +914,12 @@ var mcInvariants = []mcInvariant{
 			stored[m.TS] = true
 		}
 		for _, p := range v.posts {
-			if !p.notice && !stored[p.ts] {
+			if p.thread == v.root && !p.notice && !stored[p.ts] {
 				return fmt.Sprintf("post %q (%s) is not in the store", p.text, p.ts)
 			}
 		}
 		for _, s := range v.said {
-			if !stored[s.ts] {
+			if s.thread == v.root && !stored[s.ts] {
 				return fmt.Sprintf("message %q is not in the store", s.text)
 			}
 		}
@@ -948,6 +959,27 @@ var mcInvariants = []mcInvariant{
 			if strings.ContainsAny(k, "<> \t\n") || strings.HasSuffix(k, "…") || strings.HasSuffix(k, "...") ||
 				strings.Contains(k, "TRAP") || k == mcKey[:len(mcKey)/2] {
 				return fmt.Sprintf("%s reads memory session %q", r.agent, k)
+			}
+		}
+		return ""
+	}},
+	{"keys are never merged across digits", func(v mcView) string {
+		// The memory session an expert reads after its threading reply
+		// is the key it wrote, up to case, spaces and dashes: C45654 is
+		// never read as a known C45653.
+		norm := strings.NewReplacer(" ", "", "-", "")
+		for _, r := range v.requests {
+			if r.move.intent.key == "" || r.err != nil {
+				continue
+			}
+			i := slices.IndexFunc(v.renders, func(x mcRender) bool {
+				return x.seq >= r.seq && x.agent == r.req.Agent && x.prompt == templates.PromptContextFound
+			})
+			if i < 0 {
+				continue
+			}
+			if got := v.renders[i].session; !strings.EqualFold(norm.Replace(got), norm.Replace(r.move.intent.key)) {
+				return fmt.Sprintf("%s wrote the key %q and reads memory session %q", r.req.Agent, r.move.intent.key, got)
 			}
 		}
 		return ""
@@ -1067,7 +1099,7 @@ func runSeed(t *testing.T, seed uint64, faults mcFaults, prompts agents.Prompts)
 			w.personStep(callsPending)
 			pending, ok := w.settle()
 			if !ok {
-				w.problem("the engine did not settle")
+				w.problem("the store and the machine agree: the engine never settled (work still due after a minute)")
 				break
 			}
 			callsPending = pending
