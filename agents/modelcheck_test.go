@@ -276,7 +276,8 @@ type mcRender struct {
 	request       string
 	session       string
 	exchange      int
-	seq           int // the place of the last request before it
+	seq           int    // the place of the last request before it
+	conversation  string // its conversation id
 }
 
 // mcRequest is one model request and the move that answered it.
@@ -362,7 +363,7 @@ func (w *mcWorld) rendered(agent, prompt string, d templates.Data) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.renders = append(w.renders, mcRender{agent: agent, prompt: prompt, request: d.Request.Content,
-		session: d.MemorySessionId, exchange: w.exchange, seq: w.seq})
+		session: d.MemorySessionId, exchange: w.exchange, seq: w.seq, conversation: d.ConversationId})
 }
 
 func (w *mcWorld) onTurn(r agents.TurnReport) {
@@ -439,6 +440,9 @@ func (w *mcWorld) facilitatorMove(rng *rand.Rand, self string) mcMove {
 	other := mcPick(rng, mcCallable...)
 	name := mcAgents[target].Name
 	question := fmt.Sprintf("what do you have on customer %s? %s", mcKey, tok)
+	if rng.IntN(2) == 0 {
+		question = "what do you have on this customer? " + tok
+	}
 	plain := func(text string, intent mcIntent) mcMove {
 		intent.text = text
 		return mcMove{replies: mcText(text), intent: intent}
@@ -980,6 +984,33 @@ var mcInvariants = []mcInvariant{
 			}
 			if got := v.renders[i].session; !strings.EqualFold(norm.Replace(got), norm.Replace(r.move.intent.key)) {
 				return fmt.Sprintf("%s wrote the key %q and reads memory session %q", r.req.Agent, r.move.intent.key, got)
+			}
+		}
+		return ""
+	}},
+	{"a known key is read only when the thread writes it", func(v mcView) string {
+		norm := strings.NewReplacer(" ", "", "-", "")
+		known := map[string]string{} // agent|key → the conversation that bound it first
+		for _, r := range v.renders {
+			if r.session == "" || mcAgents[r.agent].Role != ens.RoleExpert {
+				continue // a clone reads its group's memory, not a key
+			}
+			k := strings.ToLower(norm.Replace(r.session))
+			first, ok := known[r.agent+"|"+k]
+			if !ok {
+				known[r.agent+"|"+k] = r.conversation
+				continue
+			}
+			if first == r.conversation {
+				continue
+			}
+			writes := func(thread, text string) bool {
+				return agents.ConversationID(mcTeam, mcChannel, thread) == r.conversation &&
+					strings.Contains(strings.ToLower(norm.Replace(text)), k)
+			}
+			if !slices.ContainsFunc(v.said, func(m mcSaid) bool { return writes(m.thread, m.text) }) &&
+				!slices.ContainsFunc(v.posts, func(p mcPost) bool { return writes(p.thread, p.text) }) {
+				return fmt.Sprintf("%s reads its known session %q in a thread that never writes it", r.agent, r.session)
 			}
 		}
 		return ""
