@@ -283,6 +283,7 @@ type mcRender struct {
 // mcRequest is one model request and the move that answered it.
 type mcRequest struct {
 	req      llm.Request
+	session  string // the memory session its prompt was rendered with
 	move     mcMove
 	resp     llm.Response
 	err      error
@@ -332,10 +333,12 @@ type mcWorld struct {
 	counter    map[string]int
 	previous   map[string]mcPrevious // each agent's last default reply
 	renders    []mcRender
-	requests   []mcRequest
-	said       []mcSaid
-	turns      []agents.TurnReport
-	turnExch   []int
+	// lastSession is the memory session of each agent's last rendering.
+	lastSession map[string]string
+	requests    []mcRequest
+	said        []mcSaid
+	turns       []agents.TurnReport
+	turnExch    []int
 
 	step      int
 	exchange  int    // the current exchange, from 1
@@ -362,6 +365,7 @@ func (w *mcWorld) note(format string, args ...any) {
 func (w *mcWorld) rendered(agent, prompt string, d templates.Data) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.lastSession[agent] = d.MemorySessionId // an agent's turns run one after the other
 	w.renders = append(w.renders, mcRender{agent: agent, prompt: prompt, request: d.Request.Content,
 		session: d.MemorySessionId, exchange: w.exchange, seq: w.seq, conversation: d.ConversationId})
 }
@@ -575,7 +579,8 @@ func (w *mcWorld) replied(r llm.Request, mv mcMove, resp llm.Response, err error
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.seq++
-	w.requests = append(w.requests, mcRequest{req: r, move: mv, resp: resp, err: err, seq: w.seq, step: w.step, exchange: w.exchange})
+	w.requests = append(w.requests, mcRequest{req: r, session: w.lastSession[r.Agent], move: mv, resp: resp, err: err,
+		seq: w.seq, step: w.step, exchange: w.exchange})
 	first := mv.replies[0]
 	if r.Prompt == templates.PromptDefault && strings.TrimSpace(first.Content) != "" && first.Status == 0 {
 		w.previous[r.Agent] = mcPrevious{content: first.Content, seq: w.seq, calls: mv.intent.calls, end: mv.intent.end}
@@ -976,13 +981,13 @@ var mcInvariants = []mcInvariant{
 			if r.move.intent.key == "" || r.err != nil {
 				continue
 			}
-			i := slices.IndexFunc(v.renders, func(x mcRender) bool {
-				return x.seq >= r.seq && x.agent == r.req.Agent && x.prompt == templates.PromptContextFound
-			})
-			if i < 0 {
+			// The agent's next request: its answer in the same turn when
+			// the key was taken; a key refused leaves it unbound.
+			j := slices.IndexFunc(v.requests, func(x mcRequest) bool { return x.seq > r.seq && x.req.Agent == r.req.Agent })
+			if j < 0 || v.requests[j].req.Prompt != templates.PromptContextFound {
 				continue
 			}
-			if got := v.renders[i].session; !strings.EqualFold(norm.Replace(got), norm.Replace(r.move.intent.key)) {
+			if got := v.requests[j].session; !strings.EqualFold(norm.Replace(got), norm.Replace(r.move.intent.key)) {
 				return fmt.Sprintf("%s wrote the key %q and reads memory session %q", r.req.Agent, r.move.intent.key, got)
 			}
 		}
@@ -1095,7 +1100,7 @@ func runSeed(t *testing.T, seed uint64, faults mcFaults, prompts agents.Prompts)
 	synctest.Test(t, func(t *testing.T) {
 		w := &mcWorld{t: t, seed: seed, faults: faults, rng: rand.New(rand.NewPCG(seed, 0x5eed)),
 			agentRNG: map[string]*rand.Rand{}, counter: map[string]int{}, previous: map[string]mcPrevious{},
-			concludes: map[int]int{}, calls: map[string]int{}}
+			concludes: map[int]int{}, calls: map[string]int{}, lastSession: map[string]string{}}
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		w.ctx = ctx
