@@ -278,6 +278,7 @@ type mcRender struct {
 	exchange      int
 	seq           int    // the place of the last request before it
 	conversation  string // its conversation id
+	opening       string // the exchange's opening message as it then read
 }
 
 // mcRequest is one model request and the move that answered it.
@@ -302,12 +303,13 @@ type mcPrevious struct {
 
 // mcSaid is a message of the people or of the human agent.
 type mcSaid struct {
-	seq    int
-	thread string // the root's ts
-	ts     string
-	user   string
-	text   string
-	calls  []string
+	seq     int
+	thread  string // the root's ts
+	ts      string
+	user    string
+	text    string
+	calls   []string
+	deleted bool
 }
 
 // mcWorld is one seed's conversation: the engine, its fakes and what the
@@ -367,7 +369,7 @@ func (w *mcWorld) rendered(agent, prompt string, d templates.Data) {
 	defer w.mu.Unlock()
 	w.lastSession[agent] = d.MemorySessionId // an agent's turns run one after the other
 	w.renders = append(w.renders, mcRender{agent: agent, prompt: prompt, request: d.Request.Content,
-		session: d.MemorySessionId, exchange: w.exchange, seq: w.seq, conversation: d.ConversationId})
+		session: d.MemorySessionId, exchange: w.exchange, seq: w.seq, conversation: d.ConversationId, opening: w.opening})
 }
 
 func (w *mcWorld) onTurn(r agents.TurnReport) {
@@ -648,6 +650,43 @@ func (w *mcWorld) say(user, name, text string, calls []string) {
 	}
 }
 
+// editOrDelete edits the thread's last message of a person, or deletes
+// it when it did not open the exchange: an edit or a deletion starts no
+// turn.
+func (w *mcWorld) editOrDelete(rng *rand.Rand) {
+	w.mu.Lock()
+	i := len(w.said) - 1
+	for i >= 0 && (w.said[i].thread != w.root || w.said[i].user == mcTinaUser || w.said[i].deleted) {
+		i--
+	}
+	if i < 0 {
+		w.mu.Unlock()
+		return
+	}
+	m := &w.said[i]
+	kind, text := agents.EventEdited, m.text+" (edited)"
+	if m.text == w.opening {
+		w.opening = text
+	} else if rng.IntN(2) == 0 {
+		kind, text = agents.EventDeleted, ""
+	}
+	if kind == agents.EventDeleted {
+		m.deleted = true
+		fmt.Fprintf(&w.transcript, "# (%s deletes %q)\n", m.user, mcOneLine(m.text))
+	} else {
+		fmt.Fprintf(&w.transcript, "# (%s edits %q to %q)\n", m.user, mcOneLine(m.text), mcOneLine(text))
+		m.text = text
+	}
+	ev := agents.Event{ID: fmt.Sprintf("Ev%s-%d", m.ts, kind), Kind: kind, Team: mcTeam, Channel: mcChannel, TS: m.ts,
+		ThreadTS: w.root, UserID: m.user, Raw: text, Text: text, At: time.Now()}
+	w.mu.Unlock()
+	ticket, err := w.e.Record(w.ctx, ev)
+	ticket.Dispatch()
+	if err != nil {
+		w.problem("record: the engine refused the edit or deletion of %s: %v", ev.TS, err)
+	}
+}
+
 func (w *mcWorld) problem(format string, args ...any) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -705,7 +744,9 @@ func (w *mcWorld) personStep(callsPending bool) {
 		w.say(mcTinaUser, "Tina", mcPick(rng, "Yes, the payout is approved.", "No.", "Let me check tomorrow.")+fmt.Sprintf(" [h%d]", n), nil)
 		return
 	}
-	switch rng.IntN(10) {
+	switch rng.IntN(11) {
+	case 10:
+		w.editOrDelete(rng)
 	case 0:
 		w.say(p.user, p.name, fmt.Sprintf("And what is the deductible for %s? [p%d]", mcKey, n), nil)
 	case 1:
@@ -806,7 +847,14 @@ var mcInvariants = []mcInvariant{
 		if len(v.said) == 0 || v.callsPending {
 			return ""
 		}
-		last := v.said[len(v.said)-1]
+		i := len(v.said) - 1
+		for i >= 0 && v.said[i].deleted {
+			i--
+		}
+		if i < 0 {
+			return ""
+		}
+		last := v.said[i]
 		for _, p := range v.posts {
 			if p.seq > last.seq {
 				return ""
@@ -878,7 +926,7 @@ var mcInvariants = []mcInvariant{
 			if r.agent != mcElen || r.exchange != v.exchange {
 				continue
 			}
-			if want := v.opening; r.request != want {
+			if want := r.opening; r.request != want {
 				return fmt.Sprintf("the facilitator's %s was given .Request %q, want %q", r.prompt, r.request, want)
 			}
 		}
@@ -928,7 +976,7 @@ var mcInvariants = []mcInvariant{
 			}
 		}
 		for _, s := range v.said {
-			if s.thread == v.root && !stored[s.ts] {
+			if s.thread == v.root && !s.deleted && !stored[s.ts] {
 				return fmt.Sprintf("message %q is not in the store", s.text)
 			}
 		}
