@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/conclavehq/conclave/agents/llm"
-	"github.com/conclavehq/conclave/agents/testclock"
 	"github.com/conclavehq/conclave/ens"
+	"github.com/conclavehq/conclave/internal/testclock"
 	"github.com/conclavehq/conclave/memory"
 	"github.com/conclavehq/conclave/memory/redistest"
 	"github.com/conclavehq/conclave/templates"

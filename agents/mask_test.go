@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/conclavehq/conclave/agents/redact"
+	"github.com/conclavehq/conclave/internal/redact"
 	"github.com/conclavehq/conclave/templates"
 )
 

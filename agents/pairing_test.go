@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/conclavehq/conclave/agents/testclock"
 	"github.com/conclavehq/conclave/ens"
+	"github.com/conclavehq/conclave/internal/testclock"
 	"github.com/conclavehq/conclave/memory"
 )
 

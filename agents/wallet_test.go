@@ -12,7 +12,7 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/crypto"
 
-	"github.com/conclavehq/conclave/agents/testclock"
+	"github.com/conclavehq/conclave/internal/testclock"
 	"github.com/conclavehq/conclave/memory"
 )
 

@@ -16,9 +16,9 @@ import (
 	"github.com/slack-go/slack"
 
 	"github.com/conclavehq/conclave/agents"
-	"github.com/conclavehq/conclave/agents/testclock"
-	"github.com/conclavehq/conclave/agents/testlog"
 	"github.com/conclavehq/conclave/bot/fakeslack"
+	"github.com/conclavehq/conclave/internal/testclock"
+	"github.com/conclavehq/conclave/internal/testlog"
 )
 
 // recorder is a Handler that keeps what it is given. before, when set, runs

@@ -15,8 +15,8 @@ import (
 	"github.com/slack-go/slack"
 
 	"github.com/conclavehq/conclave/agents"
-	"github.com/conclavehq/conclave/agents/clip"
 	"github.com/conclavehq/conclave/ens"
+	"github.com/conclavehq/conclave/internal/clip"
 )
 
 // Registry is the run-time registry of agents per channel (the engine).

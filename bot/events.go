@@ -16,7 +16,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/conclavehq/conclave/agents"
-	"github.com/conclavehq/conclave/agents/backoff"
+	"github.com/conclavehq/conclave/internal/backoff"
 )
 
 // dispatch handles one event of the socketmode client, in arrival order.

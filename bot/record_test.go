@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/conclavehq/conclave/agents"
-	"github.com/conclavehq/conclave/agents/testclock"
 	"github.com/conclavehq/conclave/bot/fakeslack"
+	"github.com/conclavehq/conclave/internal/testclock"
 )
 
 // errStoreAway is what the engine's Record returns while Redis does not

@@ -13,7 +13,7 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 
 	"github.com/conclavehq/conclave/agents"
-	"github.com/conclavehq/conclave/agents/testclock"
+	"github.com/conclavehq/conclave/internal/testclock"
 )
 
 // keyRecorder is a wallet store that records the keys of the one-time

@@ -21,9 +21,9 @@ import (
 	"github.com/ethereum/go-ethereum/crypto"
 
 	"github.com/conclavehq/conclave/agents"
-	"github.com/conclavehq/conclave/agents/testclock"
-	"github.com/conclavehq/conclave/agents/testlog"
 	"github.com/conclavehq/conclave/bot/fakeslack"
+	"github.com/conclavehq/conclave/internal/testclock"
+	"github.com/conclavehq/conclave/internal/testlog"
 	"github.com/conclavehq/conclave/memory"
 )
 

@@ -95,7 +95,7 @@ func (r redactingCaller) CallContract(ctx context.Context, msg ethereum.CallMsg,
 // each form errors quote it: as written, and with its password starred
 // out (net/http's "user:***@", net/url's "user:xxxxx@"). The error still
 // unwraps to the original. (ens imports nothing of conclave, so it does
-// not use agents/redact; scheme and host are all it shows.)
+// not use internal/redact; scheme and host are all it shows.)
 func redact(err error, rawURL string) error {
 	if err == nil || rawURL == "" {
 		return err

@@ -16,9 +16,9 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/conclavehq/conclave/agents/testlog"
 	"github.com/conclavehq/conclave/agents/tools"
 	"github.com/conclavehq/conclave/agents/tools/mcptest"
+	"github.com/conclavehq/conclave/internal/testlog"
 )
 
 func TestMain(m *testing.M) {

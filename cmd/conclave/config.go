@@ -19,10 +19,10 @@ import (
 
 	"github.com/conclavehq/conclave/agents"
 	"github.com/conclavehq/conclave/agents/llm"
-	"github.com/conclavehq/conclave/agents/redact"
 	"github.com/conclavehq/conclave/agents/tools"
 	"github.com/conclavehq/conclave/bot"
 	"github.com/conclavehq/conclave/ens"
+	"github.com/conclavehq/conclave/internal/redact"
 	"github.com/conclavehq/conclave/memory"
 )
 
