@@ -32,6 +32,8 @@ var importRules = []struct {
 		"memory satisfies the ports agents declares and knows nothing of the packages above it"},
 	{[]string{"agents"}, []string{"bot", "cmd"},
 		"agents is the domain; the transports call it, never the other way"},
+	{[]string{"agents/pairing"}, []string{"agents", "bot", "cmd"},
+		"pairing, wallet links and admins are rules of their own: they do not depend on the engine"},
 	{[]string{"templates", "ens"}, []string{"agents", "bot", "cmd", "memory"},
 		"templates and ens sit below agents in the flow"},
 	{[]string{"bot"}, []string{"cmd", "memory"},

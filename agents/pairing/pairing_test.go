@@ -1,4 +1,4 @@
-package agents
+package pairing
 
 import (
 	"context"
@@ -37,33 +37,33 @@ func TestPairingRules(t *testing.T) {
 		name      string
 		wallets   []string
 		before    [][2]string
-		req       PairingRequest
+		req       Request
 		wantErr   error
-		wantKind  PairingKind
+		wantKind  Kind
 		wantRepl  Replaced
 		wantPairs map[string]string // user → agent right after the request
 	}{
 		{name: "a bot", wallets: []string{pairOwner},
-			req:     PairingRequest{Caller: "U1", User: "B1", UserBot: true, Agent: hugo},
+			req:     Request{Caller: "U1", User: "B1", UserBot: true, Agent: hugo},
 			wantErr: ErrNotPerson},
 		{name: "not a human", wallets: []string{pairOwner},
-			req:     PairingRequest{Caller: "U1", User: "U1", Agent: ens.Agent{EnsDomain: "x.eth", Role: ens.RoleExpert}},
+			req:     Request{Caller: "U1", User: "U1", Agent: ens.Agent{EnsDomain: "x.eth", Role: ens.RoleExpert}},
 			wantErr: ErrNotHuman},
-		{name: "no wallet", req: PairingRequest{Caller: "U1", User: "U1", Agent: hugo}, wantErr: ErrNoWallet},
+		{name: "no wallet", req: Request{Caller: "U1", User: "U1", Agent: hugo}, wantErr: ErrNoWallet},
 		{name: "another wallet", wallets: []string{"0x00000000000000000000000000000000000000aa"},
-			req: PairingRequest{Caller: "U1", User: "U1", Agent: hugo}, wantErr: ErrNotOwner},
+			req: Request{Caller: "U1", User: "U1", Agent: hugo}, wantErr: ErrNotOwner},
 		{name: "oneself, at once", wallets: []string{pairOwner}, before: [][2]string{{"U2", pairHugo}},
-			req: PairingRequest{Caller: "U1", User: "U1", Agent: hugo}, wantKind: PairedNow, wantRepl: Replaced{User: "U2"},
+			req: Request{Caller: "U1", User: "U1", Agent: hugo}, wantKind: PairedNow, wantRepl: Replaced{User: "U2"},
 			wantPairs: map[string]string{"U1": pairHugo, "U2": ""}},
 		{name: "oneself again", wallets: []string{pairOwner}, before: [][2]string{{"U1", pairHugo}},
-			req: PairingRequest{Caller: "U1", User: "U1", Agent: hugo}, wantKind: AlreadyPaired,
+			req: Request{Caller: "U1", User: "U1", Agent: hugo}, wantKind: AlreadyPaired,
 			wantPairs: map[string]string{"U1": pairHugo}},
 		{name: "someone else: an offer, nothing replaced yet", wallets: []string{pairOwner},
 			before: [][2]string{{"U2", pairHugo}, {"U3", pairIris}},
-			req:    PairingRequest{Caller: "U1", User: "U3", Agent: hugo}, wantKind: Offered,
+			req:    Request{Caller: "U1", User: "U3", Agent: hugo}, wantKind: Offered,
 			wantRepl: Replaced{Agent: pairIris, User: "U2"}, wantPairs: map[string]string{"U2": pairHugo, "U3": pairIris}},
 		{name: "someone already paired with it", wallets: []string{pairOwner}, before: [][2]string{{"U3", pairHugo}},
-			req: PairingRequest{Caller: "U1", User: "U3", Agent: hugo}, wantKind: AlreadyPaired},
+			req: Request{Caller: "U1", User: "U3", Agent: hugo}, wantKind: AlreadyPaired},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -79,7 +79,7 @@ func TestPairingRules(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			out, err := NewPairing(store, &pairIDs{owner: pairOwner}, nil).Request(ctx, tt.req)
+			out, err := New(store, &pairIDs{owner: pairOwner}, nil).Request(ctx, tt.req)
 			if !errors.Is(err, tt.wantErr) || (tt.wantErr == nil) != (err == nil) {
 				t.Fatalf("error %v, want %v", err, tt.wantErr)
 			}
@@ -89,7 +89,7 @@ func TestPairingRules(t *testing.T) {
 			if out.Kind != tt.wantKind || out.Replaced != tt.wantRepl {
 				t.Errorf("outcome %+v, want kind %d, replaced %+v", out, tt.wantKind, tt.wantRepl)
 			}
-			if out.Kind == Offered && (len(out.Offer.ID) != 32 || out.Offer.Expires.Sub(out.Offer.Created) != PairingOfferTTL) {
+			if out.Kind == Offered && (len(out.Offer.ID) != 32 || out.Offer.Expires.Sub(out.Offer.Created) != OfferTTL) {
 				t.Errorf("offer %+v", out.Offer)
 			}
 			for u, want := range tt.wantPairs {
@@ -113,8 +113,8 @@ func TestPairingOfferAnswers(t *testing.T) {
 		if err := store.LinkWallet(ctx, "U1", pairOwner); err != nil {
 			t.Fatal(err)
 		}
-		p := NewPairing(store, ids, clock.Now)
-		out, err := p.Request(ctx, PairingRequest{Caller: "U1", User: "U3", Agent: hugo})
+		p := New(store, ids, clock.Now)
+		out, err := p.Request(ctx, Request{Caller: "U1", User: "U3", Agent: hugo})
 		if err != nil || out.Kind != Offered {
 			t.Fatalf("offer: %+v, %v", out, err)
 		}
@@ -140,7 +140,7 @@ func TestPairingOfferAnswers(t *testing.T) {
 	})
 	t.Run("expired", func(t *testing.T) {
 		p, _, id := newOffer(t, &pairIDs{owner: pairOwner})
-		clock.Advance(PairingOfferTTL)
+		clock.Advance(OfferTTL)
 		if _, _, err := p.Accept(ctx, id, "U3"); !errors.Is(err, ErrOfferGone) {
 			t.Errorf("accept after 24 h: %v", err)
 		}
