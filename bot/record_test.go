@@ -30,13 +30,8 @@ func (r *rig) onFakeClock() *testclock.Clock {
 // waitLog waits until the rig's log has text.
 func (r *rig) waitLog(t *testing.T, text string) {
 	t.Helper()
-	ctx := testContext(t)
-	for !strings.Contains(r.logs.String(), text) {
-		select {
-		case <-ctx.Done():
-			t.Fatalf("no %q in the log:\n%s", text, r.logs)
-		case <-time.After(5 * time.Millisecond):
-		}
+	if err := r.logs.Wait(testContext(t), func(s string) bool { return strings.Contains(s, text) }); err != nil {
+		t.Fatalf("no %q in the log (%v):\n%s", text, err, r.logs)
 	}
 }
 
