@@ -195,13 +195,16 @@ func (b *Bot) stopTrying(ctx context.Context, err error) bool {
 
 // recordUntil has the handler record ev, and while the error says the store
 // did not answer (agents.ErrStoreUnavailable) tries again, spaced by
-// recordRetries, until until. Each attempt may last until then; the very
-// first one (first == 1) at least handleTimeout. Any other error, the end
+// recordRetries, until until. Each attempt may last until then, and no
+// longer than recordWindow; the very first one (first == 1) at least
+// handleTimeout. Any other error, the end
 // of ctx or the start of a drain ends the tries. Attempts are numbered
 // from first; it reports the last one made.
 func (b *Bot) recordUntil(ctx context.Context, ev agents.Event, until time.Time, first int) (agents.Ticket, int, error) {
 	for n := first; ; n++ {
-		limit := until.Sub(b.now())
+		// A try past the window lasts no longer than the window, so that
+		// a drain or a shutdown is seen within as long.
+		limit := min(until.Sub(b.now()), recordWindow)
 		if n == 1 {
 			limit = max(limit, handleTimeout)
 		}
