@@ -5,6 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/conclavehq/conclave/agents"
@@ -55,39 +56,44 @@ func TestRecordHandsTheConversationToAWorker(t *testing.T) {
 // (no model call) until the transport, having acknowledged the event,
 // calls its ticket's Dispatch.
 func TestTicketWaitsForTheAcknowledgement(t *testing.T) {
-	r := newRig(t)
-	r.opts.SweepInterval = time.Hour
-	store := &dueless{Store: r.store}
-	reports := make(chan agents.TurnReport, 1)
-	e := r.engine(fakePrompts{}, onStore(store), reportTo(reports))
-	runEngine(t, e)
-	ctx := context.Background()
+	// In a synctest bubble time passes only once every goroutine waits, so
+	// the half hour below passes at once and a turn started late (however
+	// late, short of the sweep) would have reported by then.
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t)
+		r.opts.SweepInterval = time.Hour
+		store := &dueless{Store: r.store}
+		reports := make(chan agents.TurnReport, 1)
+		e := r.engine(fakePrompts{}, onStore(store), reportTo(reports))
+		runEngine(t, e)
+		ctx := context.Background()
 
-	ev := agents.Event{ID: "Ev1", Team: team, Channel: chanA, TS: r.nextTS(), UserID: "U1", UserName: "Alice", Text: "hello"}
-	ticket, err := e.Record(ctx, ev)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Dispatching another event's ticket (here: an ignored one) starts nothing.
-	other, err := e.Record(ctx, agents.Event{Team: team, Channel: "C-none", TS: "1.000000", UserID: "U1", Text: "hi"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	other.Dispatch()
-	select {
-	case tr := <-reports:
-		t.Fatalf("a turn ran before the acknowledgement: %+v", tr)
-	case <-time.After(200 * time.Millisecond):
-	}
-	ticket.Dispatch()
-	select {
-	case tr := <-reports:
-		if tr.Outcome != "ok" {
-			t.Errorf("turn %+v", tr)
+		ev := agents.Event{ID: "Ev1", Team: team, Channel: chanA, TS: r.nextTS(), UserID: "U1", UserName: "Alice", Text: "hello"}
+		ticket, err := e.Record(ctx, ev)
+		if err != nil {
+			t.Fatal(err)
 		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("the acknowledged message never got its turn")
-	}
+		// Dispatching another event's ticket (here: an ignored one) starts nothing.
+		other, err := e.Record(ctx, agents.Event{Team: team, Channel: "C-none", TS: "1.000000", UserID: "U1", Text: "hi"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		other.Dispatch()
+		select {
+		case tr := <-reports:
+			t.Fatalf("a turn ran before the acknowledgement: %+v", tr)
+		case <-time.After(30 * time.Minute):
+		}
+		ticket.Dispatch()
+		select {
+		case tr := <-reports:
+			if tr.Outcome != "ok" {
+				t.Errorf("turn %+v", tr)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("the acknowledged message never got its turn")
+		}
+	})
 }
 
 // TestZeroTicketDispatchesNothing: the zero Ticket (an event Record

@@ -16,8 +16,8 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/conclavehq/conclave/agents/redact"
 	"github.com/conclavehq/conclave/ens"
+	"github.com/conclavehq/conclave/internal/redact"
 	"github.com/conclavehq/conclave/memory"
 	"github.com/conclavehq/conclave/templates"
 )

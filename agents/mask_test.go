@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/conclavehq/conclave/agents"
-	"github.com/conclavehq/conclave/agents/redact"
+	"github.com/conclavehq/conclave/internal/redact"
 	"github.com/conclavehq/conclave/templates"
 )
 

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/conclavehq/conclave/agents/backoff"
 	"github.com/conclavehq/conclave/ens"
+	"github.com/conclavehq/conclave/internal/backoff"
 	"github.com/conclavehq/conclave/memory"
 )
 

@@ -74,7 +74,7 @@ type Registry interface {
 }
 
 // Pairings reads who is paired with whom (the pairing rules write them,
-// see Pairing).
+// see agents/pairing).
 type Pairings interface {
 	HumanAgent(ctx context.Context, userID string) (string, error)
 	HumanUser(ctx context.Context, ens string) (string, error)

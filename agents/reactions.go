@@ -5,7 +5,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/conclavehq/conclave/agents/serial"
+	"github.com/conclavehq/conclave/internal/serial"
 )
 
 // reactionTimeout bounds one reaction change (Slack's rate limits

@@ -5,7 +5,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/conclavehq/conclave/agents/clip"
+	"github.com/conclavehq/conclave/internal/clip"
 )
 
 // endToken is the token that asks for a conclusion (endSpan says where

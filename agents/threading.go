@@ -15,7 +15,7 @@ import (
 
 	"github.com/kaptinlin/jsonrepair"
 
-	"github.com/conclavehq/conclave/agents/fuzzy"
+	"github.com/conclavehq/conclave/internal/fuzzy"
 )
 
 // Outcomes of parsing a threading reply, recorded on the stored message.

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/conclavehq/conclave/agents/clip"
 	"github.com/conclavehq/conclave/agents/llm"
+	"github.com/conclavehq/conclave/internal/clip"
 	"github.com/conclavehq/conclave/memory"
 	"github.com/conclavehq/conclave/templates"
 )

@@ -11,8 +11,8 @@ import (
 
 	"github.com/conclavehq/conclave/agents"
 	"github.com/conclavehq/conclave/agents/llm"
-	"github.com/conclavehq/conclave/agents/redact"
-	"github.com/conclavehq/conclave/agents/testlog"
+	"github.com/conclavehq/conclave/internal/redact"
+	"github.com/conclavehq/conclave/internal/testlog"
 	"github.com/conclavehq/conclave/templates"
 )
 

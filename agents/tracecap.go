@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/conclavehq/conclave/agents/clip"
+	"github.com/conclavehq/conclave/internal/clip"
 )
 
 // traceCutMark ends a trace field that was cut to fit a trace entry.

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/conclavehq/conclave/agents/llm"
-	"github.com/conclavehq/conclave/agents/redact"
 	"github.com/conclavehq/conclave/ens"
+	"github.com/conclavehq/conclave/internal/redact"
 	"github.com/conclavehq/conclave/memory"
 	"github.com/conclavehq/conclave/templates"
 )

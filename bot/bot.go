@@ -25,8 +25,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/conclavehq/conclave/agents"
-	"github.com/conclavehq/conclave/agents/backoff"
-	"github.com/conclavehq/conclave/agents/serial"
+	"github.com/conclavehq/conclave/internal/backoff"
+	"github.com/conclavehq/conclave/internal/serial"
 )
 
 // Handler records inbound message events. It is the engine's side of the

@@ -16,9 +16,9 @@ import (
 	"github.com/slack-go/slack"
 
 	"github.com/conclavehq/conclave/agents"
-	"github.com/conclavehq/conclave/agents/testclock"
-	"github.com/conclavehq/conclave/agents/testlog"
 	"github.com/conclavehq/conclave/bot/fakeslack"
+	"github.com/conclavehq/conclave/internal/testclock"
+	"github.com/conclavehq/conclave/internal/testlog"
 )
 
 // recorder is a Handler that keeps what it is given. before, when set, runs
@@ -30,6 +30,8 @@ type recorder struct {
 	before  func(ctx context.Context, ev agents.Event, call int) error
 	calls   int
 	acked   []agents.Event // events whose ticket the Bot dispatched (after their ack)
+	// dispatches is closed and replaced at each dispatch.
+	dispatches chan struct{}
 }
 
 // dispatched records an event whose ticket the Bot dispatched.
@@ -37,6 +39,29 @@ func (r *recorder) dispatched(ev agents.Event) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.acked = append(r.acked, ev)
+	close(r.dispatches)
+	r.dispatches = make(chan struct{})
+}
+
+// waitDispatched returns the events whose ticket was dispatched once there
+// are at least n.
+func (r *recorder) waitDispatched(t *testing.T, n int) []agents.Event {
+	t.Helper()
+	ctx := testContext(t)
+	for {
+		r.mu.Lock()
+		evs := append([]agents.Event(nil), r.acked...)
+		ch := r.dispatches
+		r.mu.Unlock()
+		if len(evs) >= n {
+			return evs
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			t.Fatalf("%d tickets dispatched, want %d", len(evs), n)
+		}
+	}
 }
 
 func (r *recorder) ackedEvents() []agents.Event {
@@ -45,7 +70,9 @@ func (r *recorder) ackedEvents() []agents.Event {
 	return append([]agents.Event(nil), r.acked...)
 }
 
-func newRecorder() *recorder { return &recorder{changed: make(chan struct{})} }
+func newRecorder() *recorder {
+	return &recorder{changed: make(chan struct{}), dispatches: make(chan struct{})}
+}
 
 func (r *recorder) Record(ctx context.Context, ev agents.Event) (agents.Ticket, error) {
 	r.mu.Lock()

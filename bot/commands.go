@@ -15,8 +15,9 @@ import (
 	"github.com/slack-go/slack"
 
 	"github.com/conclavehq/conclave/agents"
-	"github.com/conclavehq/conclave/agents/clip"
+	"github.com/conclavehq/conclave/agents/pairing"
 	"github.com/conclavehq/conclave/ens"
+	"github.com/conclavehq/conclave/internal/clip"
 )
 
 // Registry is the run-time registry of agents per channel (the engine).
@@ -46,8 +47,8 @@ type Identities interface {
 // CommandOptions configure Commands.
 type CommandOptions struct {
 	// Admins may add and remove agents (slack.admins; the rule is
-	// agents.Admins').
-	Admins agents.Admins
+	// pairing.Admins').
+	Admins pairing.Admins
 	Logger *slog.Logger
 }
 
@@ -59,7 +60,7 @@ const commandTimeout = 30 * time.Second
 type CommandDeps struct {
 	Registry   Registry
 	Identities Identities
-	Pairing    *agents.Pairing // the pairing rules, over the store and Identities
+	Pairing    *pairing.Pairing // the pairing rules, over the store and Identities
 	Wallet     *WalletVerifier
 	// Feedback records presses of posts' 👍/👎 buttons (nil: ignored).
 	Feedback FeedbackRecorder
@@ -297,7 +298,7 @@ func describe(a ens.Agent) string {
 
 // adminOnly lets an admin go on with "" and refuses anyone else, logging
 // the refusal; verb names what was asked ("add", "remove"). Who is an
-// admin is agents.Admins' rule; when it depends on the user's role in the
+// admin is pairing.Admins' rule; when it depends on the user's role in the
 // workspace, Slack is asked (users.info), fresh each time.
 func (c *Commands) adminOnly(ctx context.Context, cmd slack.SlashCommand, verb string) string {
 	var workspaceAdmin bool
@@ -444,7 +445,7 @@ func (c *Commands) verifyWallet(ctx context.Context, cmd slack.SlashCommand, arg
 		return "Could not create a verification link right now; try again in a moment."
 	}
 	return fmt.Sprintf("Open <%s|this link> within %d minutes to link an Ethereum wallet to your Slack account. "+
-		"Your browser wallet signs a message there; it costs nothing. The link works once: do not share it.", link, int(agents.WalletLinkTTL/time.Minute))
+		"Your browser wallet signs a message there; it costs nothing. The link works once: do not share it.", link, int(pairing.WalletLinkTTL/time.Minute))
 }
 
 // slackUserArg reads U…, W…, <@U…> or <@U…|name>.
@@ -475,16 +476,16 @@ func (c *Commands) pair(ctx context.Context, cmd slack.SlashCommand, args []stri
 	if isDirect(cmd) {
 		announceIn = "" // nothing is announced in a direct message
 	}
-	out, err := c.deps.Pairing.Request(ctx, agents.PairingRequest{
+	out, err := c.deps.Pairing.Request(ctx, pairing.Request{
 		Caller: cmd.UserID, User: user, UserBot: facts.isBot, Team: cmd.TeamID, Channel: announceIn, Agent: a,
 	})
 	if refusal := c.pairingRefusal(cmd, user, a, err); refusal != "" {
 		return refusal
 	}
 	switch out.Kind {
-	case agents.AlreadyPaired:
+	case pairing.AlreadyPaired:
 		return "<@" + user + "> is already paired with " + describe(a) + "; nothing changed."
-	case agents.Offered:
+	case pairing.Offered:
 		if err := c.web.sendPairingOffer(ctx, out.Offer, a); err != nil {
 			c.log.Warn("pairing offer not delivered", slog.String(logUser, user), slog.String(logAgent, a.EnsDomain), slog.Any(logError, err))
 			if err := c.deps.Pairing.Withdraw(ctx, out.Offer.ID); err != nil {
@@ -513,17 +514,17 @@ func (c *Commands) pairingRefusal(cmd slack.SlashCommand, user string, a ens.Age
 	switch {
 	case err == nil:
 		return ""
-	case errors.Is(err, agents.ErrNotPerson):
+	case errors.Is(err, pairing.ErrNotPerson):
 		return "<@" + user + "> is a bot; only people can be paired with human agents. Nothing changed."
-	case errors.Is(err, agents.ErrNotHuman):
+	case errors.Is(err, pairing.ErrNotHuman):
 		return describe(a) + " is not a human agent; only human agents are paired with Slack users. Nothing changed."
-	case errors.Is(err, agents.ErrNoWallet):
+	case errors.Is(err, pairing.ErrNoWallet):
 		c.refused(cmd, "not the owner", slog.String(logAgent, a.EnsDomain))
 		return "Only the owner of " + code(a.EnsDomain) + " can pair it, and you have no verified wallet: run /verify-wallet first. Nothing changed."
-	case errors.Is(err, agents.ErrNotOwner):
+	case errors.Is(err, pairing.ErrNotOwner):
 		c.refused(cmd, "not the owner", slog.String(logAgent, a.EnsDomain))
 		return "Only the owner of " + code(a.EnsDomain) + " can pair it, and none of your verified wallets owns it. Nothing changed."
-	case errors.Is(err, agents.ErrOwnerUnknown):
+	case errors.Is(err, pairing.ErrOwnerUnknown):
 		c.log.Warn("owner look-up failed", slog.String(logAgent, a.EnsDomain), slog.Any(logError, err))
 		return "Could not read who owns " + code(a.EnsDomain) + " right now: " + lookupReason(err) + "."
 	}
@@ -533,7 +534,7 @@ func (c *Commands) pairingRefusal(cmd slack.SlashCommand, user string, a ens.Age
 
 // replacementNotes tell what a pairing of user and agent lets go; when
 // is appended to each note (" if they accept" for an offer).
-func replacementNotes(user, agent string, r agents.Replaced, when string) string {
+func replacementNotes(user, agent string, r pairing.Replaced, when string) string {
 	var notes string
 	if r.Agent != "" {
 		notes += "\nNote: <@" + user + "> was paired with " + code(r.Agent) + "; that pairing is replaced" + when + "."

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/conclavehq/conclave/agents"
+	"github.com/conclavehq/conclave/agents/pairing"
 	"github.com/conclavehq/conclave/bot/fakeslack"
 	"github.com/conclavehq/conclave/ens"
 	"github.com/conclavehq/conclave/memory"
@@ -155,10 +156,10 @@ func newCommandRig(t *testing.T, o commandRigOptions) *commandRig {
 	case o.workspaceRoles:
 		admins = nil
 	case admins == nil:
-		admins = []string{agents.Everyone}
+		admins = []string{pairing.Everyone}
 	}
 	r.answerCommands(NewCommands(r.web, CommandOptions{Admins: admins, Logger: log},
-		CommandDeps{Registry: r.engine, Identities: r.ids, Pairing: agents.NewPairing(r.store, r.ids, o.now), Wallet: w}))
+		CommandDeps{Registry: r.engine, Identities: r.ids, Pairing: pairing.New(r.store, r.ids, o.now), Wallet: w}))
 	r.run(t)
 	return r
 }
@@ -413,7 +414,7 @@ func TestAgentsAddedByWorkspaceAdminsByDefault(t *testing.T) {
 		t.Errorf("users.info called %d times, want once per command at least", n)
 	}
 	// ["*"] opens it to everyone.
-	open := newCommandRig(t, commandRigOptions{admins: []string{agents.Everyone}})
+	open := newCommandRig(t, commandRigOptions{admins: []string{pairing.Everyone}})
 	checkReply(t, open.command(t, "U2", "C1", "/add-agent "+claudine), "Added Claudine")
 }
 

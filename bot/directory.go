@@ -4,30 +4,25 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/slack-go/slack"
 	"golang.org/x/sync/singleflight"
+
+	"github.com/conclavehq/conclave/internal/ttlcache"
 )
 
-// ttlCache is a small map whose entries expire; when full, expired entries
-// are dropped, and if none were, everything is.
+// ttlCache is the one TTL cache (internal/ttlcache; when full, expired
+// entries are dropped, and if none were, everything is) with its look-ups
+// collapsed per key.
 type ttlCache[V any] struct {
-	mu      sync.Mutex
 	ttl     time.Duration
-	max     int
-	m       map[string]cacheEntry[V]
+	entries *ttlcache.Cache[V]
 	flights singleflight.Group // look-ups under way, shared by whoever asks meanwhile
 }
 
-type cacheEntry[V any] struct {
-	v       V
-	expires time.Time
-}
-
 func newTTLCache[V any](ttl time.Duration, max int) *ttlCache[V] {
-	return &ttlCache[V]{ttl: ttl, max: max, m: map[string]cacheEntry[V]{}}
+	return &ttlCache[V]{ttl: ttl, entries: ttlcache.New[V](max, nil)}
 }
 
 // load returns the cached value of key, or fetches it: one fetch for all
@@ -36,17 +31,18 @@ func newTTLCache[V any](ttl time.Duration, max int) *ttlCache[V] {
 // cached; errors are not. A caller whose ctx ends stops waiting; the fetch
 // goes on for the others.
 func (c *ttlCache[V]) load(ctx context.Context, key string, now func() time.Time, fetch func() (V, error)) (V, error) {
-	if v, ok := c.get(key, now()); ok {
+	if v, ok := c.entries.Fresh(key, now()); ok {
 		return v, nil
 	}
 	ch := c.flights.DoChan(key, func() (any, error) {
 		// A fetch that ended as this one began has stored its value.
-		if v, ok := c.get(key, now()); ok {
+		if v, ok := c.entries.Fresh(key, now()); ok {
 			return v, nil
 		}
 		v, err := fetch()
 		if err == nil {
-			c.put(key, v, now())
+			at := now()
+			c.entries.Put(key, ttlcache.Entry[V]{Value: v, Fetched: at, Expires: at.Add(c.ttl)}, at)
 		}
 		return v, err
 	})
@@ -57,34 +53,6 @@ func (c *ttlCache[V]) load(ctx context.Context, key string, now func() time.Time
 		var zero V
 		return zero, ctx.Err()
 	}
-}
-
-// get returns key's value if it has not expired.
-func (c *ttlCache[V]) get(key string, now time.Time) (V, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	e, ok := c.m[key]
-	if !ok || !now.Before(e.expires) {
-		var zero V
-		return zero, false
-	}
-	return e.v, true
-}
-
-func (c *ttlCache[V]) put(key string, v V, now time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if len(c.m) >= c.max {
-		for k, e := range c.m {
-			if !now.Before(e.expires) {
-				delete(c.m, k)
-			}
-		}
-		if len(c.m) >= c.max {
-			clear(c.m)
-		}
-	}
-	c.m[key] = cacheEntry[V]{v: v, expires: now.Add(c.ttl)}
 }
 
 // directory names the users and channels of the workspace, from

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/conclavehq/conclave/agents/testclock"
+	"github.com/conclavehq/conclave/internal/testclock"
 )
 
 // TestTTLCache checks the directory's cache: a value is fetched once and

@@ -16,7 +16,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/conclavehq/conclave/agents"
-	"github.com/conclavehq/conclave/agents/backoff"
+	"github.com/conclavehq/conclave/internal/backoff"
 )
 
 // dispatch handles one event of the socketmode client, in arrival order.
@@ -124,14 +124,20 @@ func (b *Bot) handleEnvelope(ctx context.Context, req socketmode.Request) {
 	// One thread's events are recorded in arrival order, threads at once;
 	// when every slot is taken the socket's reader waits, and an event
 	// dropped at shutdown stays unacknowledged (Slack delivers it again).
-	b.handling.Go(ctx, ev.Channel+"/"+thread, func() { b.record(ctx, req, ev, arrived.Add(recordWindow), log) })
+	b.handling.Go(ctx, ev.Channel+"/"+thread, func() { b.record(ctx, req, ev, arrived, log) })
 }
 
 // record normalises an event, has the handler record it (trying again
-// until the given time while the store does not answer), acknowledges its
-// envelope and only then dispatches the ticket; a Record error leaves the
-// envelope unacknowledged.
-func (b *Bot) record(ctx context.Context, req socketmode.Request, ev agents.Event, until time.Time, log *slog.Logger) {
+// within recordWindow of its arrival while the store does not answer),
+// acknowledges its envelope and only then dispatches the ticket; a Record
+// error leaves the envelope unacknowledged. When the store still does not
+// answer at the end of the window, the record is tried on until
+// lateRecordLimit after the arrival, and the event runs as soon as it
+// lands: a store restart costs seconds, not Slack's redelivery, which
+// the engine then records once (its event id is known). Tries go on in
+// the thread's slot, so the thread's later events, the redelivery among
+// them, are still recorded after it.
+func (b *Bot) record(ctx context.Context, req socketmode.Request, ev agents.Event, arrived time.Time, log *slog.Logger) {
 	b.normalize(ctx, &ev)
 	if tr := b.opts.Tracer; tr != nil {
 		var span trace.Span
@@ -141,12 +147,26 @@ func (b *Bot) record(ctx context.Context, req socketmode.Request, ev agents.Even
 		defer span.End()
 		ev.Trace = agents.Traceparent(ctx)
 	}
-	ticket, attempts, err := b.recordUntil(ctx, ev, until)
+	ticket, attempts, err := b.recordUntil(ctx, ev, arrived.Add(recordWindow), 1)
 	if err != nil {
 		b.metrics.handleErrors.Inc()
 		log.Warn("event not recorded; left unacknowledged so that Slack delivers it again",
 			slog.String(logEventID, ev.ID), slog.String(logChannel, ev.Channel),
 			slog.Int("attempts", attempts), slog.Any(logError, err))
+		if b.stopTrying(ctx, err) {
+			return
+		}
+		ticket, attempts, err = b.recordUntil(ctx, ev, arrived.Add(lateRecordLimit), attempts+1)
+		if err != nil {
+			log.Warn("event still not recorded; its redelivery is left to record it",
+				slog.String(logEventID, ev.ID), slog.Int("attempts", attempts), slog.Any(logError, err))
+			return
+		}
+		// Its envelope's window is over: Slack delivers it again whatever
+		// is written now, so it is not acknowledged, only run.
+		log.Info("event recorded after its acknowledgement window; it runs now, and its redelivery is recorded once",
+			slog.String(logEventID, ev.ID), slog.Int("attempts", attempts))
+		ticket.Dispatch()
 		return
 	}
 	if attempts > 1 {
@@ -161,21 +181,37 @@ func (b *Bot) record(ctx context.Context, req socketmode.Request, ev agents.Even
 // does not answer; within recordWindow that makes a handful.
 var recordRetries = backoff.Policy{Base: 100 * time.Millisecond, Cap: 400 * time.Millisecond}
 
+// lateRecordLimit is how long after its arrival an event whose record did
+// not land within recordWindow is still tried (SPEC §14.6); past it,
+// Slack's redelivery is the event's last chance.
+const lateRecordLimit = 60 * time.Second
+
+// stopTrying tells whether a failed record must not be tried again: an
+// error other than the store not answering, the end of ctx, or a drain
+// (the envelope is Slack's to deliver elsewhere).
+func (b *Bot) stopTrying(ctx context.Context, err error) bool {
+	return !errors.Is(err, agents.ErrStoreUnavailable) || ctx.Err() != nil || b.draining.Load()
+}
+
 // recordUntil has the handler record ev, and while the error says the store
 // did not answer (agents.ErrStoreUnavailable) tries again, spaced by
-// recordRetries, until until. Each attempt may last until then; the first
-// one at least handleTimeout. Any other error, the end of ctx or the
-// start of a drain ends the tries. It reports the attempts made.
-func (b *Bot) recordUntil(ctx context.Context, ev agents.Event, until time.Time) (agents.Ticket, int, error) {
-	for n := 1; ; n++ {
-		limit := until.Sub(b.now())
+// recordRetries, until until. Each attempt may last until then, and no
+// longer than recordWindow; the very first one (first == 1) at least
+// handleTimeout. Any other error, the end
+// of ctx or the start of a drain ends the tries. Attempts are numbered
+// from first; it reports the last one made.
+func (b *Bot) recordUntil(ctx context.Context, ev agents.Event, until time.Time, first int) (agents.Ticket, int, error) {
+	for n := first; ; n++ {
+		// A try past the window lasts no longer than the window, so that
+		// a drain or a shutdown is seen within as long.
+		limit := min(until.Sub(b.now()), recordWindow)
 		if n == 1 {
 			limit = max(limit, handleTimeout)
 		}
 		hctx, cancel := context.WithTimeout(ctx, limit)
 		ticket, err := b.handler.Record(hctx, ev)
 		cancel()
-		if err == nil || !errors.Is(err, agents.ErrStoreUnavailable) || ctx.Err() != nil || b.draining.Load() {
+		if err == nil || b.stopTrying(ctx, err) {
 			return ticket, n, err
 		}
 		wait := recordRetries.Wait(n, b.jitter(), 0)

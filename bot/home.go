@@ -10,7 +10,7 @@ import (
 	"github.com/slack-go/slack"
 
 	"github.com/conclavehq/conclave/agents"
-	"github.com/conclavehq/conclave/agents/clip"
+	"github.com/conclavehq/conclave/internal/clip"
 )
 
 // DirectKind says what was addressed to conclave itself.

@@ -12,7 +12,7 @@ import (
 	"github.com/slack-go/slack"
 	"github.com/slack-go/slack/socketmode"
 
-	"github.com/conclavehq/conclave/agents"
+	"github.com/conclavehq/conclave/agents/pairing"
 	"github.com/conclavehq/conclave/ens"
 )
 
@@ -67,7 +67,7 @@ func (w *WebAPI) postToResponseURL(ctx context.Context, responseURL string, msg 
 
 // sendPairingOffer sends the offered user a direct message with Accept and
 // Decline buttons.
-func (w *WebAPI) sendPairingOffer(ctx context.Context, o agents.PairingOffer, a ens.Agent) error {
+func (w *WebAPI) sendPairingOffer(ctx context.Context, o pairing.Offer, a ens.Agent) error {
 	text := "<@" + o.OfferedBy + "> offers to pair you with the human agent " + describe(a) +
 		". If you accept, your messages count as the agent's in conclave's conversations" +
 		" (and any pairing you or the agent have now is replaced). The offer stands until " +
@@ -126,17 +126,17 @@ func (c *Commands) HandleInteraction(ctx context.Context, cb slack.InteractionCa
 // offerFailure renders an offer that could not be answered; replace says
 // whether the offer's message is to be replaced (it is, unless the press
 // came from someone else).
-func (c *Commands) offerFailure(cb slack.InteractionCallback, o agents.PairingOffer, err error) (string, bool) {
+func (c *Commands) offerFailure(cb slack.InteractionCallback, o pairing.Offer, err error) (string, bool) {
 	switch {
-	case errors.Is(err, agents.ErrOfferGone):
+	case errors.Is(err, pairing.ErrOfferGone):
 		return "This offer has expired or was already answered; nothing changed.", true
-	case errors.Is(err, agents.ErrNotOffered):
+	case errors.Is(err, pairing.ErrNotOffered):
 		c.log.Warn("command refused", slog.String("command", "pairing offer"), slog.String(logUser, cb.User.ID),
 			slog.String("reason", "not the offered user"))
 		return "This offer is not for you; nothing changed.", false
-	case errors.Is(err, agents.ErrNotOwner), errors.Is(err, agents.ErrNoWallet):
+	case errors.Is(err, pairing.ErrNotOwner), errors.Is(err, pairing.ErrNoWallet):
 		return "<@" + o.OfferedBy + "> no longer owns " + code(o.Agent) + ", so the offer no longer stands; nothing changed.", true
-	case errors.Is(err, agents.ErrOwnerUnknown):
+	case errors.Is(err, pairing.ErrOwnerUnknown):
 		c.log.Warn("owner look-up failed", slog.String(logAgent, o.Agent), slog.Any(logError, err))
 		return "Could not read who owns " + code(o.Agent) + " right now: " + lookupReason(err) + ". Try again in a moment.", false
 	}
@@ -180,7 +180,7 @@ func (c *Commands) declineOffer(ctx context.Context, cb slack.InteractionCallbac
 
 // auditOffer logs an answer to an offer as an audit record: who made it,
 // for whom, where, and when it was answered.
-func (c *Commands) auditOffer(ctx context.Context, o agents.PairingOffer, action string, attrs ...slog.Attr) {
+func (c *Commands) auditOffer(ctx context.Context, o pairing.Offer, action string, attrs ...slog.Attr) {
 	base := []slog.Attr{
 		slog.String(logAction, action), slog.String(logUser, o.OfferedBy), slog.String("team", o.Team),
 		slog.String(logChannel, o.Channel), slog.String(logAgent, o.Agent), slog.String("paired_user", o.User),

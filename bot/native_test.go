@@ -8,8 +8,8 @@ import (
 	"github.com/slack-go/slack"
 
 	"github.com/conclavehq/conclave/agents"
-	"github.com/conclavehq/conclave/agents/testclock"
 	"github.com/conclavehq/conclave/bot/fakeslack"
+	"github.com/conclavehq/conclave/internal/testclock"
 )
 
 // streamRig is a rig whose WebAPI streams natively on clock, in a thread

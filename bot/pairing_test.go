@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/conclavehq/conclave/agents/testclock"
+	"github.com/conclavehq/conclave/internal/testclock"
 )
 
 // offerRig is a command rig where U1 owns hugo through a verified wallet,

@@ -11,7 +11,7 @@ import (
 	"github.com/slack-go/slack"
 
 	"github.com/conclavehq/conclave/agents"
-	"github.com/conclavehq/conclave/agents/clip"
+	"github.com/conclavehq/conclave/internal/clip"
 )
 
 // Slack's limits, with room to spare.

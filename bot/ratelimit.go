@@ -4,6 +4,8 @@ import (
 	"math"
 	"sync"
 	"time"
+
+	"golang.org/x/time/rate"
 )
 
 // requestLimit is a token bucket's shape: Burst requests at once, then one
@@ -18,23 +20,18 @@ type requestLimit struct {
 const maxBuckets = 10000
 
 // limiter applies one requestLimit to each of many keys (a link token, a
-// client address). Its clock is injected; it starts nothing.
+// client address), one rate.Limiter per key. Its clock is injected (each
+// call passes the time to the rate.Limiter); it starts nothing.
 type limiter struct {
 	limit requestLimit
 	now   func() time.Time
 
 	mu      sync.Mutex
-	buckets map[string]*bucket
-}
-
-// bucket is one key's tokens as of at.
-type bucket struct {
-	tokens float64
-	at     time.Time
+	buckets map[string]*rate.Limiter
 }
 
 func newLimiter(limit requestLimit, now func() time.Time) *limiter {
-	return &limiter{limit: limit, now: now, buckets: map[string]*bucket{}}
+	return &limiter{limit: limit, now: now, buckets: map[string]*rate.Limiter{}}
 }
 
 // allow takes one token of key's bucket. When there is none it returns
@@ -53,30 +50,20 @@ func (l *limiter) allow(key string) (bool, time.Duration) {
 		if len(l.buckets) >= maxBuckets {
 			return false, l.limit.Every
 		}
-		b = &bucket{tokens: float64(l.limit.Burst), at: now}
+		b = rate.NewLimiter(rate.Every(l.limit.Every), l.limit.Burst)
 		l.buckets[key] = b
 	}
-	l.refill(b, now)
-	if b.tokens < 1 {
-		wait := time.Duration(math.Ceil((1 - b.tokens) * float64(l.limit.Every)))
-		return false, wait
+	if tokens := b.TokensAt(now); tokens < 1 {
+		return false, time.Duration(math.Ceil((1 - tokens) * float64(l.limit.Every)))
 	}
-	b.tokens--
+	b.AllowN(now, 1)
 	return true, 0
 }
 
-// refill adds the tokens earned since b was last seen, up to the burst.
-func (l *limiter) refill(b *bucket, now time.Time) {
-	if elapsed := now.Sub(b.at); elapsed > 0 {
-		b.tokens = min(float64(l.limit.Burst), b.tokens+float64(elapsed)/float64(l.limit.Every))
-		b.at = now
-	}
-}
-
+// forgetFull drops the buckets that are full again: a new key starts full.
 func (l *limiter) forgetFull(now time.Time) {
 	for key, b := range l.buckets {
-		l.refill(b, now)
-		if b.tokens >= float64(l.limit.Burst) {
+		if b.TokensAt(now) >= float64(l.limit.Burst) {
 			delete(l.buckets, key)
 		}
 	}

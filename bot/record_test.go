@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/conclavehq/conclave/agents"
-	"github.com/conclavehq/conclave/agents/testclock"
 	"github.com/conclavehq/conclave/bot/fakeslack"
+	"github.com/conclavehq/conclave/internal/testclock"
 )
 
 // errStoreAway is what the engine's Record returns while Redis does not
@@ -30,22 +30,22 @@ func (r *rig) onFakeClock() *testclock.Clock {
 // waitLog waits until the rig's log has text.
 func (r *rig) waitLog(t *testing.T, text string) {
 	t.Helper()
-	ctx := testContext(t)
-	for !strings.Contains(r.logs.String(), text) {
-		select {
-		case <-ctx.Done():
-			t.Fatalf("no %q in the log:\n%s", text, r.logs)
-		case <-time.After(5 * time.Millisecond):
-		}
+	if err := r.logs.Wait(testContext(t), func(s string) bool { return strings.Contains(s, text) }); err != nil {
+		t.Fatalf("no %q in the log (%v):\n%s", text, err, r.logs)
 	}
 }
 
-// checkAttempts checks that every record attempt was allowed no further
-// than the end of the window, and the waits between them kept inside it
-// and followed the retry policy.
+// checkAttempts checks that every record attempt within the window was
+// allowed no further than the end of the window, and the waits between
+// them kept inside it and followed the retry policy. deadlines are those
+// of the attempts within the window; the clock's first waits are theirs
+// (tries past the window wait on the same clock afterwards).
 func checkAttempts(t *testing.T, clock *testclock.Clock, deadlines []time.Duration) {
 	t.Helper()
 	sleeps := clock.Sleeps()
+	if len(sleeps) >= len(deadlines) {
+		sleeps = sleeps[:len(deadlines)-1]
+	}
 	if len(deadlines) != len(sleeps)+1 {
 		t.Fatalf("%d attempts and %d waits between them", len(deadlines), len(sleeps))
 	}
@@ -136,29 +136,46 @@ func TestShortStoreOutageIsRiddenOut(t *testing.T) {
 
 // TestLongStoreOutageLeavesTheEnvelope: when the store still does not
 // answer at the end of the window, the envelope is left unacknowledged;
-// its redelivery is recorded and acknowledged once.
+// the record is tried on until lateRecordLimit; its redelivery is then
+// recorded and acknowledged once.
 func TestLongStoreOutageLeavesTheEnvelope(t *testing.T) {
 	r := newRig(t, fakeslack.Options{}, nil)
 	clock := r.onFakeClock()
 	var down atomic.Bool
 	down.Store(true)
 	var tries attempts
+	var late atomic.Int32
 	r.rec.before = func(ctx context.Context, ev agents.Event, call int) error {
 		if !down.Load() {
 			return nil
 		}
-		tries.add(ctx)
+		// The warning is logged before the tries past the window begin.
+		if strings.Contains(r.logs.String(), "event not recorded; left unacknowledged") {
+			late.Add(1)
+		} else {
+			tries.add(ctx)
+		}
 		return errStoreAway
 	}
 	r.run(t)
 	d := r.fake.SendMessage(fakeslack.Message{Channel: "C1", User: "U1", Text: "after the restart"})
 	r.waitLog(t, "event not recorded; left unacknowledged")
+	r.waitLog(t, "event still not recorded")
 	if acks := r.fake.Acks(); len(acks) != 0 {
 		t.Fatalf("acknowledged while the store was away: %+v", acks)
 	}
 	checkAttempts(t, clock, tries.all())
 	if n := len(tries.all()); n < 3 {
 		t.Errorf("%d attempts within the window, want several", n)
+	}
+	// Past the window, tries went on, spaced by the policy, until
+	// lateRecordLimit after the arrival.
+	var slept time.Duration
+	for _, w := range clock.Sleeps() {
+		slept += w
+	}
+	if n := late.Load(); n < 10 || slept < lateRecordLimit-recordRetries.Cap || slept > lateRecordLimit {
+		t.Errorf("%d tries past the window, %v waited in all; want tries until %v", n, slept, lateRecordLimit)
 	}
 
 	down.Store(false)
@@ -209,5 +226,48 @@ func TestRecordTriesEndAtOnce(t *testing.T) {
 				t.Errorf("acknowledged: %+v", acks)
 			}
 		})
+	}
+}
+
+// TestRecordLandingPastTheWindowRuns: when the store answers again after
+// the window, the event's record lands on a later try and the event runs
+// at once (its ticket dispatched), without an acknowledgement (its
+// envelope's window is over) and without waiting for Slack's redelivery.
+func TestRecordLandingPastTheWindowRuns(t *testing.T) {
+	r := newRig(t, fakeslack.Options{}, nil)
+	clock := r.onFakeClock()
+	// Within the window, the waits of 100 ms to 400 ms make fewer than 20
+	// tries; the store answers on the 30th, about 4 s after the arrival.
+	const answersOn = 30
+	r.rec.before = func(ctx context.Context, ev agents.Event, call int) error {
+		if call < answersOn {
+			return errStoreAway
+		}
+		return nil
+	}
+	r.run(t)
+	r.fake.SendMessage(fakeslack.Message{Channel: "C1", User: "U1", Text: "during the restart"})
+	r.waitLog(t, "event recorded after its acknowledgement window")
+	if !strings.Contains(r.logs.String(), "event not recorded; left unacknowledged") {
+		t.Errorf("the window's end was not logged:\n%s", r.logs)
+	}
+	if evs := r.rec.wait(t, 1); len(evs) != 1 || evs[0].Text != "during the restart" {
+		t.Errorf("recorded %+v, want the message once", evs)
+	}
+	if got := r.rec.waitDispatched(t, 1); len(got) != 1 {
+		t.Errorf("%d tickets dispatched, want 1: the event runs once its record lands", len(got))
+	}
+	if acks := r.fake.Acks(); len(acks) != 0 {
+		t.Errorf("acknowledged past the window: %+v", acks)
+	}
+	if n := len(r.fake.Deliveries()); n != 1 {
+		t.Errorf("%d deliveries, want 1: nothing waited for a redelivery", n)
+	}
+	var slept time.Duration
+	for _, w := range clock.Sleeps() {
+		slept += w
+	}
+	if slept < recordWindow || slept > lateRecordLimit {
+		t.Errorf("%v waited before the record landed, want past the window and within %v", slept, lateRecordLimit)
 	}
 }

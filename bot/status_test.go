@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/conclavehq/conclave/agents"
-	"github.com/conclavehq/conclave/agents/testclock"
 	"github.com/conclavehq/conclave/bot/fakeslack"
+	"github.com/conclavehq/conclave/internal/testclock"
 )
 
 // statusRig runs a Status over a rig's WebAPI, its checks ticked by the

@@ -32,10 +32,7 @@ func TestTicketDispatchedForAcknowledgedEventsOnly(t *testing.T) {
 	if _, err := r.fake.WaitAck(testContext(t), d.EventID); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for len(r.rec.ackedEvents()) == 0 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	r.rec.waitDispatched(t, 1)
 	acked := r.rec.ackedEvents()
 	if len(acked) != 1 || acked[0].ID != d.EventID || acked[0].TS != d.TS {
 		t.Fatalf("acked = %+v, want the one delivery that was recorded", acked)

@@ -24,7 +24,7 @@ import (
 
 	"github.com/ethereum/go-ethereum/common"
 
-	"github.com/conclavehq/conclave/agents"
+	"github.com/conclavehq/conclave/agents/pairing"
 )
 
 // Notifier shows a short message to one Slack user in a channel (WebAPI's
@@ -84,14 +84,14 @@ type WalletRequest struct {
 // /wallet/), where a browser wallet signs an EIP-4361 message written by
 // conclave; a valid EIP-191 signature links the address to the user.
 //
-// The rules (a link works once, for agents.WalletLinkTTL; viewing the page
+// The rules (a link works once, for pairing.WalletLinkTTL; viewing the page
 // changes nothing; the signature is checked against conclave's own copy of
-// the text) are agents.Wallets'; the verifier serves the page and renders
+// the text) are pairing.Wallets'; the verifier serves the page and renders
 // their outcomes.
 type WalletVerifier struct {
 	opts   WalletOptions
 	base   *url.URL // nil when not configured
-	links  *agents.Wallets
+	links  *pairing.Wallets
 	notify Notifier
 	log    *slog.Logger
 	mux    *http.ServeMux
@@ -114,7 +114,7 @@ var (
 // NewWalletVerifier builds a verifier. A PublicURL that is not an absolute
 // http(s) URL is an error; an empty one gives a verifier whose Issue
 // returns ErrWalletNotConfigured and whose pages are not found.
-func NewWalletVerifier(opts WalletOptions, store agents.WalletStore, notify Notifier) (*WalletVerifier, error) {
+func NewWalletVerifier(opts WalletOptions, store pairing.WalletStore, notify Notifier) (*WalletVerifier, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
@@ -124,7 +124,7 @@ func NewWalletVerifier(opts WalletOptions, store agents.WalletStore, notify Noti
 	log := opts.Logger.With(slog.String("component", "wallet"))
 	w := &WalletVerifier{
 		opts:   opts,
-		links:  agents.NewWallets(store, log, opts.Now),
+		links:  pairing.NewWallets(store, log, opts.Now),
 		notify: notify,
 		log:    log,
 		mux:    http.NewServeMux(),
@@ -170,7 +170,7 @@ func (w *WalletVerifier) Issue(ctx context.Context, req WalletRequest) (string, 
 	if w.base == nil {
 		return "", ErrWalletNotConfigured
 	}
-	token, _, err := w.links.Issue(ctx, agents.WalletLink{
+	token, _, err := w.links.Issue(ctx, pairing.WalletLink{
 		UserID: req.UserID, UserName: req.UserName, TeamID: req.TeamID, TeamName: req.TeamName, Channel: req.Channel,
 	})
 	if err != nil {
@@ -282,7 +282,7 @@ func (w *WalletVerifier) servePage(rw http.ResponseWriter, r *http.Request) {
 	status := http.StatusOK
 	link, err := w.peekLink(r.Context(), token)
 	switch {
-	case errors.Is(err, agents.ErrLinkGone):
+	case errors.Is(err, pairing.ErrLinkGone):
 		status, data.Gone = http.StatusGone, msgGone
 	case err != nil:
 		w.log.Error("wallet page: store unavailable", slog.Any(logError, err))
@@ -306,14 +306,14 @@ func (w *WalletVerifier) servePage(rw http.ResponseWriter, r *http.Request) {
 }
 
 // peekLink reads a pending verification without spending it.
-func (w *WalletVerifier) peekLink(ctx context.Context, token string) (agents.WalletLink, error) {
+func (w *WalletVerifier) peekLink(ctx context.Context, token string) (pairing.WalletLink, error) {
 	ctx, cancel := context.WithTimeout(ctx, walletRequestTimeout)
 	defer cancel()
 	return w.links.Link(ctx, token)
 }
 
 // signInMessage writes the EIP-4361 message a link asks addr to sign.
-func (w *WalletVerifier) signInMessage(token string, link agents.WalletLink, addr common.Address) string {
+func (w *WalletVerifier) signInMessage(token string, link pairing.WalletLink, addr common.Address) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s wants you to sign in with your Ethereum account:\n", w.base.Host)
 	fmt.Fprintf(&b, "%s\n\n", addr.Hex())
@@ -330,7 +330,7 @@ func (w *WalletVerifier) signInMessage(token string, link agents.WalletLink, add
 // statement names the Slack user and workspace the address is linked to.
 // EIP-4361 allows only URI characters and spaces in it, so names are
 // reduced to those.
-func statement(link agents.WalletLink) string {
+func statement(link pairing.WalletLink) string {
 	who := link.UserID
 	if name := siweSafe(link.UserName); name != "" {
 		who = name + " (" + link.UserID + ")"
@@ -433,7 +433,7 @@ func (w *WalletVerifier) serveVerify(rw http.ResponseWriter, r *http.Request) {
 
 // verify reads the link and the address and has the rules check the
 // signature; nothing changes on any error.
-func (w *WalletVerifier) verify(ctx context.Context, token string, req verifyRequest) (agents.WalletLink, common.Address, error) {
+func (w *WalletVerifier) verify(ctx context.Context, token string, req verifyRequest) (pairing.WalletLink, common.Address, error) {
 	link, err := w.peekLink(ctx, token)
 	if err != nil {
 		return link, common.Address{}, err
@@ -451,11 +451,11 @@ func (w *WalletVerifier) verify(ctx context.Context, token string, req verifyReq
 // failures that are not the caller's.
 func (w *WalletVerifier) refuse(rw http.ResponseWriter, err error) {
 	switch {
-	case errors.Is(err, agents.ErrLinkGone):
+	case errors.Is(err, pairing.ErrLinkGone):
 		writeJSON(rw, http.StatusGone, map[string]any{"error": msgGone})
-	case errors.Is(err, errBadAddress), errors.Is(err, agents.ErrNoMessage), errors.Is(err, agents.ErrBadSignature):
+	case errors.Is(err, errBadAddress), errors.Is(err, pairing.ErrNoMessage), errors.Is(err, pairing.ErrBadSignature):
 		writeJSON(rw, http.StatusBadRequest, map[string]any{"error": sentence(err)})
-	case errors.Is(err, agents.ErrWrongKey):
+	case errors.Is(err, pairing.ErrWrongKey):
 		writeJSON(rw, http.StatusForbidden, map[string]any{"error": sentence(err)})
 	default:
 		w.log.Error("wallet verification failed", slog.Any(logError, err))

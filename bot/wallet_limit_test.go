@@ -12,14 +12,14 @@ import (
 
 	"github.com/ethereum/go-ethereum/common"
 
-	"github.com/conclavehq/conclave/agents"
-	"github.com/conclavehq/conclave/agents/testclock"
+	"github.com/conclavehq/conclave/agents/pairing"
+	"github.com/conclavehq/conclave/internal/testclock"
 )
 
 // keyRecorder is a wallet store that records the keys of the one-time
 // values put in it.
 type keyRecorder struct {
-	agents.WalletStore
+	pairing.WalletStore
 	mu   sync.Mutex
 	keys map[string]bool
 }
@@ -49,7 +49,7 @@ func (k *keyRecorder) kept(prefix string) int {
 // the token's burst the answer is 429 with Retry-After.
 func TestWalletMessageFlood(t *testing.T) {
 	rec := &keyRecorder{keys: map[string]bool{}}
-	r := newWalletRigOver(t, func(s agents.WalletStore) agents.WalletStore { rec.WalletStore = s; return rec })
+	r := newWalletRigOver(t, func(s pairing.WalletStore) pairing.WalletStore { rec.WalletStore = s; return rec })
 	token := r.issue(t)
 	statuses := map[int]int{}
 	var retryAfter string

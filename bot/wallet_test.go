@@ -20,10 +20,10 @@ import (
 	"github.com/ethereum/go-ethereum/common/hexutil"
 	"github.com/ethereum/go-ethereum/crypto"
 
-	"github.com/conclavehq/conclave/agents"
-	"github.com/conclavehq/conclave/agents/testclock"
-	"github.com/conclavehq/conclave/agents/testlog"
+	"github.com/conclavehq/conclave/agents/pairing"
 	"github.com/conclavehq/conclave/bot/fakeslack"
+	"github.com/conclavehq/conclave/internal/testclock"
+	"github.com/conclavehq/conclave/internal/testlog"
 	"github.com/conclavehq/conclave/memory"
 )
 
@@ -68,7 +68,7 @@ func newWalletRig(t *testing.T) *walletRig {
 
 // newWalletRigOver is newWalletRig with the verifier's store wrapped by
 // wrap (nil: not wrapped).
-func newWalletRigOver(t *testing.T, wrap func(agents.WalletStore) agents.WalletStore) *walletRig {
+func newWalletRigOver(t *testing.T, wrap func(pairing.WalletStore) pairing.WalletStore) *walletRig {
 	t.Helper()
 	r := &walletRig{clock: testclock.New(time.Date(2025, 3, 14, 9, 26, 53, 0, time.UTC)), logs: &testlog.Buffer{}}
 	r.fake = fakeslack.New(t, fakeslack.Options{Users: testUsers, Channels: testChannels})
@@ -78,7 +78,7 @@ func newWalletRigOver(t *testing.T, wrap func(agents.WalletStore) agents.WalletS
 	var h http.Handler
 	r.srv = httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, req *http.Request) { h.ServeHTTP(rw, req) }))
 	t.Cleanup(r.srv.Close)
-	var store agents.WalletStore = r.store
+	var store pairing.WalletStore = r.store
 	if wrap != nil {
 		store = wrap(r.store)
 	}
@@ -475,14 +475,14 @@ func TestWalletNotConfigured(t *testing.T) {
 func TestStatementKeepsToEIP4361(t *testing.T) {
 	tests := []struct {
 		name string
-		link agents.WalletLink
+		link pairing.WalletLink
 		want string
 	}{
-		{"names", agents.WalletLink{UserID: "U1", UserName: "ada.l", TeamID: "T1", TeamName: "acme"},
+		{"names", pairing.WalletLink{UserID: "U1", UserName: "ada.l", TeamID: "T1", TeamName: "acme"},
 			"Link this Ethereum account to the Slack user ada.l (U1) in the workspace acme (T1) on conclave."},
-		{"no names", agents.WalletLink{UserID: "U1", TeamID: "T1"},
+		{"no names", pairing.WalletLink{UserID: "U1", TeamID: "T1"},
 			"Link this Ethereum account to the Slack user U1 in the workspace T1 on conclave."},
-		{"line breaks and quotes dropped", agents.WalletLink{UserID: "U1", UserName: "ada\nNonce: 1\"é", TeamID: "T1", TeamName: "T1"},
+		{"line breaks and quotes dropped", pairing.WalletLink{UserID: "U1", UserName: "ada\nNonce: 1\"é", TeamID: "T1", TeamName: "T1"},
 			"Link this Ethereum account to the Slack user adaNonce: 1 (U1) in the workspace T1 on conclave."},
 	}
 	for _, tt := range tests {

@@ -15,7 +15,7 @@ import (
 	"github.com/slack-go/slack"
 
 	"github.com/conclavehq/conclave/agents"
-	"github.com/conclavehq/conclave/agents/backoff"
+	"github.com/conclavehq/conclave/internal/backoff"
 )
 
 // RequiredScopes are the bot token scopes conclave uses.

@@ -5,11 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/singleflight"
+
+	"github.com/conclavehq/conclave/internal/ttlcache"
 )
 
 // Cache defaults.
@@ -24,7 +25,8 @@ const (
 	DefaultResolveTimeout = 10 * time.Second
 )
 
-// maxCacheEntries bounds the cache; past it, expired entries are swept.
+// maxCacheEntries bounds the cache; past it, the entries that can no
+// longer be served are swept, and if none could be, all are.
 const maxCacheEntries = 10000
 
 // CacheConfig tunes a Cache. Zero durations take the defaults.
@@ -54,18 +56,17 @@ type Cache struct {
 	cfg   CacheConfig
 	log   *slog.Logger
 
-	mu      sync.Mutex
-	entries map[string]*cacheEntry
+	entries *ttlcache.Cache[cached]
 	flights singleflight.Group // look-ups under way, by canonical name
 
 	hits, misses, collapsed, stale atomic.Uint64
 }
 
-type cacheEntry struct {
-	agent   Agent // zero for a negative entry
-	err     error // the not-found error of a negative entry
-	fetched time.Time
-	expires time.Time
+// cached is what the cache keeps of a name (in the one TTL cache,
+// internal/ttlcache).
+type cached struct {
+	agent Agent // zero for a negative entry
+	err   error // the not-found error of a negative entry
 }
 
 // flight is what one look-up hands every caller that waited for it.
@@ -95,13 +96,13 @@ func NewCache(next Resolver, names Names, cfg CacheConfig) *Cache {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Cache{
-		next:    next,
-		names:   names,
-		cfg:     cfg,
-		log:     log,
-		entries: make(map[string]*cacheEntry),
-	}
+	c := &Cache{next: next, names: names, cfg: cfg, log: log}
+	// A full cache drops the entries that can no longer be served: expired
+	// and negative, or older than StaleMax.
+	c.entries = ttlcache.New(maxCacheEntries, func(e ttlcache.Entry[cached], now time.Time) bool {
+		return !now.After(e.Expires) || e.Value.err == nil && now.Sub(e.Fetched) <= c.cfg.StaleMax
+	})
+	return c
 }
 
 // Resolve answers from the cache when it can, else asks the resolver
@@ -159,10 +160,8 @@ func (c *Cache) resolve(ctx context.Context, name, key string) (Agent, error) {
 // fresh answers from an entry that has not expired (a hit), if there is
 // one: ok says whether there is, err is a negative entry's.
 func (c *Cache) fresh(key string) (a Agent, ok bool, err error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	e, ok := c.entries[key]
-	if !ok || !c.cfg.Now().Before(e.expires) {
+	e, ok := c.entries.Fresh(key, c.cfg.Now())
+	if !ok {
 		return Agent{}, false, nil
 	}
 	c.hits.Add(1)
@@ -178,43 +177,30 @@ func (c *Cache) fresh(key string) (a Agent, ok bool, err error) {
 func (c *Cache) lookup(ctx context.Context, key string) (Agent, error) {
 	a, err := c.next.Resolve(ctx, key)
 	now := c.cfg.Now()
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	switch {
 	case err == nil:
-		c.store(key, &cacheEntry{agent: copyAgent(a), fetched: now, expires: now.Add(c.cfg.TTL)})
+		c.entries.Put(key, ttlcache.Entry[cached]{Value: cached{agent: copyAgent(a)}, Fetched: now, Expires: now.Add(c.cfg.TTL)}, now)
 		return a, nil
 	case errors.Is(err, ErrNotFound):
-		c.store(key, &cacheEntry{err: err, fetched: now, expires: now.Add(c.cfg.NegativeTTL)})
+		c.entries.Put(key, ttlcache.Entry[cached]{Value: cached{err: err}, Fetched: now, Expires: now.Add(c.cfg.NegativeTTL)}, now)
 		return Agent{}, err
 	}
-	e, ok := c.entries[key]
+	// One look-up of a key runs at a time (the flights), so nothing else
+	// writes its entry between this read and the Put below.
+	e, ok := c.entries.Get(key)
 	// The caller giving up is no reason to serve stale data; a call's own
 	// deadline passing is.
-	if !ok || e.err != nil || ctx.Err() != nil || now.Sub(e.fetched) > c.cfg.StaleMax {
+	if !ok || e.Value.err != nil || ctx.Err() != nil || now.Sub(e.Fetched) > c.cfg.StaleMax {
 		return Agent{}, err
 	}
 	c.stale.Add(1)
 	// Ask the failing chain again only after NegativeTTL, so an outage does
 	// not cost every turn a timed-out call.
-	e.expires = now.Add(c.cfg.NegativeTTL)
+	e.Expires = now.Add(c.cfg.NegativeTTL)
+	c.entries.Put(key, e, now)
 	c.log.Warn("ens: chain unreachable, serving a cached identity",
-		logKeyName, key, logKeyAge, now.Sub(e.fetched).Round(time.Second).String(), logKeyError, err)
-	return copyAgent(e.agent), nil
-}
-
-// store records an entry; c.mu is held. A full cache first drops entries
-// that can no longer be served.
-func (c *Cache) store(key string, e *cacheEntry) {
-	if len(c.entries) >= maxCacheEntries {
-		now := c.cfg.Now()
-		for k, old := range c.entries {
-			if now.After(old.expires) && (old.err != nil || now.Sub(old.fetched) > c.cfg.StaleMax) {
-				delete(c.entries, k)
-			}
-		}
-	}
-	c.entries[key] = e
+		logKeyName, key, logKeyAge, now.Sub(e.Fetched).Round(time.Second).String(), logKeyError, err)
+	return copyAgent(e.Value.agent), nil
 }
 
 // Forget drops a name's entry, so the next look-up goes to the chain.
@@ -223,9 +209,7 @@ func (c *Cache) Forget(name string) {
 	if err != nil {
 		return
 	}
-	c.mu.Lock()
-	delete(c.entries, n.Canonical)
-	c.mu.Unlock()
+	c.entries.Delete(n.Canonical)
 }
 
 // Stats returns the counters.

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/conclavehq/conclave/agents/testclock"
-	"github.com/conclavehq/conclave/agents/testlog"
 	"github.com/conclavehq/conclave/ens"
+	"github.com/conclavehq/conclave/internal/testclock"
+	"github.com/conclavehq/conclave/internal/testlog"
 )
 
 // waitingInResolve counts the goroutines that wait in the cache for a

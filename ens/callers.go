@@ -11,6 +11,8 @@ import (
 
 	"github.com/ethereum/go-ethereum"
 	"github.com/ethereum/go-ethereum/ethclient"
+
+	redactpkg "github.com/conclavehq/conclave/internal/redact"
 )
 
 // DialFunc opens a connection to a chain's RPC endpoint. The default is
@@ -91,28 +93,20 @@ func (r redactingCaller) CallContract(ctx context.Context, msg ethereum.CallMsg,
 	return res, redact(err, r.url)
 }
 
-// redact replaces rawURL in err's message with its scheme and host, in
-// each form errors quote it: as written, and with its password starred
-// out (net/http's "user:***@", net/url's "user:xxxxx@"). The error still
-// unwraps to the original. (ens imports nothing of conclave, so it does
-// not use agents/redact; scheme and host are all it shows.)
+// redact replaces rawURL in err's message with its scheme and host: the
+// one masker (internal/redact) finds it in each form errors quote it (as
+// written, with its password starred out as net/http and net/url write
+// it, with a path appended), and what it leaves of the whole URL becomes
+// the scheme and host alone. The error still unwraps to the original.
 func redact(err error, rawURL string) error {
 	if err == nil || rawURL == "" {
 		return err
 	}
-	shown := "the RPC URL"
-	forms := []string{rawURL}
-	if u, perr := url.Parse(rawURL); perr == nil && u.Host != "" {
-		shown = u.Scheme + "://" + u.Host + "/…"
-		if _, ok := u.User.Password(); ok {
-			userinfo := u.User.String() + "@"
-			name := u.User.Username()
-			forms = append(forms, strings.Replace(rawURL, userinfo, name+":***@", 1), strings.Replace(rawURL, userinfo, name+":xxxxx@", 1))
-		}
-	}
 	msg := err.Error()
-	for _, f := range forms {
-		msg = strings.ReplaceAll(msg, f, shown)
+	if u, perr := url.Parse(rawURL); perr == nil && u.Host != "" {
+		msg = strings.ReplaceAll(redactpkg.Text(msg, rawURL), redactpkg.URL(rawURL), u.Scheme+"://"+u.Host+"/…")
+	} else {
+		msg = strings.ReplaceAll(msg, rawURL, "the RPC URL")
 	}
 	if msg == err.Error() {
 		return err

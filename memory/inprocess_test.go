@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/conclavehq/conclave/agents/testclock"
+	"github.com/conclavehq/conclave/internal/testclock"
 	"github.com/conclavehq/conclave/memory"
 	"github.com/conclavehq/conclave/memory/storetest"
 )

@@ -45,7 +45,7 @@ func TestRedisParkedSessions(t *testing.T) {
 }
 
 // TestRedisCluster runs the suite on a local three-node Redis Cluster
-// (opt-in: CONCLAVE_REDIS_CLUSTER=1).
+// (opt-in: CONCLAVE_REDIS_CLUSTER=1, which .ci/run sets).
 func TestRedisCluster(t *testing.T) {
 	storetest.Run(t, redisFactory(redistest.Cluster(t), nil))
 }

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -274,36 +275,39 @@ func TestProblemsAreListedAndLogged(t *testing.T) {
 }
 
 func TestRunFollowsChangesAndStops(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "expert/system.tmpl")
-	writeFile(t, path, "first.")
-	lib := open(t, dir)
-	lib.interval = 10 * time.Millisecond
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- lib.Run(ctx) }()
-	stopped := false
-	t.Cleanup(func() {
-		if !stopped {
-			cancel()
-			<-done
+	// In a synctest bubble Run's ticker runs on the bubble's clock: once an
+	// interval has passed and Run waits for its next tick again
+	// (synctest.Wait), it has polled the changed repository.
+	synctest.Test(t, func(t *testing.T) {
+		dir := t.TempDir()
+		path := filepath.Join(dir, "expert/system.tmpl")
+		writeFile(t, path, "first.")
+		lib := open(t, dir)
+		lib.interval = 10 * time.Millisecond
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- lib.Run(ctx) }()
+		stopped := false
+		t.Cleanup(func() {
+			if !stopped {
+				cancel()
+				<-done
+			}
+		})
+
+		writeFile(t, path, "second, picked up by Run.")
+		time.Sleep(lib.interval)
+		synctest.Wait()
+		if got := renderSystem(t, lib.Current()); got != "second, picked up by Run." {
+			t.Fatalf("after one poll the prompt reads %q: Run did not pick up the change", got)
+		}
+		cancel()
+		err := <-done
+		stopped = true
+		if err != nil {
+			t.Errorf("Run returned %v, want nil", err)
 		}
 	})
-
-	writeFile(t, path, "second, picked up by Run.")
-	deadline := time.Now().Add(20 * time.Second) // a bound for a broken Run, not a speed check
-	for renderSystem(t, lib.Current()) != "second, picked up by Run." {
-		if time.Now().After(deadline) {
-			t.Fatal("Run never picked up the change")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	cancel()
-	err := <-done
-	stopped = true
-	if err != nil {
-		t.Errorf("Run returned %v, want nil", err)
-	}
 }
 
 func TestRunWithoutRepositoryWaitsForContext(t *testing.T) {

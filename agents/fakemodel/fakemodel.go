@@ -31,9 +31,9 @@ import (
 	"unicode"
 
 	"github.com/conclavehq/conclave/agents"
-	"github.com/conclavehq/conclave/agents/clip"
 	"github.com/conclavehq/conclave/agents/llm"
 	"github.com/conclavehq/conclave/ens"
+	"github.com/conclavehq/conclave/internal/clip"
 	"github.com/conclavehq/conclave/templates"
 )
 

@@ -13,7 +13,7 @@ import (
 
 	openai "github.com/sashabaranov/go-openai"
 
-	"github.com/conclavehq/conclave/agents/backoff"
+	"github.com/conclavehq/conclave/internal/backoff"
 )
 
 // retryAfterMax bounds a server's Retry-After before it is compared with

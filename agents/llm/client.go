@@ -17,7 +17,7 @@ import (
 
 	openai "github.com/sashabaranov/go-openai"
 
-	"github.com/conclavehq/conclave/agents/backoff"
+	"github.com/conclavehq/conclave/internal/backoff"
 )
 
 // Defaults for zero Profile fields.

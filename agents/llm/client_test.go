@@ -14,8 +14,8 @@ import (
 
 	"github.com/conclavehq/conclave/agents/llm"
 	"github.com/conclavehq/conclave/agents/llm/llmfake"
-	"github.com/conclavehq/conclave/agents/testclock"
-	"github.com/conclavehq/conclave/agents/testlog"
+	"github.com/conclavehq/conclave/internal/testclock"
+	"github.com/conclavehq/conclave/internal/testlog"
 )
 
 const testKey = "sk-test-0123456789abcdef"

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/conclavehq/conclave/agents/clip"
-	"github.com/conclavehq/conclave/agents/redact"
+	"github.com/conclavehq/conclave/internal/clip"
+	"github.com/conclavehq/conclave/internal/redact"
 )
 
 // ErrEmptyReply reports a reply with no choice or only white space; it is
@@ -63,7 +63,7 @@ func plural(n int, word string) string {
 
 // redactor removes secrets from text bound for error messages: the API
 // key and secret-looking header values, and what the base URL carries
-// (user-info, query values, path keys; agents/redact).
+// (user-info, query values, path keys; internal/redact).
 type redactor struct{ r *strings.Replacer }
 
 func newRedactor(p Profile) redactor {

@@ -16,9 +16,9 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/conclavehq/conclave/agents/testlog"
 	"github.com/conclavehq/conclave/agents/tools"
 	"github.com/conclavehq/conclave/agents/tools/mcptest"
+	"github.com/conclavehq/conclave/internal/testlog"
 )
 
 func TestMain(m *testing.M) {
@@ -113,6 +113,17 @@ func eventually(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("still waiting for %s", what)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// waitLogged waits until the log satisfies cond, failing the test after
+// 20 s.
+func waitLogged(t *testing.T, logs *testlog.Buffer, what string, cond func(logged string) bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	if err := logs.Wait(ctx, cond); err != nil {
+		t.Fatalf("still waiting for %s in the log: %v\n%s", what, err, logs)
 	}
 }
 
@@ -538,7 +549,7 @@ func TestURLAndArgumentsMasked(t *testing.T) {
 		{Name: "echo", Command: []string{"/bin/sh", "-c", `echo "my args: $*" >&2; exit 3`, "sh", "--token", secret}, SecretArgs: true, Timeout: 2 * time.Second},
 	}
 	h, logs, _ := run(t, servers...)
-	eventually(t, "the echo server's stderr in the log", func() bool { return strings.Contains(logs.String(), "my args: ") })
+	waitLogged(t, logs, "the echo server's stderr", func(s string) bool { return strings.Contains(s, "my args: ") })
 	for _, name := range []string{"down__x", "gone__x", "echo__x"} {
 		if _, err := h.Call(t.Context(), name, `{}`); err == nil || strings.Contains(err.Error(), secret) {
 			t.Errorf("%s: %v", name, err)

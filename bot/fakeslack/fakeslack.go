@@ -457,6 +457,23 @@ func (s *Record) WaitAck(ctx context.Context, key string) (Ack, error) {
 	return found, err
 }
 
+// WaitAcks waits until a delivery (by its key, as WaitAck) has been
+// acknowledged at least n times (its redeliveries' acks counted) and
+// returns its acks.
+func (s *Record) WaitAcks(ctx context.Context, key string, n int) ([]Ack, error) {
+	var out []Ack
+	err := s.wait(ctx, func() bool {
+		out = out[:0]
+		for _, a := range s.acks {
+			if a.Key == key || a.EnvelopeID == key {
+				out = append(out, a)
+			}
+		}
+		return len(out) >= n
+	})
+	return out, err
+}
+
 // Sent is one envelope written to a socket.
 type Sent struct {
 	Seq          int64

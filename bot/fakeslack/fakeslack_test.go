@@ -188,6 +188,14 @@ func TestUnackedEnvelopeIsRetried(t *testing.T) {
 	if ack.RetryAttempt != 1 || ack.EnvelopeID != retry.Request.EnvelopeID {
 		t.Errorf("ack = %+v", ack)
 	}
+	// A late ack of the first envelope counts for the same delivery.
+	if err := c.Ack(*first.Request); err != nil {
+		t.Fatal(err)
+	}
+	acks, err := fake.WaitAcks(testContext(t), d.EventID, 2)
+	if err != nil || len(acks) != 2 || acks[0].RetryAttempt != 1 || acks[1].EnvelopeID != first.Request.EnvelopeID {
+		t.Errorf("acks = %+v, %v; want the retry's, then the first envelope's", acks, err)
+	}
 }
 
 func TestReconnects(t *testing.T) {

@@ -9,8 +9,8 @@ import (
 
 	"github.com/slack-go/slack"
 
-	"github.com/conclavehq/conclave/agents/testclock"
 	"github.com/conclavehq/conclave/bot/fakeslack"
+	"github.com/conclavehq/conclave/internal/testclock"
 )
 
 func streamRig(t *testing.T, opts fakeslack.Options) (*fakeslack.Server, *slack.Client, string, context.Context) {

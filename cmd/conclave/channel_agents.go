@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/conclavehq/conclave/agents/fuzzy"
 	"github.com/conclavehq/conclave/ens"
+	"github.com/conclavehq/conclave/internal/fuzzy"
 )
 
 // checkChannelAgents makes sure every agent a [[channels]] entry names can

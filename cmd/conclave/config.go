@@ -19,10 +19,11 @@ import (
 
 	"github.com/conclavehq/conclave/agents"
 	"github.com/conclavehq/conclave/agents/llm"
-	"github.com/conclavehq/conclave/agents/redact"
+	"github.com/conclavehq/conclave/agents/pairing"
 	"github.com/conclavehq/conclave/agents/tools"
 	"github.com/conclavehq/conclave/bot"
 	"github.com/conclavehq/conclave/ens"
+	"github.com/conclavehq/conclave/internal/redact"
 	"github.com/conclavehq/conclave/memory"
 )
 
@@ -707,7 +708,7 @@ func (c *Config) validateSlack(p *problems) {
 		p.bad("slack.api_url", "must end with \"/\" (got %q)", c.Slack.APIURL)
 	}
 	for i, a := range c.Slack.Admins {
-		if a == agents.Everyone {
+		if a == pairing.Everyone {
 			if len(c.Slack.Admins) > 1 {
 				p.bad(fmt.Sprintf("slack.admins[%d]", i), "%q (everyone) must be the only entry", a)
 			}

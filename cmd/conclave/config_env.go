@@ -12,8 +12,8 @@ import (
 
 	"github.com/pelletier/go-toml/v2"
 
-	"github.com/conclavehq/conclave/agents/fuzzy"
-	"github.com/conclavehq/conclave/agents/redact"
+	"github.com/conclavehq/conclave/internal/fuzzy"
+	"github.com/conclavehq/conclave/internal/redact"
 )
 
 // envPrefix starts the environment variable of every configuration key:

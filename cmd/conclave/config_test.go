@@ -13,7 +13,7 @@ import (
 
 	"github.com/pelletier/go-toml/v2"
 
-	"github.com/conclavehq/conclave/agents"
+	"github.com/conclavehq/conclave/agents/pairing"
 )
 
 func noEnv(string) string { return "" }
@@ -476,7 +476,7 @@ func TestAdminsEveryoneIsValid(t *testing.T) {
 	if err := cfg.validate(); err != nil && strings.Contains(err.Error(), "slack.admins") {
 		t.Fatalf("validate() = %v", err)
 	}
-	if got := agents.Admins(cfg.Slack.Admins).Who(); got != "everyone" {
+	if got := pairing.Admins(cfg.Slack.Admins).Who(); got != "everyone" {
 		t.Errorf("Who() = %q", got)
 	}
 }

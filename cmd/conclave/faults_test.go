@@ -11,9 +11,9 @@ import (
 	"unicode/utf8"
 
 	"github.com/conclavehq/conclave/agents/llm/llmfake"
-	"github.com/conclavehq/conclave/agents/testclock"
 	"github.com/conclavehq/conclave/bot/fakeslack"
 	"github.com/conclavehq/conclave/ens/enstest"
+	"github.com/conclavehq/conclave/internal/testclock"
 	"github.com/conclavehq/conclave/memory/redistest"
 )
 

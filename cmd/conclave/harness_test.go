@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/conclavehq/conclave/agents/llm/llmfake"
-	"github.com/conclavehq/conclave/agents/testlog"
 	"github.com/conclavehq/conclave/bot/fakeslack"
+	"github.com/conclavehq/conclave/internal/testlog"
 )
 
 // The names the end-to-end tests use.

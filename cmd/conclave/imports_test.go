@@ -17,7 +17,7 @@ const module = "github.com/conclavehq/conclave"
 // testSupport are the packages of test support that stand alone (a rule
 // below checks that they import no conclave package), so that any
 // package may import them, the leaves included: no rule bans them.
-var testSupport = []string{"bot/fakeslack", "agents/testlog", "agents/testclock"}
+var testSupport = []string{"bot/fakeslack", "internal/testlog", "internal/testclock"}
 
 // importRules are the rules for imports of docs/architecture.md: imports
 // go down the flow only. Each names the packages it covers (a path and
@@ -32,6 +32,8 @@ var importRules = []struct {
 		"memory satisfies the ports agents declares and knows nothing of the packages above it"},
 	{[]string{"agents"}, []string{"bot", "cmd"},
 		"agents is the domain; the transports call it, never the other way"},
+	{[]string{"agents/pairing"}, []string{"agents", "bot", "cmd"},
+		"pairing, wallet links and admins are rules of their own: they do not depend on the engine"},
 	{[]string{"templates", "ens"}, []string{"agents", "bot", "cmd", "memory"},
 		"templates and ens sit below agents in the flow"},
 	{[]string{"bot"}, []string{"cmd", "memory"},
@@ -40,8 +42,29 @@ var importRules = []struct {
 		"prompt tests drive the engine through the terminal transport; cmd/conclave wires them"},
 	{testSupport, []string{""},
 		"test support stands alone: any package may import it"},
-	{[]string{"agents/backoff", "agents/clip", "agents/serial", "agents/redact"}, []string{""},
-		"the one-of-each helpers stand alone: the transports use them as the engine does"},
+	{[]string{"internal"}, []string{""},
+		"the helpers with no domain stand alone: the transports and the store use them as the engine does"},
+}
+
+// TestMemoryImportsNothingOfAgents checks, with no exemption (test support
+// included), that the store and its test helpers import nothing of agents:
+// a lower layer never reaches up, not even for a clock.
+func TestMemoryImportsNothingOfAgents(t *testing.T) {
+	checked := 0
+	for _, p := range listPackages(t) {
+		if !under(p.rel, "memory") {
+			continue
+		}
+		checked++
+		for _, imp := range p.imports {
+			if under(imp, "agents") {
+				t.Errorf("%s/%s imports %s/%s: memory imports nothing of agents (docs/architecture.md, Rules for imports)", module, p.rel, module, imp)
+			}
+		}
+	}
+	if checked == 0 {
+		t.Fatal("no package of memory was checked")
+	}
 }
 
 // under tells whether rel (module-relative) is dir or inside it; "" is

@@ -4,10 +4,10 @@ import (
 	"io"
 	"strings"
 
-	"github.com/conclavehq/conclave/agents/redact"
+	"github.com/conclavehq/conclave/internal/redact"
 )
 
-// masker is the one masker of everything conclave sends out (agents/redact):
+// masker is the one masker of everything conclave sends out (internal/redact):
 // log lines (the libraries' own included), Slack posts, stored messages,
 // traces, spans, chat --record files. It masks the secrets' values as
 // loaded (secretValuesOf), every configured URL's credentials (user-info,

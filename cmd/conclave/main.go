@@ -36,7 +36,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/conclavehq/conclave/agents/fuzzy"
+	"github.com/conclavehq/conclave/internal/fuzzy"
 )
 
 func main() {

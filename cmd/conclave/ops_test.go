@@ -161,11 +161,8 @@ func TestMetricsAndTurnLog(t *testing.T) {
 		t.Errorf("facilitator posted %q", posts[1].Text)
 	}
 	// The duplicate's ack comes after the store refused it.
-	for ackCount(r.slack, root.Key()) < 2 {
-		if ctx.Err() != nil {
-			t.Fatal("the redelivery was not acknowledged")
-		}
-		time.Sleep(10 * time.Millisecond)
+	if _, err := r.slack.WaitAcks(ctx, root.Key(), 2); err != nil {
+		t.Fatalf("the redelivery was not acknowledged: %v", err)
 	}
 
 	tests := []struct {

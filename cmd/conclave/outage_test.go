@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -79,18 +81,18 @@ func deliveriesOf(s *fakeslack.Server, key string) []fakeslack.Sent {
 // the first thread's turn may still be writing its last state when Redis
 // goes away, and would then hold its thread until its lock lapses.
 
-// TestShortRedisOutageIsRiddenOut stops Redis for 1.5 s while a message
+// TestShortRedisOutageIsRiddenOut stops Redis for 1 s while a message
 // arrives: its record is tried until Redis answers, and the message is
-// acknowledged on its first delivery and answered, without waiting for
-// Slack's redelivery.
+// acknowledged on its first delivery (1 s before the 2 s window ends) and
+// answered, without waiting for Slack's redelivery.
 func TestShortRedisOutageIsRiddenOut(t *testing.T) {
 	o := startOutage(t)
 	ctx := waitCtx(t)
 
 	o.proxy.Down()
-	back := time.Now().Add(1500 * time.Millisecond)
+	back := time.Now().Add(time.Second)
 	during := o.send(nil, "thread 1 message 0")
-	time.Sleep(time.Until(back)) // the outage lasts 1.5 s, whatever conclave does meanwhile
+	time.Sleep(time.Until(back)) // the outage lasts 1 s, whatever conclave does meanwhile
 	if n := ackCount(o.r.slack, during.Key()); n != 0 {
 		t.Fatalf("acknowledged %d times while Redis was down", n)
 	}
@@ -116,10 +118,11 @@ func TestShortRedisOutageIsRiddenOut(t *testing.T) {
 	o.checkAnsweredOnce(t, "thread 0 message 0", "thread 1 message 0", "thread 1 message 1")
 }
 
-// TestLongRedisOutageWaitsForTheRedelivery keeps Redis down past the
-// window: the message is left unacknowledged, and its redelivery is
-// recorded once Redis is back and answered once.
-func TestLongRedisOutageWaitsForTheRedelivery(t *testing.T) {
+// TestLongRedisOutageRunsOnceRecorded keeps Redis down past the window:
+// the message is left unacknowledged, its record is tried on and runs once
+// Redis is back, and its redelivery is recorded (and acknowledged) once:
+// it is answered once.
+func TestLongRedisOutageRunsOnceRecorded(t *testing.T) {
 	o := startOutage(t)
 	ctx := waitCtx(t)
 
@@ -153,4 +156,94 @@ func TestLongRedisOutageWaitsForTheRedelivery(t *testing.T) {
 		t.Errorf("the first delivery was not given up\n%s", o.p.logs)
 	}
 	o.checkAnsweredOnce(t, "thread 0 message 0", "thread 1 message 0", "thread 1 message 1")
+}
+
+// TestRedisDownUnderTrafficCostsSeconds stops Redis for 4 s while new
+// threads keep arriving (one every 400 ms, from 1 s before the outage to
+// 1 s after it): a message whose record did not land within the ack window
+// is left unacknowledged, but its record is tried on and it runs as soon
+// as Redis answers, so every message is answered exactly once without
+// waiting for Slack's redelivery, which is recorded once. The latencies
+// are logged (the slowest is SPEC §14.6's measure, under 10 s); speed is
+// not asserted here.
+func TestRedisDownUnderTrafficCostsSeconds(t *testing.T) {
+	if testing.Short() {
+		t.Skip("keeps Redis down for 4 s")
+	}
+	o := startOutage(t)
+	const (
+		every   = 400 * time.Millisecond
+		before  = 1 * time.Second
+		outage  = 4 * time.Second
+		after   = 1 * time.Second
+		threads = int((before + outage + after) / every)
+	)
+	type sent struct {
+		d    fakeslack.Delivery
+		text string
+		at   time.Time
+	}
+	var all []sent
+	start := time.Now()
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	down, up := false, false
+	for i := 1; i <= threads; i++ {
+		// The traffic's pace and the outage's length are wall-clock by
+		// nature: Redis is down for 4 s of real time.
+		<-tick.C
+		switch since := time.Since(start); {
+		case !down && since >= before:
+			o.proxy.Down()
+			down = true
+		case down && !up && since >= before+outage:
+			o.proxy.Up()
+			up = true
+		}
+		text := fmt.Sprintf("thread %d message 0", i)
+		all = append(all, sent{d: o.send(nil, text), text: text, at: time.Now()})
+	}
+	if !up {
+		o.proxy.Up()
+	}
+
+	ctx := waitCtx(t)
+	texts := []string{"thread 0 message 0"}
+	var slowest time.Duration
+	for _, s := range all {
+		texts = append(texts, s.text)
+		if err := waitReply(ctx, o.r.slack, s.d.TS, "answer to "+s.text); err != nil {
+			t.Fatalf("%v\n%s", err, o.p.logs)
+		}
+		for _, p := range o.r.slack.Posts() {
+			if p.ThreadTS == s.d.TS {
+				slowest = max(slowest, p.At.Sub(s.at))
+			}
+		}
+	}
+	t.Logf("%d messages, Redis down %v: the slowest answer took %v", len(all), outage, slowest.Round(10*time.Millisecond))
+
+	// Each redelivery is recorded once: no message is answered twice, the
+	// model is asked once per message (checked once nothing is pending).
+	for _, s := range all {
+		if _, err := o.r.slack.WaitAck(ctx, s.d.Key()); err != nil {
+			t.Fatalf("%s never acknowledged: %v\n%s", s.text, err, o.p.logs)
+		}
+	}
+	got := postTexts(o.r.slack)
+	sort.Strings(got)
+	var want []string
+	for _, m := range texts {
+		want = append(want, "answer to "+m)
+	}
+	sort.Strings(want)
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("posts = %q, want each message answered once: %q\n%s", got, want, o.p.logs)
+	}
+	if n := len(o.r.llm.Requests()); n != len(texts) {
+		t.Errorf("model called %d times, want %d", n, len(texts))
+	}
+	if !strings.Contains(o.p.logs.String(), "event recorded after its acknowledgement window") {
+		t.Errorf("no message outlived its window: the outage did not test the tries past it\n%s", o.p.logs)
+	}
 }

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/conclavehq/conclave/agents/testlog"
+	"github.com/conclavehq/conclave/internal/testlog"
 )
 
 // TestQuickStart runs the README's quick start as a newcomer copies it,

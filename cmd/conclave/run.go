@@ -24,6 +24,7 @@ import (
 
 	"github.com/conclavehq/conclave/agents"
 	"github.com/conclavehq/conclave/agents/llm"
+	"github.com/conclavehq/conclave/agents/pairing"
 	"github.com/conclavehq/conclave/agents/tools"
 	"github.com/conclavehq/conclave/cmd/internal/gcpace"
 	"github.com/conclavehq/conclave/ens"
@@ -112,7 +113,7 @@ func newInstance(cfg Config, log *slog.Logger, e env) *instance {
 	return &instance{
 		cfg: cfg, log: log, e: e, reg: reg, metrics: newRunMetrics(reg),
 		summary: startupSummary{store: storeKind(cfg.Memory), agents: len(cfg.Agents), channels: len(cfg.Channels), slackTeam: "not configured",
-			agentAdmins: agents.Admins(cfg.Slack.Admins).Who()},
+			agentAdmins: pairing.Admins(cfg.Slack.Admins).Who()},
 		upWaiting: 2,
 	}
 }

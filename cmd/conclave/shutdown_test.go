@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/conclavehq/conclave/agents/llm/llmfake"
-	"github.com/conclavehq/conclave/agents/testlog"
 	"github.com/conclavehq/conclave/bot/fakeslack"
+	"github.com/conclavehq/conclave/internal/testlog"
 	"github.com/conclavehq/conclave/memory/redistest"
 )
 

@@ -16,8 +16,8 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/conclavehq/conclave/agents"
-	"github.com/conclavehq/conclave/agents/backoff"
 	"github.com/conclavehq/conclave/bot"
+	"github.com/conclavehq/conclave/internal/backoff"
 )
 
 // slackSide is the Slack transport and the engine behind it: the contexts

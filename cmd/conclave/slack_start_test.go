@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/conclavehq/conclave/agents/testlog"
 	"github.com/conclavehq/conclave/bot/fakeslack"
+	"github.com/conclavehq/conclave/internal/testlog"
 )
 
 // slackDown makes the fake Slack answer auth.test with a 503 until the

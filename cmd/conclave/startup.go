@@ -90,7 +90,7 @@ type startupSummary struct {
 	templateFiles   int
 	templateProblem int
 	slackTeam       string
-	// agentAdmins says who may add and remove agents (agents.Admins.Who).
+	// agentAdmins says who may add and remove agents (pairing.Admins.Who).
 	agentAdmins string
 }
 

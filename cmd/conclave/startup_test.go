@@ -13,8 +13,8 @@ import (
 	gethlog "github.com/ethereum/go-ethereum/log"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/conclavehq/conclave/agents/testlog"
 	"github.com/conclavehq/conclave/bot/fakeslack"
+	"github.com/conclavehq/conclave/internal/testlog"
 )
 
 // linesWith returns the decoded log lines whose msg starts with prefix.

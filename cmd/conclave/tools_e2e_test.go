@@ -10,7 +10,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/conclavehq/conclave/agents/llm/llmfake"
 	"github.com/conclavehq/conclave/agents/tools/mcptest"
@@ -332,12 +331,8 @@ func TestToolServerCrashIsRestarted(t *testing.T) {
 	if got := toolResults(threading[1]); len(got) != 1 || !strings.HasPrefix(got[0], "call_1: error: the call failed: ") {
 		t.Errorf("the crashed call's result: %q", got)
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for strings.Count(p.logs.String(), `"msg":"mcp: connected"`) < 2 {
-		if time.Now().After(deadline) {
-			t.Fatalf("the server was not started again:\n%s", p.logs)
-		}
-		time.Sleep(20 * time.Millisecond)
+	if err := p.logs.Wait(waitCtx(t), func(s string) bool { return strings.Count(s, `"msg":"mcp: connected"`) >= 2 }); err != nil {
+		t.Fatalf("the server was not started again (%v):\n%s", err, p.logs)
 	}
 
 	r.slack.SendMessage(fakeslack.Message{Channel: testChannel, User: testPerson, ThreadTS: first.TS, Text: claudineENS + ", try again please."})

@@ -4,6 +4,7 @@ import (
 	"log/slog"
 
 	"github.com/conclavehq/conclave/agents"
+	"github.com/conclavehq/conclave/agents/pairing"
 	"github.com/conclavehq/conclave/bot"
 	"github.com/conclavehq/conclave/ens"
 	"github.com/conclavehq/conclave/memory"
@@ -21,7 +22,7 @@ func wireCommands(cfg Config, web *bot.WebAPI, eng *agents.Engine, store memory.
 	commands := bot.NewCommands(web, bot.CommandOptions{Admins: cfg.Slack.Admins, Logger: log}, bot.CommandDeps{
 		Registry:   eng,
 		Identities: directory,
-		Pairing:    agents.NewPairing(store, directory, nil),
+		Pairing:    pairing.New(store, directory, nil),
 		Wallet:     wallet,
 		Feedback:   eng,
 	})

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/conclavehq/conclave/agents/testclock"
+	"github.com/conclavehq/conclave/internal/testclock"
 	"github.com/conclavehq/conclave/memory"
 )
 

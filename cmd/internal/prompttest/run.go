@@ -16,9 +16,9 @@ import (
 	"time"
 
 	"github.com/conclavehq/conclave/agents"
-	"github.com/conclavehq/conclave/agents/testlog"
 	"github.com/conclavehq/conclave/bot/terminal"
 	"github.com/conclavehq/conclave/ens"
+	"github.com/conclavehq/conclave/internal/testlog"
 )
 
 // ErrNoTests is returned by Run when the directory holds no tests/*.chat.

@@ -14,7 +14,7 @@ import (
 	"io"
 	"strings"
 
-	"github.com/conclavehq/conclave/agents/clip"
+	"github.com/conclavehq/conclave/internal/clip"
 )
 
 // Kind is what a line of a script does.

@@ -5,8 +5,8 @@
 // rest stays as written, so that an operator still sees which host is
 // meant.
 //
-// It imports nothing of conclave. The leaves that may not import it (ens)
-// mask their own errors.
+// It imports nothing of conclave, so that every package may use it, the
+// leaves (ens) included.
 package redact
 
 import (

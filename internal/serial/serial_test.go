@@ -6,7 +6,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/conclavehq/conclave/agents/serial"
+	"github.com/conclavehq/conclave/internal/serial"
 )
 
 // TestOrderAndBound checks the order within a key, the bound across keys,

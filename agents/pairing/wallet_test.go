@@ -1,4 +1,4 @@
-package agents_test
+package pairing
 
 import (
 	"context"
@@ -12,8 +12,7 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/crypto"
 
-	"github.com/conclavehq/conclave/agents"
-	"github.com/conclavehq/conclave/agents/testclock"
+	"github.com/conclavehq/conclave/internal/testclock"
 	"github.com/conclavehq/conclave/memory"
 )
 
@@ -57,26 +56,26 @@ func TestWalletLinkRules(t *testing.T) {
 		spent   bool // the link no longer works afterwards
 	}{
 		{name: "verified", keep: true, linked: true, spent: true},
-		{name: "no message kept", wantErr: agents.ErrNoMessage},
-		{name: "not a signature", keep: true, sig: "0x1234", wantErr: agents.ErrBadSignature},
-		{name: "another key", keep: true, sig: otherSig, wantErr: agents.ErrWrongKey},
+		{name: "no message kept", wantErr: ErrNoMessage},
+		{name: "not a signature", keep: true, sig: "0x1234", wantErr: ErrBadSignature},
+		{name: "another key", keep: true, sig: otherSig, wantErr: ErrWrongKey},
 		{name: "store fails: the link is given back", keep: true, failing: true, wantErr: errors.New("store down")},
-		{name: "expired", keep: true, age: agents.WalletLinkTTL, wantErr: agents.ErrLinkGone, spent: true},
+		{name: "expired", keep: true, age: WalletLinkTTL, wantErr: ErrLinkGone, spent: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			clock := testclock.New(time.Date(2025, 3, 14, 9, 26, 53, 500, time.UTC))
 			mem := memory.NewInProcess(memory.Options{Now: clock.Now})
-			var store agents.WalletStore = mem
+			var store WalletStore = mem
 			if tt.failing {
 				store = failingLinks{mem}
 			}
-			w := agents.NewWallets(store, nil, clock.Now)
-			token, link, err := w.Issue(ctx, agents.WalletLink{UserID: "U1", Channel: "C1"})
+			w := NewWallets(store, nil, clock.Now)
+			token, link, err := w.Issue(ctx, WalletLink{UserID: "U1", Channel: "C1"})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !link.IssuedAt.Equal(clock.Now().Truncate(time.Second)) || link.Expires.Sub(link.IssuedAt) != agents.WalletLinkTTL {
+			if !link.IssuedAt.Equal(clock.Now().Truncate(time.Second)) || link.Expires.Sub(link.IssuedAt) != WalletLinkTTL {
 				t.Errorf("link issued %v, expires %v", link.IssuedAt, link.Expires)
 			}
 			if tt.keep {
@@ -107,7 +106,7 @@ func TestWalletLinkRules(t *testing.T) {
 			if linked := len(wallets) == 1 && common.HexToAddress(wallets[0]) == addr; linked != tt.linked || len(wallets) > 1 {
 				t.Errorf("wallets of U1 = %v, want linked %v", wallets, tt.linked)
 			}
-			if _, err := w.Link(ctx, token); errors.Is(err, agents.ErrLinkGone) != tt.spent {
+			if _, err := w.Link(ctx, token); errors.Is(err, ErrLinkGone) != tt.spent {
 				t.Errorf("link after: %v, want spent %v", err, tt.spent)
 			}
 		})
@@ -116,13 +115,13 @@ func TestWalletLinkRules(t *testing.T) {
 
 // TestWalletLinkTokens: a malformed or unknown token is a gone link.
 func TestWalletLinkTokens(t *testing.T) {
-	w := agents.NewWallets(memory.NewInProcess(memory.Options{}), nil, nil)
+	w := NewWallets(memory.NewInProcess(memory.Options{}), nil, nil)
 	for _, token := range []string{"", "../x", "0123456789abcdef0123456789abcdeg", "0123456789abcdef0123456789abcdef"} {
-		if _, err := w.Link(context.Background(), token); !errors.Is(err, agents.ErrLinkGone) {
+		if _, err := w.Link(context.Background(), token); !errors.Is(err, ErrLinkGone) {
 			t.Errorf("Link(%q) = %v, want ErrLinkGone", token, err)
 		}
 	}
-	if _, _, err := w.Issue(context.Background(), agents.WalletLink{}); err == nil {
+	if _, _, err := w.Issue(context.Background(), WalletLink{}); err == nil {
 		t.Error("a link for no user was issued")
 	}
 }
@@ -130,9 +129,9 @@ func TestWalletLinkTokens(t *testing.T) {
 // Of two valid verifications racing, one spends the link.
 func TestWalletLinkSpentOnce(t *testing.T) {
 	ctx := context.Background()
-	w := agents.NewWallets(memory.NewInProcess(memory.Options{}), nil, nil)
+	w := NewWallets(memory.NewInProcess(memory.Options{}), nil, nil)
 	addr, sig := signText(t, "m")
-	token, link, err := w.Issue(ctx, agents.WalletLink{UserID: "U1"})
+	token, link, err := w.Issue(ctx, WalletLink{UserID: "U1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +149,7 @@ func TestWalletLinkSpentOnce(t *testing.T) {
 		switch {
 		case err == nil:
 			ok++
-		case !errors.Is(err, agents.ErrLinkGone) && !errors.Is(err, agents.ErrNoMessage):
+		case !errors.Is(err, ErrLinkGone) && !errors.Is(err, ErrNoMessage):
 			t.Errorf("a losing verification failed with %v", err)
 		}
 	}

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/conclavehq/conclave/agents/testclock"
+	"github.com/conclavehq/conclave/internal/testclock"
 )
 
 func TestClock(t *testing.T) {

@@ -1,4 +1,4 @@
-package agents_test
+package pairing
 
 import (
 	"context"
@@ -6,9 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/conclavehq/conclave/agents"
-	"github.com/conclavehq/conclave/agents/testclock"
 	"github.com/conclavehq/conclave/ens"
+	"github.com/conclavehq/conclave/internal/testclock"
 	"github.com/conclavehq/conclave/memory"
 )
 
@@ -38,33 +37,33 @@ func TestPairingRules(t *testing.T) {
 		name      string
 		wallets   []string
 		before    [][2]string
-		req       agents.PairingRequest
+		req       Request
 		wantErr   error
-		wantKind  agents.PairingKind
-		wantRepl  agents.Replaced
+		wantKind  Kind
+		wantRepl  Replaced
 		wantPairs map[string]string // user → agent right after the request
 	}{
 		{name: "a bot", wallets: []string{pairOwner},
-			req:     agents.PairingRequest{Caller: "U1", User: "B1", UserBot: true, Agent: hugo},
-			wantErr: agents.ErrNotPerson},
+			req:     Request{Caller: "U1", User: "B1", UserBot: true, Agent: hugo},
+			wantErr: ErrNotPerson},
 		{name: "not a human", wallets: []string{pairOwner},
-			req:     agents.PairingRequest{Caller: "U1", User: "U1", Agent: ens.Agent{EnsDomain: "x.eth", Role: ens.RoleExpert}},
-			wantErr: agents.ErrNotHuman},
-		{name: "no wallet", req: agents.PairingRequest{Caller: "U1", User: "U1", Agent: hugo}, wantErr: agents.ErrNoWallet},
+			req:     Request{Caller: "U1", User: "U1", Agent: ens.Agent{EnsDomain: "x.eth", Role: ens.RoleExpert}},
+			wantErr: ErrNotHuman},
+		{name: "no wallet", req: Request{Caller: "U1", User: "U1", Agent: hugo}, wantErr: ErrNoWallet},
 		{name: "another wallet", wallets: []string{"0x00000000000000000000000000000000000000aa"},
-			req: agents.PairingRequest{Caller: "U1", User: "U1", Agent: hugo}, wantErr: agents.ErrNotOwner},
+			req: Request{Caller: "U1", User: "U1", Agent: hugo}, wantErr: ErrNotOwner},
 		{name: "oneself, at once", wallets: []string{pairOwner}, before: [][2]string{{"U2", pairHugo}},
-			req: agents.PairingRequest{Caller: "U1", User: "U1", Agent: hugo}, wantKind: agents.PairedNow, wantRepl: agents.Replaced{User: "U2"},
+			req: Request{Caller: "U1", User: "U1", Agent: hugo}, wantKind: PairedNow, wantRepl: Replaced{User: "U2"},
 			wantPairs: map[string]string{"U1": pairHugo, "U2": ""}},
 		{name: "oneself again", wallets: []string{pairOwner}, before: [][2]string{{"U1", pairHugo}},
-			req: agents.PairingRequest{Caller: "U1", User: "U1", Agent: hugo}, wantKind: agents.AlreadyPaired,
+			req: Request{Caller: "U1", User: "U1", Agent: hugo}, wantKind: AlreadyPaired,
 			wantPairs: map[string]string{"U1": pairHugo}},
 		{name: "someone else: an offer, nothing replaced yet", wallets: []string{pairOwner},
 			before: [][2]string{{"U2", pairHugo}, {"U3", pairIris}},
-			req:    agents.PairingRequest{Caller: "U1", User: "U3", Agent: hugo}, wantKind: agents.Offered,
-			wantRepl: agents.Replaced{Agent: pairIris, User: "U2"}, wantPairs: map[string]string{"U2": pairHugo, "U3": pairIris}},
+			req:    Request{Caller: "U1", User: "U3", Agent: hugo}, wantKind: Offered,
+			wantRepl: Replaced{Agent: pairIris, User: "U2"}, wantPairs: map[string]string{"U2": pairHugo, "U3": pairIris}},
 		{name: "someone already paired with it", wallets: []string{pairOwner}, before: [][2]string{{"U3", pairHugo}},
-			req: agents.PairingRequest{Caller: "U1", User: "U3", Agent: hugo}, wantKind: agents.AlreadyPaired},
+			req: Request{Caller: "U1", User: "U3", Agent: hugo}, wantKind: AlreadyPaired},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -80,7 +79,7 @@ func TestPairingRules(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			out, err := agents.NewPairing(store, &pairIDs{owner: pairOwner}, nil).Request(ctx, tt.req)
+			out, err := New(store, &pairIDs{owner: pairOwner}, nil).Request(ctx, tt.req)
 			if !errors.Is(err, tt.wantErr) || (tt.wantErr == nil) != (err == nil) {
 				t.Fatalf("error %v, want %v", err, tt.wantErr)
 			}
@@ -90,7 +89,7 @@ func TestPairingRules(t *testing.T) {
 			if out.Kind != tt.wantKind || out.Replaced != tt.wantRepl {
 				t.Errorf("outcome %+v, want kind %d, replaced %+v", out, tt.wantKind, tt.wantRepl)
 			}
-			if out.Kind == agents.Offered && (len(out.Offer.ID) != 32 || out.Offer.Expires.Sub(out.Offer.Created) != agents.PairingOfferTTL) {
+			if out.Kind == Offered && (len(out.Offer.ID) != 32 || out.Offer.Expires.Sub(out.Offer.Created) != OfferTTL) {
 				t.Errorf("offer %+v", out.Offer)
 			}
 			for u, want := range tt.wantPairs {
@@ -109,24 +108,24 @@ func TestPairingOfferAnswers(t *testing.T) {
 	ctx := context.Background()
 	clock := testclock.New(time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC))
 	hugo := ens.Agent{Name: "Hugo", EnsDomain: pairHugo, Role: ens.RoleHuman}
-	newOffer := func(t *testing.T, ids *pairIDs) (*agents.Pairing, *memory.InProcess, string) {
+	newOffer := func(t *testing.T, ids *pairIDs) (*Pairing, *memory.InProcess, string) {
 		store := memory.NewInProcess(memory.Options{})
 		if err := store.LinkWallet(ctx, "U1", pairOwner); err != nil {
 			t.Fatal(err)
 		}
-		p := agents.NewPairing(store, ids, clock.Now)
-		out, err := p.Request(ctx, agents.PairingRequest{Caller: "U1", User: "U3", Agent: hugo})
-		if err != nil || out.Kind != agents.Offered {
+		p := New(store, ids, clock.Now)
+		out, err := p.Request(ctx, Request{Caller: "U1", User: "U3", Agent: hugo})
+		if err != nil || out.Kind != Offered {
 			t.Fatalf("offer: %+v, %v", out, err)
 		}
 		return p, store, out.Offer.ID
 	}
 	t.Run("by someone else, then by its user, then again", func(t *testing.T) {
 		p, store, id := newOffer(t, &pairIDs{owner: pairOwner})
-		if _, _, err := p.Accept(ctx, id, "U2"); !errors.Is(err, agents.ErrNotOffered) {
+		if _, _, err := p.Accept(ctx, id, "U2"); !errors.Is(err, ErrNotOffered) {
 			t.Errorf("accept by U2: %v", err)
 		}
-		if _, err := p.Decline(ctx, id, "U2"); !errors.Is(err, agents.ErrNotOffered) {
+		if _, err := p.Decline(ctx, id, "U2"); !errors.Is(err, ErrNotOffered) {
 			t.Errorf("decline by U2: %v", err)
 		}
 		if o, _, err := p.Accept(ctx, id, "U3"); err != nil || o.OfferedBy != "U1" {
@@ -135,14 +134,14 @@ func TestPairingOfferAnswers(t *testing.T) {
 		if got, _ := store.HumanAgent(ctx, "U3"); got != pairHugo {
 			t.Errorf("U3 paired with %q", got)
 		}
-		if _, _, err := p.Accept(ctx, id, "U3"); !errors.Is(err, agents.ErrOfferGone) {
+		if _, _, err := p.Accept(ctx, id, "U3"); !errors.Is(err, ErrOfferGone) {
 			t.Errorf("second accept: %v", err)
 		}
 	})
 	t.Run("expired", func(t *testing.T) {
 		p, _, id := newOffer(t, &pairIDs{owner: pairOwner})
-		clock.Advance(agents.PairingOfferTTL)
-		if _, _, err := p.Accept(ctx, id, "U3"); !errors.Is(err, agents.ErrOfferGone) {
+		clock.Advance(OfferTTL)
+		if _, _, err := p.Accept(ctx, id, "U3"); !errors.Is(err, ErrOfferGone) {
 			t.Errorf("accept after 24 h: %v", err)
 		}
 	})
@@ -150,11 +149,11 @@ func TestPairingOfferAnswers(t *testing.T) {
 		ids := &pairIDs{owner: pairOwner}
 		p, _, id := newOffer(t, ids)
 		ids.owner = "0x00000000000000000000000000000000000000bb"
-		if _, _, err := p.Accept(ctx, id, "U3"); !errors.Is(err, agents.ErrNotOwner) {
+		if _, _, err := p.Accept(ctx, id, "U3"); !errors.Is(err, ErrNotOwner) {
 			t.Errorf("accept: %v", err)
 		}
 		ids.owner = pairOwner
-		if _, _, err := p.Accept(ctx, id, "U3"); !errors.Is(err, agents.ErrOfferGone) {
+		if _, _, err := p.Accept(ctx, id, "U3"); !errors.Is(err, ErrOfferGone) {
 			t.Errorf("the offer still stands: %v", err)
 		}
 	})

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/conclavehq/conclave/agents/redact"
+	"github.com/conclavehq/conclave/internal/redact"
 )
 
 func TestMaskerValues(t *testing.T) {

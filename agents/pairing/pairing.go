@@ -1,4 +1,7 @@
-package agents
+// Package pairing holds the rules around the engine that do not depend on
+// it: pairing Slack users with human agents, linking wallets to Slack
+// users, and who may add and remove a channel's agents.
+package pairing
 
 import (
 	"context"
@@ -30,8 +33,8 @@ import (
 // The transport (bot/) parses commands and button presses and renders the
 // outcomes; the decisions are here.
 
-// PairingOfferTTL is how long an offer to pair can be accepted.
-const PairingOfferTTL = 24 * time.Hour
+// OfferTTL is how long an offer to pair can be accepted.
+const OfferTTL = 24 * time.Hour
 
 // Pairing errors callers branch on.
 var (
@@ -52,8 +55,8 @@ var (
 	ErrOwnerUnknown = errors.New("the owner could not be read")
 )
 
-// PairingOffer is an owner's offer to pair a Slack user with a human agent.
-type PairingOffer struct {
+// Offer is an owner's offer to pair a Slack user with a human agent.
+type Offer struct {
 	ID        string    `json:"id"`
 	User      string    `json:"user"`       // who is offered the agent
 	Agent     string    `json:"agent"`      // the human agent's canonical ENS name
@@ -71,28 +74,28 @@ type Replaced struct {
 	User  string // the user the agent was paired with
 }
 
-// PairingKind says what a pairing request did.
-type PairingKind int
+// Kind says what a pairing request did.
+type Kind int
 
 // Outcomes of a pairing request.
 const (
-	PairedNow     PairingKind = iota // the caller paired themself
-	Offered                          // an offer awaits the user's answer
-	AlreadyPaired                    // those two are paired already; nothing changed
+	PairedNow     Kind = iota // the caller paired themself
+	Offered                   // an offer awaits the user's answer
+	AlreadyPaired             // those two are paired already; nothing changed
 )
 
-// PairingOutcome is what a pairing request did.
-type PairingOutcome struct {
-	Kind PairingKind
+// Outcome is what a pairing request did.
+type Outcome struct {
+	Kind Kind
 	// Offer is the offer made (Offered).
-	Offer PairingOffer
+	Offer Offer
 	// Replaced is what the pairing let go (PairedNow) or will let go if
 	// the offer is accepted (Offered).
 	Replaced Replaced
 }
 
-// PairingRequest is a caller asking to pair User with Agent.
-type PairingRequest struct {
+// Request is a caller asking to pair User with Agent.
+type Request struct {
 	Caller  string // the Slack user asking
 	User    string // the Slack user to pair
 	UserBot bool   // User is a bot (as the transport's directory says)
@@ -101,9 +104,9 @@ type PairingRequest struct {
 	Agent   ens.Agent
 }
 
-// PairingStore is what pairing needs of the store (memory's stores
+// Store is what pairing needs of the store (memory's stores
 // satisfy it).
-type PairingStore interface {
+type Store interface {
 	PairHuman(ctx context.Context, userID, ens string) (prevAgent, prevUser string, err error)
 	HumanAgent(ctx context.Context, userID string) (string, error)
 	HumanUser(ctx context.Context, ens string) (string, error)
@@ -113,23 +116,23 @@ type PairingStore interface {
 	SpendNonce(ctx context.Context, nonce string) ([]byte, error)
 }
 
-// PairingIdentities reads agents and their owners, fresh (the ens
+// Identities reads agents and their owners, fresh (the ens
 // Directory).
-type PairingIdentities interface {
+type Identities interface {
 	Resolve(ctx context.Context, name string) (ens.Agent, error)
 	Owner(ctx context.Context, a ens.Agent) (string, error)
 }
 
 // Pairing applies the pairing rules.
 type Pairing struct {
-	store PairingStore
-	ids   PairingIdentities
+	store Store
+	ids   Identities
 	now   func() time.Time
 }
 
-// NewPairing returns the pairing rules over a store and the identities;
+// New returns the pairing rules over a store and the identities;
 // now defaults to time.Now.
-func NewPairing(store PairingStore, ids PairingIdentities, now func() time.Time) *Pairing {
+func New(store Store, ids Identities, now func() time.Time) *Pairing {
 	if now == nil {
 		now = time.Now
 	}
@@ -142,47 +145,47 @@ func offerKey(id string) string { return "pairing-offer:" + id }
 // Request applies a pairing request: the caller pairs themself at once, or
 // offers the agent to another user. Errors wrap ErrNotPerson, ErrNotHuman,
 // ErrNoWallet, ErrNotOwner or ErrOwnerUnknown, or are the store's.
-func (p *Pairing) Request(ctx context.Context, r PairingRequest) (PairingOutcome, error) {
+func (p *Pairing) Request(ctx context.Context, r Request) (Outcome, error) {
 	if r.UserBot {
-		return PairingOutcome{}, ErrNotPerson
+		return Outcome{}, ErrNotPerson
 	}
 	if r.Agent.Role != ens.RoleHuman {
-		return PairingOutcome{}, ErrNotHuman
+		return Outcome{}, ErrNotHuman
 	}
 	if err := p.checkOwner(ctx, r.Caller, r.Agent); err != nil {
-		return PairingOutcome{}, err
+		return Outcome{}, err
 	}
 	if r.User == r.Caller {
 		prevAgent, prevUser, err := p.store.PairHuman(ctx, r.User, r.Agent.EnsDomain)
 		if err != nil {
-			return PairingOutcome{}, fmt.Errorf("agents: pair %s with %s: %w", r.User, r.Agent.EnsDomain, err)
+			return Outcome{}, fmt.Errorf("agents: pair %s with %s: %w", r.User, r.Agent.EnsDomain, err)
 		}
 		if prevAgent == r.Agent.EnsDomain && prevUser == r.User {
-			return PairingOutcome{Kind: AlreadyPaired}, nil
+			return Outcome{Kind: AlreadyPaired}, nil
 		}
-		return PairingOutcome{Kind: PairedNow, Replaced: replaced(r.User, r.Agent.EnsDomain, prevAgent, prevUser)}, nil
+		return Outcome{Kind: PairedNow, Replaced: replaced(r.User, r.Agent.EnsDomain, prevAgent, prevUser)}, nil
 	}
 	curAgent, err := p.store.HumanAgent(ctx, r.User)
 	if err != nil && !errors.Is(err, memory.ErrNotFound) {
-		return PairingOutcome{}, fmt.Errorf("agents: pairing of %s: %w", r.User, err)
+		return Outcome{}, fmt.Errorf("agents: pairing of %s: %w", r.User, err)
 	}
 	curUser, err := p.store.HumanUser(ctx, r.Agent.EnsDomain)
 	if err != nil && !errors.Is(err, memory.ErrNotFound) {
-		return PairingOutcome{}, fmt.Errorf("agents: pairing of %s: %w", r.Agent.EnsDomain, err)
+		return Outcome{}, fmt.Errorf("agents: pairing of %s: %w", r.Agent.EnsDomain, err)
 	}
 	if curAgent == r.Agent.EnsDomain && curUser == r.User {
-		return PairingOutcome{Kind: AlreadyPaired}, nil
+		return Outcome{Kind: AlreadyPaired}, nil
 	}
 	now := p.now()
-	offer := PairingOffer{
+	offer := Offer{
 		ID: newSecretID(), User: r.User, Agent: r.Agent.EnsDomain, OfferedBy: r.Caller,
-		Team: r.Team, Channel: r.Channel, Created: now, Expires: now.Add(PairingOfferTTL),
+		Team: r.Team, Channel: r.Channel, Created: now, Expires: now.Add(OfferTTL),
 	}
 	raw, _ := json.Marshal(offer) // plain data: cannot fail
-	if err := p.store.PutNonce(ctx, offerKey(offer.ID), raw, PairingOfferTTL); err != nil {
-		return PairingOutcome{}, fmt.Errorf("agents: save the pairing offer: %w", err)
+	if err := p.store.PutNonce(ctx, offerKey(offer.ID), raw, OfferTTL); err != nil {
+		return Outcome{}, fmt.Errorf("agents: save the pairing offer: %w", err)
 	}
-	return PairingOutcome{Kind: Offered, Offer: offer, Replaced: replaced(r.User, r.Agent.EnsDomain, curAgent, curUser)}, nil
+	return Outcome{Kind: Offered, Offer: offer, Replaced: replaced(r.User, r.Agent.EnsDomain, curAgent, curUser)}, nil
 }
 
 // replaced keeps of the earlier pairings those the new one lets go.
@@ -234,17 +237,17 @@ func ownsAgent(wallets []string, owner string) bool {
 }
 
 // offer reads an offer for its user without spending it.
-func (p *Pairing) offer(ctx context.Context, id, user string) (PairingOffer, error) {
+func (p *Pairing) offer(ctx context.Context, id, user string) (Offer, error) {
 	raw, err := p.store.PeekNonce(ctx, offerKey(id))
 	if errors.Is(err, memory.ErrNotFound) {
-		return PairingOffer{}, ErrOfferGone
+		return Offer{}, ErrOfferGone
 	}
 	if err != nil {
-		return PairingOffer{}, fmt.Errorf("agents: read the pairing offer: %w", err)
+		return Offer{}, fmt.Errorf("agents: read the pairing offer: %w", err)
 	}
-	var o PairingOffer
+	var o Offer
 	if err := json.Unmarshal(raw, &o); err != nil {
-		return PairingOffer{}, fmt.Errorf("agents: pairing offer %s: %w", id, err)
+		return Offer{}, fmt.Errorf("agents: pairing offer %s: %w", id, err)
 	}
 	if o.User != user {
 		return o, ErrNotOffered
@@ -270,7 +273,7 @@ func (p *Pairing) spend(ctx context.Context, id string) error {
 // It returns the offer and what the pairing let go. Errors wrap
 // ErrOfferGone, ErrNotOffered, ErrNotOwner, ErrNoWallet or
 // ErrOwnerUnknown; an offer whose maker no longer owns the agent is spent.
-func (p *Pairing) Accept(ctx context.Context, id, user string) (PairingOffer, Replaced, error) {
+func (p *Pairing) Accept(ctx context.Context, id, user string) (Offer, Replaced, error) {
 	o, err := p.offer(ctx, id, user)
 	if err != nil {
 		return o, Replaced{}, err
@@ -297,7 +300,7 @@ func (p *Pairing) Accept(ctx context.Context, id, user string) (PairingOffer, Re
 
 // Decline drops an offer for the user it was made to. Errors wrap
 // ErrOfferGone or ErrNotOffered.
-func (p *Pairing) Decline(ctx context.Context, id, user string) (PairingOffer, error) {
+func (p *Pairing) Decline(ctx context.Context, id, user string) (Offer, error) {
 	o, err := p.offer(ctx, id, user)
 	if err != nil {
 		return o, err
