@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/conclavehq/conclave/agents/conversation"
 	"github.com/conclavehq/conclave/agents/llm"
 	"github.com/conclavehq/conclave/memory"
 )
@@ -114,7 +115,7 @@ func turnUsage(t *turn, channel, person, name string) []memory.Usage {
 // exchangePerson is the person whose message began the current exchange:
 // the one who reopened the thread, else the root's author, else the
 // first person who wrote ("" when none did).
-func exchangePerson(st *convState, conv memory.Conversation, msgs []memory.Message) (id, name string) {
+func exchangePerson(sinceReopen []string, conv memory.Conversation, msgs []memory.Message) (id, name string) {
 	byTS := func(ts string) (memory.Message, bool) {
 		for _, m := range msgs {
 			if m.TS == ts {
@@ -124,8 +125,8 @@ func exchangePerson(st *convState, conv memory.Conversation, msgs []memory.Messa
 		return memory.Message{}, false
 	}
 	var opening []string
-	if len(st.SinceReopen) > 0 {
-		opening = append(opening, st.SinceReopen[0])
+	if len(sinceReopen) > 0 {
+		opening = append(opening, sinceReopen[0])
 	}
 	opening = append(opening, conv.ThreadTS)
 	for _, ts := range opening {
@@ -228,7 +229,7 @@ func (k *budgetKeeper) gates(act action) bool {
 	if k.spending == nil || k.budgets == (Budgets{}) && len(k.channels) == 0 {
 		return false
 	}
-	return act == actCall || act == actFacilitator || act == actConclude
+	return act == conversation.ActCall || act == conversation.ActFacilitator || act == conversation.ActConclude
 }
 
 // spent reads today's counters for a turn of person in channel and

@@ -16,7 +16,7 @@ import (
 // more than :end: with a signature, and that no silent close took as an
 // acknowledgement.
 func TestIsPersonRequest(t *testing.T) {
-	v := view{st: &convState{Acknowledged: []string{"9.0"}}}
+	v := view{st: loadMachine(t, &convState{Acknowledged: []string{"9.0"}}, limits{}, "", "c").Read()}
 	tests := []struct {
 		name string
 		m    memory.Message
@@ -360,36 +360,5 @@ func TestKeyFromAToolIsBound(t *testing.T) {
 	}
 	if sys := r.model.calls(elen, templates.PromptDefault)[0].Messages[0].Content; !strings.Contains(sys, `Its memory keys: CLM-\d{6}.`) {
 		t.Errorf("the facilitator's team list lacks Cora's key format:\n%s", sys)
-	}
-}
-
-// A wordless conclusion in a reopened thread makes the people's messages
-// since the reopening acknowledgements; one with words, or in a thread
-// never concluded, leaves them requests.
-func TestWordlessConclusionAcknowledges(t *testing.T) {
-	tests := []struct {
-		name     string
-		reopened bool
-		silent   bool
-		want     []string
-	}{
-		{"an acknowledgement", true, true, []string{"5.0", "6.0"}},
-		{"with words", true, false, nil},
-		{"never concluded", false, true, nil},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			st := &convState{Status: statusOpen, Reopened: tt.reopened, SinceReopen: []string{"5.0", "6.0"},
-				Conclude: &concludeRequest{Reason: concludeByEnd}, AgentTurns: map[string]int{elen: 1},
-				Routed: map[string]bool{}, Working: map[string]int{}, Noticed: map[string]bool{}}
-			m := &machine{st: st, lim: limits{MaxTurns: 40, MaxQueued: 10}, facilitator: elen}
-			m.concluded(time.Unix(100, 0), true, tt.silent)
-			if st.Status != statusConcluded || st.Conclude != nil || st.SinceReopen != nil || st.Reopened {
-				t.Errorf("status %q, conclude %v, since reopen %v, reopened %v", st.Status, st.Conclude, st.SinceReopen, st.Reopened)
-			}
-			if !slices.Equal(st.Acknowledged, tt.want) {
-				t.Errorf("acknowledged %v, want %v", st.Acknowledged, tt.want)
-			}
-		})
 	}
 }

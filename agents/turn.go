@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/conclavehq/conclave/agents/conversation"
 	"github.com/conclavehq/conclave/agents/llm"
 	"github.com/conclavehq/conclave/agents/redact"
 	"github.com/conclavehq/conclave/ens"
@@ -40,7 +41,7 @@ type runner struct {
 	conv     *memory.Conversation // State as last committed: a stream's marker is committed over it
 	lock     memory.Lock          // what a stream's commits prove
 	msgs     *[]memory.Message    // the thread, in ts order
-	st       *convState           // read only
+	st       conversation.Reader  // the state, read only
 	roster   *roster              // the channel's agents
 	sessions Sessions             // the memory sessions a turn reads
 	marks    committer            // where a streamed reply's marker is committed
@@ -53,7 +54,7 @@ func (c *convo) runner() runner {
 	return runner{
 		deps: &c.e.deps, opts: &c.e.opts, now: c.e.now, cpu: c.e.cpu, pairings: c.e.pairings,
 		patterns: c.e.patterns,
-		log:      c.log, conv: &c.conv, lock: c.lock, msgs: &c.msgs, st: c.st,
+		log:      c.log, conv: &c.conv, lock: c.lock, msgs: &c.msgs, st: c.m.Read(),
 		roster: &c.roster, sessions: c.e.sessions, marks: c.e.convs, replies: c.e.deps.Chat,
 		tracer: turnTracer{opts: &c.e.opts, deps: &c.e.deps, conv: &c.conv, msgs: &c.msgs, now: c.e.now, log: c.log},
 	}
@@ -437,7 +438,7 @@ func (c runner) sessionTurn(ctx context.Context, t *turn, namespace, key, prompt
 	if err != nil {
 		return "", err
 	}
-	return c.askStreamed(ctx, t, req, c.st.Conclude == nil)
+	return c.askStreamed(ctx, t, req, !c.st.Concluding())
 }
 
 // otherConversations reads a session's entries that do not come from this

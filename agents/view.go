@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/conclavehq/conclave/agents/conversation"
 	"github.com/conclavehq/conclave/agents/llm"
 	"github.com/conclavehq/conclave/ens"
 	"github.com/conclavehq/conclave/memory"
@@ -19,8 +20,8 @@ import (
 type view struct {
 	*roster
 	conv memory.Conversation
-	msgs []memory.Message // the thread, in ts order
-	st   *convState       // read only: participants and notes
+	msgs []memory.Message    // the thread, in ts order
+	st   conversation.Reader // participants and notes
 	opts *Options
 	chat channelDescriber
 	log  *slog.Logger
@@ -28,7 +29,7 @@ type view struct {
 
 // view is the conversation as it stands, for a turn's prompts.
 func (c *convo) view() view {
-	return view{roster: &c.roster, conv: c.conv, msgs: c.msgs, st: c.st, opts: &c.e.opts, chat: c.e.deps.Chat, log: c.log}
+	return view{roster: &c.roster, conv: c.conv, msgs: c.msgs, st: c.m.Read(), opts: &c.e.opts, chat: c.e.deps.Chat, log: c.log}
 }
 
 // visibleTo returns the thread messages an agent sees: every one for the
@@ -73,9 +74,9 @@ func (c view) member(ctx context.Context, m memory.Message) templates.Member {
 // as assistant, the others as user with their author; with notes, the
 // unposted history lines in time order.
 func (c view) history(ctx context.Context, a ens.Agent, msgs []memory.Message, withNotes bool) []HistoryMessage {
-	var notes []note
+	var notes []conversation.Note
 	if withNotes {
-		notes = c.st.Notes
+		notes = c.st.Notes()
 	}
 	out := make([]HistoryMessage, 0, len(msgs)+len(notes))
 	n := 0
@@ -108,7 +109,7 @@ func (c view) members(ctx context.Context, self ens.Agent) []templates.Member {
 			out = append(out, c.memberOf(c.agents[n]))
 		}
 	}
-	for _, p := range c.st.Participants {
+	for _, p := range c.st.Participants() {
 		switch {
 		case p.Agent != "":
 			if seen[p.Agent] {
@@ -223,9 +224,9 @@ func (c view) exchangeRequest(visible []memory.Message) (memory.Message, bool) {
 // the reopening message is gone.
 func (c view) inExchange() map[string]bool {
 	in := make(map[string]bool, len(c.msgs))
-	started := c.st.ExchangeStart == ""
+	started := c.st.ExchangeStart() == ""
 	for _, m := range c.msgs {
-		started = started || m.TS == c.st.ExchangeStart
+		started = started || m.TS == c.st.ExchangeStart()
 		in[m.TS] = started
 	}
 	if !started {
@@ -258,7 +259,7 @@ func (c view) discussion(ctx context.Context, visible []memory.Message) ([]templ
 // :end: with a signature, and not an acknowledgement the facilitator
 // closed silently.
 func (c view) isPersonRequest(m memory.Message) bool {
-	if !isPersonKind(m.Kind) || slices.Contains(c.st.Acknowledged, m.TS) {
+	if !isPersonKind(m.Kind) || slices.Contains(c.st.Acknowledged(), m.TS) {
 		return false
 	}
 	rest, hadEnd := stripEnd(m.Text)
