@@ -389,12 +389,14 @@ func BenchmarkTurnBudgets(b *testing.B) {
 			r.model.fallback = spending
 			turns := 0
 			start := trips.Count()
+			began := processCPU(b)
 			for b.Loop() {
 				ev := r.send("", "U1", "Ada", "hello")
 				r.e.process(context.Background(), context.Background(), task{id: ConversationID(team, chanA, ev.TS), channel: chanA})
 				turns++
 			}
 			b.ReportMetric(float64(trips.Count()-start)/float64(turns), "trips/turn")
+			b.ReportMetric(float64(processCPU(b)-began)/float64(time.Millisecond)/float64(turns), "cpu-ms/turn")
 		})
 	}
 }
