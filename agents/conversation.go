@@ -570,15 +570,13 @@ func (s turnStep) finish(t *turn) {
 
 // apply feeds what a turn produced so far into the machine: the history
 // notes of the tools it used, and the markers of its streamed replies.
-func (s turnStep) apply(t *turn) {
-	for _, n := range t.notes {
+func (s turnStep) apply(r turnResult) {
+	for _, n := range r.notes {
 		s.c.m.AddNote(n.text, n.at, false)
 	}
-	t.notes = nil
-	for id, m := range t.streamed {
+	for id, m := range r.streamed {
 		s.c.m.Book().Streamed(id, m)
 	}
-	t.streamed = nil
 }
 
 // post makes a reply of turn t (prepared by the turn) through the
@@ -678,8 +676,10 @@ func (s turnStep) call(ctx context.Context) error {
 	if a.Role == ens.RoleClone {
 		// A clone answers on its human's group session.
 		ns, key, _ := c.sessionOf(a)
-		text, err = s.run.sessionTurn(ctx, t, ns, key, templates.PromptDefault)
-		s.apply(t)
+		var res turnResult
+		res, err = s.run.sessionTurn(ctx, t, ns, key, templates.PromptDefault)
+		s.apply(res)
+		text = res.text
 	} else {
 		text, meta, unanswered, err = s.expert(ctx, t)
 	}
@@ -713,16 +713,17 @@ func (s turnStep) expert(ctx context.Context, t *turn) (text string, meta map[st
 	c, a := s.c, t.agent
 	ns := c.expertNamespace(a.EnsDomain)
 	if key := c.m.Read().Binding(a.EnsDomain); key != "" {
-		text, err := s.run.sessionTurn(ctx, t, ns, key, templates.PromptContextFound)
-		s.apply(t)
-		return text, nil, "", err
+		res, err := s.run.sessionTurn(ctx, t, ns, key, templates.PromptContextFound)
+		s.apply(res)
+		return res.text, nil, "", err
 	}
 	known, err := c.e.sessions.RecentSessions(ctx, ns, maxKnownSessions)
 	if err != nil {
 		return "", nil, "", fmt.Errorf("list sessions of %s: %w", a.EnsDomain, err)
 	}
-	th, err := s.run.threading(ctx, t, known)
-	s.apply(t)
+	res, err := s.run.threading(ctx, t, known)
+	s.apply(res)
+	th := res.threaded
 	if err != nil {
 		return "", nil, "", err
 	}
@@ -739,9 +740,9 @@ func (s turnStep) expert(ctx context.Context, t *turn) (text string, meta map[st
 		}
 		meta = nil // recorded on the threading message
 	}
-	text, err = s.run.sessionTurn(ctx, t, ns, th.key, templates.PromptContextFound)
-	s.apply(t)
-	return text, meta, "", err
+	res, err = s.run.sessionTurn(ctx, t, ns, th.key, templates.PromptContextFound)
+	s.apply(res)
+	return res.text, meta, "", err
 }
 
 // facilitator runs the facilitator's turn over the whole thread. A reply
@@ -756,8 +757,9 @@ func (s turnStep) facilitator(ctx context.Context) error {
 	// Messages that arrive during the turn are routed after it and wake
 	// the facilitator again.
 	wake := c.m.StartFacilitator()
-	text, prompt, err := s.run.facilitator(ctx, t)
-	s.apply(t)
+	res, err := s.run.facilitator(ctx, t)
+	s.apply(res)
+	text, prompt := res.text, res.prompt
 	if err != nil && ctx.Err() != nil {
 		return s.failed(ctx, t, err) // to be run again: the messages keep their reaction
 	}
@@ -806,8 +808,9 @@ func (s turnStep) conclude(ctx context.Context) error {
 	t := s.run.newTurn(c.turnIDFor(f.EnsDomain, templates.PromptConclude), f, templates.PromptConclude)
 	s.run.working(t)
 	defer s.finish(t)
-	text, err := s.run.conclusion(ctx, t, &r)
-	s.apply(t)
+	res, err := s.run.conclusion(ctx, t, r)
+	s.apply(res)
+	text := res.text
 	if err != nil && ctx.Err() != nil {
 		t.report.Outcome = "cancelled"
 		return ctx.Err()

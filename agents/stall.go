@@ -76,7 +76,7 @@ func (s turnStep) stall(ctx context.Context, t *turn, why string) error {
 	c.log.Warn("the facilitator goes round in circles; its reply is not posted and the conversation concludes",
 		slog.String(logTurn, t.id), slog.String("why", why))
 	t.report.Outcome = "stalled"
-	if s.run.streamedFor(t.id) {
+	if _, ok := s.run.st.Streamed(t.id); ok {
 		s.notify(ctx, t, "it was going round in circles ("+why+"); concluding")
 	}
 	c.conclude(ctx, &concludeRequest{Reason: concludeByStall})

@@ -283,12 +283,6 @@ func streamTicker(deps *Deps, opts *Options) (<-chan time.Time, func()) {
 	return t.C, t.Stop
 }
 
-// streamedFor reports whether a message was streamed for turn id's reply.
-func (c runner) streamedFor(id string) bool {
-	_, ok := c.st.Streamed(id)
-	return ok
-}
-
 // findStreamed looks up the streamed message of p by its post id when its
 // ts is not known (its first post's outcome was unknown).
 func (o *outbox) findStreamed(ctx context.Context, p *pendingPost) error {

@@ -72,11 +72,9 @@ type turn struct {
 	prompts Prompts // one prompt set for the whole turn
 	report  TurnReport
 	started time.Time
-	// deadline ends its model calls (real time: contexts run on it).
-	deadline time.Time
-	stream   *streamer // while its reply is streamed
-	trace    *Trace    // nil when traces are off
-	fit      *fitting  // what its last request was built from
+	stream  *streamer // while its reply is streamed
+	trace   *Trace    // nil when traces are off
+	fit     *fitting  // what its last request was built from
 
 	// What the turn produced beyond its posts, for the step to feed
 	// into the machine (convo.apply): history notes, and the markers of
@@ -96,11 +94,10 @@ type turnNote struct {
 
 func (c runner) newTurn(id string, a ens.Agent, phase string) *turn {
 	t := &turn{
-		id:       id,
-		agent:    a,
-		prompts:  c.deps.Prompts(),
-		started:  c.now(),
-		deadline: time.Now().Add(c.opts.TurnTimeout),
+		id:      id,
+		agent:   a,
+		prompts: c.deps.Prompts(),
+		started: c.now(),
 		report: TurnReport{
 			Conversation: c.conv.ID,
 			TurnID:       id,
@@ -190,7 +187,9 @@ func (c runner) ask(ctx context.Context, t *turn, req llm.Request) (string, erro
 
 // askResponse is ask, answering the model's response as it came.
 func (c runner) askResponse(ctx context.Context, t *turn, req llm.Request) (llm.Response, error) {
-	mctx, cancel := context.WithDeadline(ctx, t.deadline)
+	// What is left of the turn's time, on the engine's clock; contexts
+	// run on real time, so it is given as a duration.
+	mctx, cancel := context.WithTimeout(ctx, c.opts.TurnTimeout-c.now().Sub(t.started))
 	defer cancel()
 	resp, err := c.completeFitting(mctx, t, req)
 	if err != nil && ctx.Err() == nil && mctx.Err() != nil {
@@ -241,7 +240,8 @@ func (c runner) failed(ctx context.Context, t *turn, err error) error {
 // notice is a turn's ⚠️ notice, to post when notices go to the thread or
 // its reply was streamed there (the step applied its markers first).
 func (c runner) notice(t *turn, reason string) (pendingPost, bool) {
-	if c.opts.Notify != NotifyThread && !c.streamedFor(t.id) {
+	_, streamed := c.st.Streamed(t.id)
+	if c.opts.Notify != NotifyThread && !streamed {
 		return pendingPost{}, false
 	}
 	if t.trace != nil {
@@ -281,7 +281,13 @@ type threaded struct {
 // threading asks an unbound expert which memory session the messages
 // that name it are about (context-not-found), reads its reply and
 // chooses the session by its policy. known is .KnownSessions.
-func (c runner) threading(ctx context.Context, t *turn, known []string) (threaded, error) {
+func (c runner) threading(ctx context.Context, t *turn, known []string) (turnResult, error) {
+	th, err := c.readThreading(ctx, t, known)
+	return t.result(turnResult{text: th.text, threaded: th}), err
+}
+
+// readThreading asks and reads the threading request (threading).
+func (c runner) readThreading(ctx context.Context, t *turn, known []string) (threaded, error) {
 	a := t.agent
 	visible := c.view().visibleTo(a)
 	data := c.view().data(ctx, a, visible, "", len(visible))
@@ -425,20 +431,21 @@ const maxKnownSessions = 50
 // sessionTurn runs prompt for an agent with a memory session: the
 // session's entries from other conversations, then what it sees of this
 // thread.
-func (c runner) sessionTurn(ctx context.Context, t *turn, namespace, key, prompt string) (string, error) {
+func (c runner) sessionTurn(ctx context.Context, t *turn, namespace, key, prompt string) (turnResult, error) {
 	a := t.agent
 	entries, err := c.otherConversations(ctx, namespace, key)
 	if err != nil {
-		return "", err
+		return t.result(turnResult{}), err
 	}
 	visible := c.view().visibleTo(a)
 	data := c.view().data(ctx, a, visible, key, len(visible))
 	history := append(sessionHistory(entries), c.view().history(ctx, a, visible, false)...)
 	req, err := c.build(t, prompt, data, history, nil)
 	if err != nil {
-		return "", err
+		return t.result(turnResult{}), err
 	}
-	return c.askStreamed(ctx, t, req, !c.st.Concluding())
+	text, err := c.askStreamed(ctx, t, req, !c.st.Concluding())
+	return t.result(turnResult{text: text}), err
 }
 
 // otherConversations reads a session's entries that do not come from this
@@ -460,20 +467,20 @@ func (c runner) otherConversations(ctx context.Context, namespace, key string) (
 // facilitator runs the facilitator's default prompt over the whole
 // thread (START, BODY, or after a restart). It returns the reply and the
 // prompt it answered (what a conclusion asked for by :end: replays).
-func (c runner) facilitator(ctx context.Context, t *turn) (text, prompt string, err error) {
+func (c runner) facilitator(ctx context.Context, t *turn) (turnResult, error) {
 	data := c.view().data(ctx, t.agent, *c.msgs, c.conv.ID, len(*c.msgs))
 	req, err := c.build(t, templates.PromptDefault, data, c.view().history(ctx, t.agent, *c.msgs, true), nil)
 	if err != nil {
-		return "", "", err
+		return t.result(turnResult{}), err
 	}
-	text, err = c.askStreamed(ctx, t, req, true)
-	return text, req.Messages[len(req.Messages)-1].Content, err
+	text, err := c.askStreamed(ctx, t, req, true)
+	return t.result(turnResult{text: text, prompt: req.Messages[len(req.Messages)-1].Content}), err
 }
 
 // conclusion runs the facilitator's conclude prompt: the thread (without
 // the :end: reply), then the previous phase prompt and the :end: reply
 // when there was one.
-func (c runner) conclusion(ctx context.Context, t *turn, r *concludeRequest) (string, error) {
+func (c runner) conclusion(ctx context.Context, t *turn, r concludeRequest) (turnResult, error) {
 	var msgs []memory.Message
 	for _, m := range *c.msgs {
 		if r.EndTS == "" || m.TS != r.EndTS {
@@ -491,7 +498,8 @@ func (c runner) conclusion(ctx context.Context, t *turn, r *concludeRequest) (st
 	data.ConcludeReason = concludeReasons[r.Reason]
 	req, err := c.build(t, templates.PromptConclude, data, c.view().history(ctx, t.agent, msgs, true), tail)
 	if err != nil {
-		return "", err
+		return t.result(turnResult{}), err
 	}
-	return c.askStreamed(ctx, t, req, false)
+	text, err := c.askStreamed(ctx, t, req, false)
+	return t.result(turnResult{text: text}), err
 }
