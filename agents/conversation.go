@@ -669,6 +669,7 @@ func (s turnStep) call(ctx context.Context) error {
 		return nil
 	}
 	c.m.StartTurn(q.Agent)
+	s.run.description = describe(ctx, c)
 
 	var text, unanswered string
 	var meta map[string]string
@@ -751,6 +752,7 @@ func (s turnStep) expert(ctx context.Context, t *turn) (text string, meta map[st
 func (s turnStep) facilitator(ctx context.Context) error {
 	c := s.c
 	f := c.agents[c.roster.facilitator]
+	s.run.description = describe(ctx, c)
 	t := s.run.newTurn(c.turnIDFor(f.EnsDomain, templates.PromptDefault), f, templates.PromptDefault)
 	s.run.working(t)
 	defer s.finish(t)
@@ -805,6 +807,7 @@ func (s turnStep) conclude(ctx context.Context) error {
 		c.react(ctx)
 		return nil
 	}
+	s.run.description = describe(ctx, c)
 	t := s.run.newTurn(c.turnIDFor(f.EnsDomain, templates.PromptConclude), f, templates.PromptConclude)
 	s.run.working(t)
 	defer s.finish(t)

@@ -183,8 +183,7 @@ func (o *outbox) attempt(ctx context.Context, p *pendingPost) error {
 			return fmt.Errorf("agents: post %s: %w", p.PostID, err)
 		}
 	}
-	a, _ := o.who.agent(ctx, p.Agent)
-	posted, err := o.chat.PostReply(ctx, o.reply(a, p))
+	posted, err := o.chat.PostReply(ctx, o.reply(o.who.agents[p.Agent], p))
 	if len(posted) > len(p.Posted) {
 		p.Posted = posted
 	}
@@ -240,6 +239,11 @@ func (c *convo) deliver(ctx context.Context, p pendingPost) error {
 // flush makes the outbox's due posts and feeds back what was made, also
 // when it fails: what was posted is in the thread.
 func (c *convo) flush(ctx context.Context) error {
+	// The identities the posts go out as are gathered first: the outbox
+	// resolves nothing mid-post.
+	for _, p := range c.m.Read().Outbox() {
+		c.agent(ctx, p.Agent)
+	}
 	f, err := c.out.flush(ctx)
 	for range f.abandoned {
 		if c.e.deps.OnPostAbandoned != nil {

@@ -47,6 +47,9 @@ type runner struct {
 	marks    committer            // where a streamed reply's marker is committed
 	replies  replyPoster          // where a streamed reply is shown
 	tracer   turnTracer           // what makes the turns' traces
+	// description is the channel's description, which the step gathers
+	// before it runs a turn.
+	description string
 }
 
 // runner is the turn runner of the loaded conversation.
@@ -62,7 +65,7 @@ func (c *convo) runner() runner {
 
 // view is the conversation as it stands, for a turn's prompts.
 func (c runner) view() view {
-	return view{roster: c.roster, conv: *c.conv, msgs: *c.msgs, st: c.st, opts: c.opts, chat: c.deps.Chat, log: c.log}
+	return view{roster: c.roster, conv: *c.conv, msgs: *c.msgs, st: c.st, opts: c.opts, description: c.description, log: c.log}
 }
 
 // turn is one agent producing (or failing to produce) one reply.

@@ -23,13 +23,26 @@ type view struct {
 	msgs []memory.Message    // the thread, in ts order
 	st   conversation.Reader // participants and notes
 	opts *Options
-	chat channelDescriber
-	log  *slog.Logger
+	// description is the channel's description, gathered by the step
+	// before the turn (describe).
+	description string
+	log         *slog.Logger
 }
 
 // view is the conversation as it stands, for a turn's prompts.
 func (c *convo) view() view {
-	return view{roster: &c.roster, conv: c.conv, msgs: c.msgs, st: c.m.Read(), opts: &c.e.opts, chat: c.e.deps.Chat, log: c.log}
+	return view{roster: &c.roster, conv: c.conv, msgs: c.msgs, st: c.m.Read(), opts: &c.e.opts, log: c.log}
+}
+
+// describe is the channel's description for a turn's prompts, read from
+// Slack (the transport caches it) before the turn runs; "" when it cannot
+// be read.
+func describe(ctx context.Context, c *convo) string {
+	desc, err := c.e.deps.Chat.ChannelDescription(ctx, c.e.opts.rosterOf(c.conv.Channel))
+	if err != nil {
+		c.log.Warn("channel description", slog.Any(logError, err))
+	}
+	return desc
 }
 
 // visibleTo returns the thread messages an agent sees: every one for the
@@ -133,13 +146,9 @@ func (c view) members(ctx context.Context, self ens.Agent) []templates.Member {
 // data fills the template fields of a turn of agent a that sees visible.
 func (c view) data(ctx context.Context, a ens.Agent, visible []memory.Message, sessionID string, count int) templates.Data {
 	max := c.opts.MaxMessageChars
-	desc, err := c.chat.ChannelDescription(ctx, c.opts.rosterOf(c.conv.Channel))
-	if err != nil {
-		c.log.Warn("channel description", slog.Any(logError, err))
-	}
 	d := templates.Data{
 		ConversationId:           c.conv.ID,
-		ChannelDescription:       capText(desc, max),
+		ChannelDescription:       capText(c.description, max),
 		ChannelMembers:           c.members(ctx, a),
 		ConversationMessageCount: count,
 		MemorySessionId:          sessionID,
