@@ -438,7 +438,7 @@ func (c *convo) routeOne(ctx context.Context, m memory.Message, triggers bool) {
 	}
 	for _, name := range r.Refused {
 		c.log.Warn("conversation overloaded; a turn is not queued", slog.String(logAgent, name),
-			slog.String("ts", m.TS), slog.Int("queued", len(c.m.Read().Queue())))
+			slog.String("ts", m.TS), slog.Int("queued", c.m.Read().Queued()))
 		if c.overloaded == "" {
 			c.overloaded = name
 		}
@@ -494,7 +494,7 @@ func (c *convo) noticeOverload(ctx context.Context) {
 	a, _ := c.agent(ctx, name)
 	s := c.turns()
 	t := s.run.newTurn(c.m.TurnID(), a, "")
-	s.notify(ctx, t, fmt.Sprintf("this conversation is overloaded (%d turns waiting); write again once they are answered", len(c.m.Read().Queue())))
+	s.notify(ctx, t, fmt.Sprintf("this conversation is overloaded (%d turns waiting); write again once they are answered", c.m.Read().Queued()))
 }
 
 // conclude asks the machine for the conclusion.
@@ -632,7 +632,7 @@ func (s turnStep) couldNotAnswer(agent, reason string) {
 // at its turn cap.
 func (s turnStep) call(ctx context.Context) error {
 	c := s.c
-	q := c.m.Read().Queue()[0]
+	q := c.m.Read().FirstQueued()
 	now := c.e.now()
 	a, registered := c.agents[q.Agent]
 	if !registered {

@@ -241,8 +241,8 @@ func (c *convo) deliver(ctx context.Context, p pendingPost) error {
 func (c *convo) flush(ctx context.Context) error {
 	// The identities the posts go out as are gathered first: the outbox
 	// resolves nothing mid-post.
-	for _, p := range c.m.Read().Outbox() {
-		c.agent(ctx, p.Agent)
+	for i := range c.m.Read().Pending() {
+		c.agent(ctx, c.m.Read().Post(i).Agent)
 	}
 	f, err := c.out.flush(ctx)
 	for range f.abandoned {

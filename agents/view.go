@@ -268,7 +268,7 @@ func (c view) discussion(ctx context.Context, visible []memory.Message) ([]templ
 // :end: with a signature, and not an acknowledgement the facilitator
 // closed silently.
 func (c view) isPersonRequest(m memory.Message) bool {
-	if !isPersonKind(m.Kind) || slices.Contains(c.st.Acknowledged(), m.TS) {
+	if !isPersonKind(m.Kind) || c.st.Acknowledged(m.TS) {
 		return false
 	}
 	rest, hadEnd := stripEnd(m.Text)

@@ -48,14 +48,17 @@ func (r Reader) Routed(ts string) bool { return r.m.st.Routed[ts] }
 // Noticed reports whether key was notified already in this conversation.
 func (r Reader) Noticed(key string) bool { return r.m.st.Noticed[key] }
 
-// Outbox is the posts waiting, in the order they go out.
-func (r Reader) Outbox() []PendingPost { return slices.Clone(r.m.st.Outbox) }
-
 // Pending is how many posts wait in the outbox.
 func (r Reader) Pending() int { return len(r.m.st.Outbox) }
 
-// Queue is the expert and clone turns waiting, in order.
-func (r Reader) Queue() []QueuedTurn { return slices.Clone(r.m.st.Queue) }
+// Post is the i-th post waiting in the outbox, in the order they go out.
+func (r Reader) Post(i int) PendingPost { return r.m.st.Outbox[i] }
+
+// Queued is how many expert and clone turns wait.
+func (r Reader) Queued() int { return len(r.m.st.Queue) }
+
+// FirstQueued is the turn that runs next of those waiting.
+func (r Reader) FirstQueued() QueuedTurn { return r.m.st.Queue[0] }
 
 // Conclude is the conclusion waiting to run, if any.
 func (r Reader) Conclude() (ConcludeRequest, bool) {
@@ -118,8 +121,9 @@ func (r Reader) Notes() []Note { return slices.Clone(r.m.st.Notes) }
 // ("" for the root).
 func (r Reader) ExchangeStart() string { return r.m.st.ExchangeStart }
 
-// Acknowledged are the messages that were acknowledgements, not requests.
-func (r Reader) Acknowledged() []string { return slices.Clone(r.m.st.Acknowledged) }
+// Acknowledged reports whether the message at ts was an acknowledgement,
+// not a request.
+func (r Reader) Acknowledged(ts string) bool { return slices.Contains(r.m.st.Acknowledged, ts) }
 
 // SinceReopen are the messages people wrote since the thread was
 // reopened, the reopening one first.
