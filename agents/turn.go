@@ -75,9 +75,11 @@ type turn struct {
 	prompts Prompts // one prompt set for the whole turn
 	report  TurnReport
 	started time.Time
-	stream  *streamer // while its reply is streamed
-	trace   *Trace    // nil when traces are off
-	fit     *fitting  // what its last request was built from
+	// deadline ends its model calls (real time: contexts run on it).
+	deadline time.Time
+	stream   *streamer // while its reply is streamed
+	trace    *Trace    // nil when traces are off
+	fit      *fitting  // what its last request was built from
 
 	// What the turn produced beyond its posts, for the step to feed
 	// into the machine (convo.apply): history notes, and the markers of
@@ -101,6 +103,8 @@ func (c runner) newTurn(id string, a ens.Agent, phase string) *turn {
 		agent:   a,
 		prompts: c.deps.Prompts(),
 		started: c.now(),
+		// Real time: contexts run on it.
+		deadline: time.Now().Add(c.opts.TurnTimeout),
 		report: TurnReport{
 			Conversation: c.conv.ID,
 			TurnID:       id,
@@ -190,9 +194,7 @@ func (c runner) ask(ctx context.Context, t *turn, req llm.Request) (string, erro
 
 // askResponse is ask, answering the model's response as it came.
 func (c runner) askResponse(ctx context.Context, t *turn, req llm.Request) (llm.Response, error) {
-	// What is left of the turn's time, on the engine's clock; contexts
-	// run on real time, so it is given as a duration.
-	mctx, cancel := context.WithTimeout(ctx, c.opts.TurnTimeout-c.now().Sub(t.started))
+	mctx, cancel := context.WithDeadline(ctx, t.deadline)
 	defer cancel()
 	resp, err := c.completeFitting(mctx, t, req)
 	if err != nil && ctx.Err() == nil && mctx.Err() != nil {
