@@ -72,7 +72,7 @@ func (c *convo) step(ctx context.Context) (bool, error) {
 	}
 	c.route(ctx)
 	if c.overloaded != "" {
-		c.noticeOverload(ctx)
+		c.turns().noticeOverload(ctx)
 		if c.m.Read().Pending() > 0 {
 			return false, nil // the notice waits to be posted
 		}
@@ -102,6 +102,7 @@ func (c *convo) step(ctx context.Context) (bool, error) {
 		if _, err := c.commit(ctx, commitHold); err != nil {
 			return false, err
 		}
+		c.sendNotices(ctx)
 	}
 	if err := act(ctx); err != nil {
 		return false, err
@@ -193,7 +194,7 @@ const (
 )
 
 // commit writes the state, the new messages and session entries, and the
-// next deadline, then sends the notices it made safe to send. It reports
+// next deadline; it makes the notices safe to send (sendNotices). It reports
 // whether the conversation was marked pending meanwhile, and fails with
 // memory.ErrLockLost when the lock is gone.
 func (c *convo) commit(ctx context.Context, mode commitMode) (bool, error) {
@@ -220,6 +221,12 @@ func (c *convo) commit(ctx context.Context, mode commitMode) (bool, error) {
 	}
 	c.newMsgs, c.sessions, c.traces, c.usage = nil, nil, nil, nil
 	c.conv.State = conv.State // what a streamed reply's marker is committed over
+	return pending, nil
+}
+
+// sendNotices sends the ephemeral notices routing made, once the commit
+// that records them (Noticed) is written: they are not sent twice.
+func (c *convo) sendNotices(ctx context.Context) {
 	for _, n := range c.notices {
 		var err error
 		c.e.cpu.off(func() { err = c.e.deps.Chat.PostEphemeral(ctx, c.conv.Channel, n.user, n.text) })
@@ -228,7 +235,6 @@ func (c *convo) commit(ctx context.Context, mode commitMode) (bool, error) {
 		}
 	}
 	c.notices = nil
-	return pending, nil
 }
 
 // agent returns the identity of a registered or human agent.
@@ -482,7 +488,8 @@ func (c *convo) notice(ctx context.Context, m memory.Message, key, agent, text s
 
 // noticeOverload posts the one ⚠️ of an overload (until the queue has
 // room again), as the facilitator when there is one.
-func (c *convo) noticeOverload(ctx context.Context) {
+func (s turnStep) noticeOverload(ctx context.Context) {
+	c := s.c
 	name := c.overloaded
 	c.overloaded = ""
 	if !c.m.OverloadNotice() {
@@ -492,7 +499,6 @@ func (c *convo) noticeOverload(ctx context.Context) {
 		name = c.facilitator
 	}
 	a, _ := c.agent(ctx, name)
-	s := c.turns()
 	t := s.run.newTurn(c.m.TurnID(), a, "")
 	s.notify(ctx, t, fmt.Sprintf("this conversation is overloaded (%d turns waiting); write again once they are answered", c.m.Read().Queued()))
 }

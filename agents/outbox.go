@@ -233,6 +233,7 @@ func (c *convo) deliver(ctx context.Context, p pendingPost) error {
 	if _, err := c.commit(ctx, commitHold); err != nil {
 		return err
 	}
+	c.sendNotices(ctx)
 	return c.flush(ctx)
 }
 

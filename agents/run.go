@@ -454,9 +454,14 @@ func (e *Engine) holdLock(runCtx, turnCtx context.Context, lock memory.Lock, sna
 			if pending, err = c.commit(ctx, commitRelease); err != nil {
 				break
 			}
+			c.sendNotices(ctx)
 			return pending
 		}
-		if pending, err = c.commit(ctx, commitHold); err != nil || !pending {
+		if pending, err = c.commit(ctx, commitHold); err != nil {
+			continue
+		}
+		c.sendNotices(ctx)
+		if !pending {
 			continue
 		}
 		if snap, err = e.convs.Load(ctx, lock); err == nil {
