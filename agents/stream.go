@@ -160,7 +160,7 @@ func (s *streamer) latest() (raw, shown string) {
 // interval's ticks when the text changed: a tick allows one update, the
 // next change uses it.
 func (s *streamer) loop(ctx context.Context) {
-	tick, stopTick := streamTicker(s.c.deps, s.c.opts)
+	tick, stopTick := streamTicker(s.c.deps.StreamTicker, s.c.opts)
 	defer stopTick()
 	started, due := false, false
 	for {
@@ -274,10 +274,10 @@ func (s *streamer) mark() streamMark {
 
 // streamTicker ticks once per stream interval (Deps.StreamTicker in
 // tests).
-func streamTicker(deps *Deps, opts *Options) (<-chan time.Time, func()) {
+func streamTicker(ticker func(d time.Duration) (<-chan time.Time, func()), opts *Options) (<-chan time.Time, func()) {
 	d := opts.StreamInterval
-	if deps.StreamTicker != nil {
-		return deps.StreamTicker(d)
+	if ticker != nil {
+		return ticker(d)
 	}
 	t := time.NewTicker(d)
 	return t.C, t.Stop

@@ -28,8 +28,8 @@ import (
 // step (conversation.go) feeds what a turn produced into the machine and
 // carries it out.
 type runner struct {
-	deps *Deps    // the ports: model, prompts, tools, OnTurn
-	opts *Options // the engine's options
+	deps turnPorts // the ports a turn uses, each on its own
+	opts *Options  // the engine's options
 	now  func() time.Time
 	// cpu: a call to the outside runs with the worker's CPU token given
 	// back meanwhile (cpuTokens.off).
@@ -52,10 +52,26 @@ type runner struct {
 	description string
 }
 
+// turnPorts are the engine's ports a turn uses, each on its own: the
+// runner holds no Deps.
+type turnPorts struct {
+	Model        Model
+	Prompts      func() Prompts
+	Tools        Toolbox
+	OnTurn       func(r TurnReport)
+	Working      Working
+	StreamTicker func(d time.Duration) (<-chan time.Time, func())
+}
+
+// portsOfTurn takes a turn's ports out of the engine's Deps.
+func portsOfTurn(d *Deps) turnPorts {
+	return turnPorts{Model: d.Model, Prompts: d.Prompts, Tools: d.Tools, OnTurn: d.OnTurn, Working: d.Working, StreamTicker: d.StreamTicker}
+}
+
 // runner is the turn runner of the loaded conversation.
 func (c *convo) runner() runner {
 	return runner{
-		deps: &c.e.deps, opts: &c.e.opts, now: c.e.now, cpu: c.e.cpu, pairings: c.e.pairings,
+		deps: portsOfTurn(&c.e.deps), opts: &c.e.opts, now: c.e.now, cpu: c.e.cpu, pairings: c.e.pairings,
 		patterns: c.e.patterns,
 		log:      c.log, conv: &c.conv, lock: c.lock, msgs: &c.msgs, st: c.m.Read(),
 		roster: &c.roster, sessions: c.e.sessions, marks: c.e.convs, replies: c.e.deps.Chat,
