@@ -75,7 +75,7 @@ func (c *convo) runner() runner {
 		patterns: c.e.patterns,
 		log:      c.log, conv: &c.conv, lock: c.lock, msgs: &c.msgs, st: c.m.Read(),
 		roster: &c.roster, sessions: c.e.sessions, marks: c.e.convs, replies: c.e.deps.Chat,
-		tracer: turnTracer{opts: &c.e.opts, deps: &c.e.deps, conv: &c.conv, msgs: &c.msgs, now: c.e.now, log: c.log},
+		tracer: turnTracer{opts: &c.e.opts, deps: tracePorts{Model: c.e.deps.Model, Tracer: c.e.deps.Tracer, CaptureContent: c.e.deps.CaptureContent}, conv: &c.conv, msgs: &c.msgs, now: c.e.now, log: c.log},
 	}
 }
 
