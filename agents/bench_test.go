@@ -3,6 +3,7 @@ package agents_test
 import (
 	"context"
 	"fmt"
+	"syscall"
 	"testing"
 	"time"
 
@@ -16,12 +17,29 @@ import (
 // the answer and the facilitator's second turn.
 func BenchmarkConversation(b *testing.B) {
 	r := newRig(b)
+	n := 0
+	began := processCPU(b)
 	for b.Loop() {
 		r.model.on(elen, "default", cora+" please check claim C1.", "Done.")
 		r.model.on(cora, "context-not-found", threading("C1", ""))
 		r.send("", "U1", "Alice", "Is claim C1 covered?")
 		r.settle()
+		n++
 	}
+	// Three turns a conversation: the facilitator, the expert, the
+	// facilitator again.
+	b.ReportMetric(float64(processCPU(b)-began)/float64(time.Millisecond)/float64(3*n), "cpu-ms/turn")
+}
+
+// processCPU is the CPU time the test process used so far (user and
+// system), the rig's fakes included.
+func processCPU(b *testing.B) time.Duration {
+	b.Helper()
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // notRecorder hides a store's memory.Recorder: Record then looks up and

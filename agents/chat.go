@@ -126,7 +126,4 @@ type (
 		AddReaction(ctx context.Context, channel, ts, name string) error
 		RemoveReaction(ctx context.Context, channel, ts, name string) error
 	}
-	channelDescriber interface {
-		ChannelDescription(ctx context.Context, channel string) (string, error)
-	}
 )

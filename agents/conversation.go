@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/conclavehq/conclave/agents/conversation"
 	"github.com/conclavehq/conclave/ens"
 	"github.com/conclavehq/conclave/memory"
 	"github.com/conclavehq/conclave/templates"
@@ -21,9 +22,8 @@ type convo struct {
 	e    *Engine
 	lock memory.Lock
 	conv memory.Conversation
-	msgs []memory.Message // the thread, in ts order
-	st   *convState
-	m    *machine // the state machine over st
+	msgs []memory.Message      // the thread, in ts order
+	m    *conversation.Machine // the state machine: the only writer of the state
 	log  *slog.Logger
 	roster
 	out *outbox
@@ -66,29 +66,29 @@ type notice struct{ user, agent, text string }
 // whoever redoes the work of a holder that stopped before committing, and
 // a post is committed as pending before it is made.
 func (c *convo) step(ctx context.Context) (bool, error) {
-	if len(c.st.Outbox) > 0 {
+	if c.m.Read().Pending() > 0 {
 		// Posts wait to be made: nothing else happens before they are.
 		if err := c.flush(ctx); err != nil {
 			return false, err
 		}
-		return len(c.st.Outbox) == 0, nil
+		return c.m.Read().Pending() == 0, nil
 	}
 	c.route(ctx)
 	if c.overloaded != "" {
-		c.noticeOverload(ctx)
-		if len(c.st.Outbox) > 0 {
+		c.turns().noticeOverload(ctx)
+		if c.m.Read().Pending() > 0 {
 			return false, nil // the notice waits to be posted
 		}
 	}
-	next := c.m.next(c.e.now())
-	if next == actSettle {
+	next := c.m.Next(c.e.now())
+	if next == conversation.ActSettle {
 		// No facilitator to wake: the messages that would have woken one
 		// lose their reaction.
-		c.m.settleFacilitator()
+		c.m.SettleFacilitator()
 		return false, nil // the caller's commit sends the notices
 	}
 	if c.e.budgets.gates(next) {
-		person, _ := exchangePerson(c.st, c.conv, c.msgs)
+		person, _ := exchangePerson(c.m.Read().SinceReopen(), c.conv, c.msgs)
 		read := c.budget
 		c.budget = nil
 		scope, err := c.e.budgets.spent(ctx, c.conv.ID, c.conv.Channel, person, read, c.e.now(), c.log)
@@ -107,27 +107,24 @@ func (c *convo) step(ctx context.Context) (bool, error) {
 		if _, err := c.commit(ctx, commitHold); err != nil {
 			return false, err
 		}
+		c.sendNotices(ctx)
 	}
 	if err := act(ctx); err != nil {
 		return false, err
 	}
-	return len(c.st.Outbox) == 0 && c.m.workDue(c.e.now()), nil
+	return c.m.Read().Pending() == 0 && c.m.Read().WorkDue(c.e.now()), nil
 }
 
 // load builds a step's view of a loaded conversation; added is the
 // channel's run-time agents as read with the snapshot (nil: read them
 // now).
 func (e *Engine) load(ctx context.Context, lock memory.Lock, snap memory.Snapshot, added []string) (*convo, error) {
-	st, err := decodeState(snap.Conversation.State)
-	if err != nil {
-		return nil, fmt.Errorf("agents: conversation %s: %w", snap.Conversation.ID, err)
-	}
+	var err error
 	c := &convo{
 		e:        e,
 		lock:     lock,
 		conv:     snap.Conversation,
 		msgs:     snap.Messages,
-		st:       st,
 		appended: make(map[string]bool),
 		log: e.log.With(slog.String(logConversation, snap.Conversation.ID),
 			slog.String(logChannel, snap.Conversation.Channel)),
@@ -171,7 +168,9 @@ func (e *Engine) load(ctx context.Context, lock memory.Lock, snap memory.Snapsho
 	}
 	c.forms = e.forms(c.names)
 	c.unresolved = e.forms(unresolved)
-	c.m = &machine{st: st, lim: limitsOf(&e.opts), facilitator: c.facilitator, idPrefix: c.conv.ID[:min(8, len(c.conv.ID))]}
+	if c.m, err = conversation.Load(snap.Conversation.State, limitsOf(&e.opts), c.facilitator, c.conv.ID[:min(8, len(c.conv.ID))]); err != nil {
+		return nil, fmt.Errorf("agents: conversation %s: %w", snap.Conversation.ID, err)
+	}
 	c.out = c.newOutbox()
 	return c, nil
 }
@@ -200,15 +199,15 @@ const (
 )
 
 // commit writes the state, the new messages and session entries, and the
-// next deadline, then sends the notices it made safe to send. It reports
+// next deadline; it makes the notices safe to send (sendNotices). It reports
 // whether the conversation was marked pending meanwhile, and fails with
 // memory.ErrLockLost when the lock is gone.
 func (c *convo) commit(ctx context.Context, mode commitMode) (bool, error) {
 	c.react(ctx)
 	conv := c.conv
-	conv.State = c.st.encode()
+	conv.State = c.m.Encode()
 	now := c.e.now()
-	deadline := c.m.deadline(now)
+	deadline := c.m.Read().Deadline(now)
 	if held := now.Add(c.e.opts.LockTTL); mode == commitHold && !deadline.IsZero() && deadline.Before(held) {
 		deadline = held
 	}
@@ -218,7 +217,7 @@ func (c *convo) commit(ctx context.Context, mode commitMode) (bool, error) {
 		Sessions:     c.sessions,
 		Deadline:     deadline,
 		Release:      mode == commitRelease,
-		PendingPosts: len(c.st.Outbox),
+		PendingPosts: c.m.Read().Pending(),
 		Traces:       c.traces,
 		Usage:        c.usage,
 	})
@@ -228,6 +227,12 @@ func (c *convo) commit(ctx context.Context, mode commitMode) (bool, error) {
 	c.newMsgs, c.sessions, c.traces, c.usage = nil, nil, nil, nil
 	c.budget = nil            // read before what this commit wrote
 	c.conv.State = conv.State // what a streamed reply's marker is committed over
+	return pending, nil
+}
+
+// sendNotices sends the ephemeral notices routing made, once the commit
+// that records them (Noticed) is written: they are not sent twice.
+func (c *convo) sendNotices(ctx context.Context) {
 	for _, n := range c.notices {
 		var err error
 		c.e.cpu.off(func() { err = c.e.deps.Chat.PostEphemeral(ctx, c.conv.Channel, n.user, n.text) })
@@ -236,7 +241,6 @@ func (c *convo) commit(ctx context.Context, mode commitMode) (bool, error) {
 		}
 	}
 	c.notices = nil
-	return pending, nil
 }
 
 // agent returns the identity of a registered or human agent.
@@ -263,14 +267,14 @@ func (c *convo) inbound(m memory.Message) inbound {
 	in := inbound{TS: m.TS, Kind: m.Kind, Author: author(m), UserID: m.UserID, Name: m.Name, At: m.At,
 		End: hasEnd(m.Text)}
 	for _, n := range c.mentions(m) {
-		in.Named = append(in.Named, namedAgent{Agent: n, Role: c.agents[n].Role})
+		in.Named = append(in.Named, namedAgent{Agent: n, Role: conversation.Role(c.agents[n].Role)})
 	}
 	return in
 }
 
 // react makes the reaction changes the machine decided, in order.
 func (c *convo) react(ctx context.Context) {
-	for _, fx := range c.m.takeEffects() {
+	for _, fx := range c.m.TakeEffects() {
 		if fx.Done {
 			c.e.reactions.set(ctx, c.conv.Channel, c.conv.ThreadTS, doneReaction, fx.Add)
 		} else {
@@ -278,8 +282,6 @@ func (c *convo) react(ctx context.Context) {
 		}
 	}
 }
-
-func isPersonKind(kind string) bool { return kind == kindPerson || kind == kindHuman }
 
 // author returns the agent that wrote m ("" for a person or a bot).
 func author(m memory.Message) string {
@@ -294,24 +296,24 @@ func author(m memory.Message) string {
 func (c *convo) route(ctx context.Context) {
 	var fresh []memory.Message
 	for _, m := range c.msgs {
-		if !c.st.Routed[m.TS] {
+		if !c.m.Read().Routed(m.TS) {
 			fresh = append(fresh, m)
 		}
 	}
 	if len(fresh) == 0 {
 		return
 	}
-	if c.st.Status == statusNew || c.st.Status == statusIgnored {
+	if c.m.Read().Status() == statusNew || c.m.Read().Status() == statusIgnored {
 		if !c.open(ctx, fresh) {
 			for _, m := range fresh {
 				c.routeOne(ctx, m, false)
 			}
-			c.st.Status = statusIgnored
+			c.m.Opened(false)
 			return
 		}
 		fresh = fresh[:0]
 		for _, m := range c.msgs {
-			if !c.st.Routed[m.TS] {
+			if !c.m.Read().Routed(m.TS) {
 				fresh = append(fresh, m)
 			}
 		}
@@ -332,32 +334,32 @@ func (c *convo) open(ctx context.Context, fresh []memory.Message) bool {
 			root = &c.msgs[i]
 		}
 	}
-	if root != nil && c.st.Status == statusNew && !c.st.Routed[root.TS] && startsOnRoot(c.inbound(*root), c.start, c.facilitator != "") {
-		c.st.Status = statusOpen
+	if root != nil && c.m.Read().Status() == statusNew && !c.m.Read().Routed(root.TS) && conversation.StartsOnRoot(c.inbound(*root), c.start, c.facilitator != "") {
+		c.m.Opened(true)
 		return true
 	}
 	// A direct message's thread that Slack opened (an assistant thread)
 	// has no root of the person's: their first message there stands for it.
-	if root == nil && c.st.Status == statusNew && len(fresh) > 0 && c.e.opts.rosterOf(c.conv.Channel) != c.conv.Channel &&
-		startsOnRoot(c.inbound(fresh[0]), c.start, c.facilitator != "") {
-		c.st.Status = statusOpen
+	if root == nil && c.m.Read().Status() == statusNew && len(fresh) > 0 && c.e.opts.rosterOf(c.conv.Channel) != c.conv.Channel &&
+		conversation.StartsOnRoot(c.inbound(fresh[0]), c.start, c.facilitator != "") {
+		c.m.Opened(true)
 		return true
 	}
 	in := make([]inbound, len(fresh))
 	for i, m := range fresh {
 		in[i] = c.inbound(m)
 	}
-	first := adopter(in, c.conv.ThreadTS) // the first reply that adopts the thread
+	first := conversation.Adopter(in, c.conv.ThreadTS) // the first reply that adopts the thread
 	if first == "" {
 		return false
 	}
-	c.st.Status = statusOpen
+	c.m.Opened(true)
 	if root == nil {
 		c.loadHistory(ctx)
 	}
 	// What was written before the adopting reply is content.
 	for _, m := range c.msgs {
-		if !c.st.Routed[m.TS] && lessTS(m.TS, first) {
+		if !c.m.Read().Routed(m.TS) && lessTS(m.TS, first) {
 			c.routeOne(ctx, m, false)
 		}
 	}
@@ -416,12 +418,12 @@ func (c *convo) addMessage(m memory.Message) {
 // nobody.
 func (c *convo) routeOne(ctx context.Context, m memory.Message, triggers bool) {
 	in := c.inbound(m)
-	r := c.m.receive(in, triggers, c.e.now())
+	r := c.m.Receive(in, triggers, c.e.now())
 	if m.Kind == kindHuman {
 		c.appendHuman(ctx, m)
 	}
 	c.noticeUnknown(ctx, m)
-	if triggers && c.st.Status == statusOpen && c.st.Conclude == nil {
+	if triggers && c.m.Read().Status() == statusOpen && !c.m.Read().Concluding() {
 		for _, x := range c.unreached(m) {
 			if isPersonKind(m.Kind) {
 				// Once per name per conversation; an unknown name has
@@ -433,7 +435,7 @@ func (c *convo) routeOne(ctx context.Context, m memory.Message, triggers bool) {
 				// The facilitator is told at once, whoever wrote it.
 				c.log.Info("a call reaches no one; the facilitator is told", slog.String("wrote", x.wrote),
 					slog.String(logAgent, x.agent.EnsDomain), slog.String("by", m.Agent), slog.String("ts", m.TS))
-				c.m.addNote(x.note(), c.e.now(), true)
+				c.m.AddNote(x.note(), c.e.now(), true)
 			}
 		}
 	}
@@ -448,7 +450,7 @@ func (c *convo) routeOne(ctx context.Context, m memory.Message, triggers bool) {
 	}
 	for _, name := range r.Refused {
 		c.log.Warn("conversation overloaded; a turn is not queued", slog.String(logAgent, name),
-			slog.String("ts", m.TS), slog.Int("queued", len(c.st.Queue)))
+			slog.String("ts", m.TS), slog.Int("queued", c.m.Read().Queued()))
 		if c.overloaded == "" {
 			c.overloaded = name
 		}
@@ -484,33 +486,32 @@ func (c *convo) notice(ctx context.Context, m memory.Message, key, agent, text s
 		c.log.Info("an agent that cannot be called was named", slog.String(logAgent, agent), slog.String("by", m.Agent), slog.String("ts", m.TS))
 		return
 	}
-	if c.st.Noticed[key] {
+	if !c.m.Book().Notice(key) {
 		return
 	}
-	c.st.Noticed[key] = true
 	c.notices = append(c.notices, notice{user: m.UserID, agent: agent, text: text})
 }
 
 // noticeOverload posts the one ⚠️ of an overload (until the queue has
 // room again), as the facilitator when there is one.
-func (c *convo) noticeOverload(ctx context.Context) {
+func (s turnStep) noticeOverload(ctx context.Context) {
+	c := s.c
 	name := c.overloaded
 	c.overloaded = ""
-	if !c.m.overloadNotice() {
+	if !c.m.OverloadNotice() {
 		return
 	}
 	if c.facilitator != "" {
 		name = c.facilitator
 	}
 	a, _ := c.agent(ctx, name)
-	s := c.turns()
-	t := s.run.newTurn(c.m.turnID(), a, "")
-	s.notify(ctx, t, fmt.Sprintf("this conversation is overloaded (%d turns waiting); write again once they are answered", len(c.st.Queue)))
+	t := s.run.newTurn(c.m.TurnID(), a, "")
+	s.notify(ctx, t, fmt.Sprintf("this conversation is overloaded (%d turns waiting); write again once they are answered", c.m.Read().Queued()))
 }
 
 // conclude asks the machine for the conclusion.
 func (c *convo) conclude(ctx context.Context, r *concludeRequest) {
-	if c.m.requestConclude(r) {
+	if c.m.RequestConclude(r) {
 		c.log.Info("conversation concluded without a facilitator", slog.String("reason", r.Reason))
 	}
 	c.react(ctx)
@@ -520,26 +521,26 @@ func (c *convo) conclude(ctx context.Context, r *concludeRequest) {
 // nothing to run. It only chooses: what changes, changes when it runs.
 func (c *convo) action(act action) func(context.Context) error {
 	switch act {
-	case actConclude:
+	case conversation.ActConclude:
 		return c.turns().conclude
-	case actGuard:
+	case conversation.ActGuard:
 		return func(ctx context.Context) error {
-			c.log.Warn("max_turns reached; concluding", slog.Int("turns", c.st.Turns))
+			c.log.Warn("max_turns reached; concluding", slog.Int("turns", c.m.Read().Turns()))
 			c.conclude(ctx, &concludeRequest{Reason: concludeByGuard})
 			return nil
 		}
-	case actExpireCalls:
+	case conversation.ActExpireCalls:
 		return func(context.Context) error {
-			for _, a := range c.m.expireCalls(c.e.now()) {
+			for _, a := range c.m.ExpireCalls(c.e.now()) {
 				c.log.Info("call timed out", slog.String(logAgent, a))
 			}
 			return nil
 		}
-	case actCall:
+	case conversation.ActCall:
 		return c.turns().call
-	case actFacilitator:
+	case conversation.ActFacilitator:
 		return c.turns().facilitator
-	case actTimeout:
+	case conversation.ActTimeout:
 		return func(ctx context.Context) error {
 			c.conclude(ctx, &concludeRequest{Reason: concludeByTimeout})
 			return nil
@@ -553,12 +554,10 @@ func (c *convo) action(act action) func(context.Context) error {
 // finds its message even when messages routed meanwhile took ids — else
 // a new one. (A called agent's turn keeps the id it was queued with.)
 func (c *convo) turnIDFor(agent, prompt string) string {
-	for id, m := range c.st.Streamed {
-		if m.Agent == agent && m.Prompt == prompt {
-			return id
-		}
+	if id := c.m.Read().StreamedTurn(agent, prompt); id != "" {
+		return id
 	}
-	return c.m.turnID()
+	return c.m.TurnID()
 }
 
 // turnStep carries one turn out for the step: it asks the machine
@@ -577,24 +576,19 @@ func (s turnStep) finish(t *turn) {
 	if tr, ok := s.run.done(t); ok {
 		s.c.traces = append(s.c.traces, tr)
 	}
-	person, name := exchangePerson(s.c.st, s.c.conv, s.c.msgs)
+	person, name := exchangePerson(s.c.m.Read().SinceReopen(), s.c.conv, s.c.msgs)
 	s.c.usage = append(s.c.usage, turnUsage(t, s.c.conv.Channel, person, name)...)
 }
 
 // apply feeds what a turn produced so far into the machine: the history
 // notes of the tools it used, and the markers of its streamed replies.
-func (s turnStep) apply(t *turn) {
-	for _, n := range t.notes {
-		s.c.m.addNote(n.text, n.at, false)
+func (s turnStep) apply(r turnResult) {
+	for _, n := range r.notes {
+		s.c.m.AddNote(n.text, n.at, false)
 	}
-	t.notes = nil
-	for id, m := range t.streamed {
-		if s.c.st.Streamed == nil {
-			s.c.st.Streamed = make(map[string]streamMark)
-		}
-		s.c.st.Streamed[id] = m
+	for id, m := range r.streamed {
+		s.c.m.Book().Streamed(id, m)
 	}
-	t.streamed = nil
 }
 
 // post makes a reply of turn t (prepared by the turn) through the
@@ -642,7 +636,7 @@ func (s turnStep) failed(ctx context.Context, t *turn, err error) error {
 // history line never posted, which wakes the facilitator at once: it can
 // ask someone else or tell the person.
 func (s turnStep) couldNotAnswer(agent, reason string) {
-	s.c.m.addNote(fmt.Sprintf("(%s could not answer: %s)", agent, reason), s.c.e.now(), true)
+	s.c.m.AddNote(fmt.Sprintf("(%s could not answer: %s)", agent, reason), s.c.e.now(), true)
 }
 
 // call runs the first queued turn: an expert or clone answering the
@@ -650,7 +644,7 @@ func (s turnStep) couldNotAnswer(agent, reason string) {
 // at its turn cap.
 func (s turnStep) call(ctx context.Context) error {
 	c := s.c
-	q := c.st.Queue[0]
+	q := c.m.Read().FirstQueued()
 	now := c.e.now()
 	a, registered := c.agents[q.Agent]
 	if !registered {
@@ -661,32 +655,33 @@ func (s turnStep) call(ctx context.Context) error {
 	s.run.working(t)
 	defer s.finish(t)
 	endCall := func() {
-		c.m.endCall(q, c.e.now())
+		c.m.EndCall(q, c.e.now())
 		c.react(ctx)
 	}
-	switch c.m.admit(q, registered, now) {
-	case notServed:
+	switch c.m.Admit(q, registered, now) {
+	case conversation.NotServed:
 		endCall()
 		s.couldNotAnswer(q.Agent, "it is no longer served in this channel")
 		t.report.Outcome = "failed"
 		t.report.Err = errors.New("agent no longer served in this channel")
 		return nil
-	case callExpired:
+	case conversation.CallExpired:
 		endCall()
-		c.m.addNote(fmt.Sprintf("(%s did not answer: timeout)", q.Agent), c.e.now(), true)
+		c.m.AddNote(fmt.Sprintf("(%s did not answer: timeout)", q.Agent), c.e.now(), true)
 		t.report.Outcome = "timeout"
 		return nil
-	case atCap:
+	case conversation.AtCap:
 		endCall()
 		reason := fmt.Sprintf("it reached its limit of %d turns in this conversation", c.e.opts.MaxTurnsPerAgent)
 		s.couldNotAnswer(q.Agent, reason)
 		t.report.Outcome = "skipped"
-		if c.m.capNotice(q.Agent) {
+		if c.m.CapNotice(q.Agent) {
 			s.notify(ctx, t, reason)
 		}
 		return nil
 	}
-	c.m.startTurn(q.Agent)
+	c.m.StartTurn(q.Agent)
+	s.run.description = describe(ctx, c)
 
 	var text, unanswered string
 	var meta map[string]string
@@ -694,8 +689,10 @@ func (s turnStep) call(ctx context.Context) error {
 	if a.Role == ens.RoleClone {
 		// A clone answers on its human's group session.
 		ns, key, _ := c.sessionOf(a)
-		text, err = s.run.sessionTurn(ctx, t, ns, key, templates.PromptDefault)
-		s.apply(t)
+		var res turnResult
+		res, err = s.run.sessionTurn(ctx, t, ns, key, templates.PromptDefault)
+		s.apply(res)
+		text = res.text
 	} else {
 		text, meta, unanswered, err = s.expert(ctx, t)
 	}
@@ -728,17 +725,18 @@ func (s turnStep) call(ctx context.Context) error {
 func (s turnStep) expert(ctx context.Context, t *turn) (text string, meta map[string]string, unanswered string, err error) {
 	c, a := s.c, t.agent
 	ns := c.expertNamespace(a.EnsDomain)
-	if key := c.st.Bindings[a.EnsDomain]; key != "" {
-		text, err := s.run.sessionTurn(ctx, t, ns, key, templates.PromptContextFound)
-		s.apply(t)
-		return text, nil, "", err
+	if key := c.m.Read().Binding(a.EnsDomain); key != "" {
+		res, err := s.run.sessionTurn(ctx, t, ns, key, templates.PromptContextFound)
+		s.apply(res)
+		return res.text, nil, "", err
 	}
 	known, err := c.e.sessions.RecentSessions(ctx, ns, maxKnownSessions)
 	if err != nil {
 		return "", nil, "", fmt.Errorf("list sessions of %s: %w", a.EnsDomain, err)
 	}
-	th, err := s.run.threading(ctx, t, known)
-	s.apply(t)
+	res, err := s.run.threading(ctx, t, known)
+	s.apply(res)
+	th := res.threaded
 	if err != nil {
 		return "", nil, "", err
 	}
@@ -755,9 +753,9 @@ func (s turnStep) expert(ctx context.Context, t *turn) (text string, meta map[st
 		}
 		meta = nil // recorded on the threading message
 	}
-	text, err = s.run.sessionTurn(ctx, t, ns, th.key, templates.PromptContextFound)
-	s.apply(t)
-	return text, meta, "", err
+	res, err = s.run.sessionTurn(ctx, t, ns, th.key, templates.PromptContextFound)
+	s.apply(res)
+	return res.text, meta, "", err
 }
 
 // facilitator runs the facilitator's turn over the whole thread. A reply
@@ -766,18 +764,20 @@ func (s turnStep) expert(ctx context.Context, t *turn) (text string, meta map[st
 func (s turnStep) facilitator(ctx context.Context) error {
 	c := s.c
 	f := c.agents[c.roster.facilitator]
+	s.run.description = describe(ctx, c)
 	t := s.run.newTurn(c.turnIDFor(f.EnsDomain, templates.PromptDefault), f, templates.PromptDefault)
 	s.run.working(t)
 	defer s.finish(t)
 	// Messages that arrive during the turn are routed after it and wake
 	// the facilitator again.
-	wake := c.m.startFacilitator()
-	text, prompt, err := s.run.facilitator(ctx, t)
-	s.apply(t)
+	wake := c.m.StartFacilitator()
+	res, err := s.run.facilitator(ctx, t)
+	s.apply(res)
+	text, prompt := res.text, res.prompt
 	if err != nil && ctx.Err() != nil {
 		return s.failed(ctx, t, err) // to be run again: the messages keep their reaction
 	}
-	c.m.facilitatorDone(wake, c.e.now())
+	c.m.FacilitatorDone(wake, c.e.now())
 	c.react(ctx)
 	if err != nil {
 		return s.failed(ctx, t, err)
@@ -789,14 +789,14 @@ func (s turnStep) facilitator(ctx context.Context) error {
 		hadEnd = false
 	}
 	if !hadEnd {
-		if why := c.stalled(rest, f.EnsDomain, c.st.Recent, c.st.AgentTurns, c.e.opts.MaxTurnsPerAgent); why != "" {
+		if why := c.stalled(rest, f.EnsDomain, c.m.Read().Recent(), c.m.Read().AgentTurns(), c.e.opts.MaxTurnsPerAgent); why != "" {
 			return s.stall(ctx, t, why)
 		}
-		c.st.Recent = remember(c.st.Recent, rest)
+		c.m.Book().Remember(rest)
 	}
 	if hadEnd {
 		// :end: always concludes (SPEC §14.2); conclude may close silently.
-		c.m.requestConclude(&concludeRequest{Reason: concludeByEnd, EndReply: text, PrevPrompt: prompt})
+		c.m.RequestConclude(&concludeRequest{Reason: concludeByEnd, EndReply: text, PrevPrompt: prompt})
 		c.react(ctx)
 		if !hasWords(rest) {
 			rest = "" // a lone signature ("🧭 :end:") is not worth a post
@@ -812,18 +812,20 @@ func (s turnStep) facilitator(ctx context.Context) error {
 // is concluded even when the turn fails.
 func (s turnStep) conclude(ctx context.Context) error {
 	c := s.c
-	r := c.st.Conclude
+	r, _ := c.m.Read().Conclude()
 	f, ok := c.agents[c.roster.facilitator]
 	if !ok {
-		c.m.concluded(c.e.now(), false, false)
+		c.m.Concluded(c.e.now(), false, false)
 		c.react(ctx)
 		return nil
 	}
+	s.run.description = describe(ctx, c)
 	t := s.run.newTurn(c.turnIDFor(f.EnsDomain, templates.PromptConclude), f, templates.PromptConclude)
 	s.run.working(t)
 	defer s.finish(t)
-	text, err := s.run.conclusion(ctx, t, r)
-	s.apply(t)
+	res, err := s.run.conclusion(ctx, t, r)
+	s.apply(res)
+	text := res.text
 	if err != nil && ctx.Err() != nil {
 		t.report.Outcome = "cancelled"
 		return ctx.Err()
@@ -832,7 +834,7 @@ func (s turnStep) conclude(ctx context.Context) error {
 	// silently: nothing is posted, the root still gets its ✅.
 	rest, _ := stripEnd(text)
 	silent := err == nil && !hasWords(rest)
-	c.m.concluded(c.e.now(), true, silent)
+	c.m.Concluded(c.e.now(), true, silent)
 	c.react(ctx)
 	c.log.Info("conversation concluded", slog.String("reason", r.Reason), slog.Bool("silent", silent))
 	if err != nil {
@@ -852,22 +854,18 @@ func (s turnStep) conclude(ctx context.Context) error {
 func (s turnStep) refuse(ctx context.Context, scope, person string) error {
 	c := s.c
 	now := c.e.now()
-	if c.st.Conclude == nil {
+	if !c.m.Read().Concluding() {
 		// A conclusion already asked for (by :end:) keeps its trigger,
 		// whose working reaction concluded takes off.
-		c.m.requestConclude(&concludeRequest{Reason: concludeByBudget})
+		c.m.RequestConclude(&concludeRequest{Reason: concludeByBudget})
 	}
-	c.m.concluded(now, true, false)
+	c.m.Concluded(now, true, false)
 	c.react(ctx)
 	c.log.Info("conversation concluded", slog.String("reason", concludeByBudget), slog.String("scope", scope))
 	key := "budget:" + scope + ":" + memory.UsageDay(now)
-	if c.st.Noticed[key] {
+	if !c.m.Book().Notice(key) {
 		return nil
 	}
-	if c.st.Noticed == nil {
-		c.st.Noticed = make(map[string]bool)
-	}
-	c.st.Noticed[key] = true
 	name := c.facilitator
 	if name == "" && len(c.names) > 0 {
 		name = c.names[0]
@@ -876,6 +874,6 @@ func (s turnStep) refuse(ctx context.Context, scope, person string) error {
 		c.notices = append(c.notices, notice{user: person, agent: name, text: budgetNotice(scope)})
 		return nil
 	}
-	id := c.m.turnID()
+	id := c.m.TurnID()
 	return c.deliver(ctx, pendingPost{PostID: id + "-budget", Turn: id, Agent: name, Text: budgetNotice(scope), Notice: true})
 }

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/conclavehq/conclave/agents/conversation"
 	"github.com/conclavehq/conclave/agents/llm"
 	"github.com/conclavehq/conclave/memory"
 )
@@ -115,7 +116,7 @@ func turnUsage(t *turn, channel, person, name string) []memory.Usage {
 // exchangePerson is the person whose message began the current exchange:
 // the one who reopened the thread, else the root's author, else the
 // first person who wrote ("" when none did).
-func exchangePerson(st *convState, conv memory.Conversation, msgs []memory.Message) (id, name string) {
+func exchangePerson(sinceReopen []string, conv memory.Conversation, msgs []memory.Message) (id, name string) {
 	byTS := func(ts string) (memory.Message, bool) {
 		for _, m := range msgs {
 			if m.TS == ts {
@@ -125,8 +126,8 @@ func exchangePerson(st *convState, conv memory.Conversation, msgs []memory.Messa
 		return memory.Message{}, false
 	}
 	var opening []string
-	if len(st.SinceReopen) > 0 {
-		opening = append(opening, st.SinceReopen[0])
+	if len(sinceReopen) > 0 {
+		opening = append(opening, sinceReopen[0])
 	}
 	opening = append(opening, conv.ThreadTS)
 	for _, ts := range opening {
@@ -250,7 +251,7 @@ func (k *budgetKeeper) on() bool {
 
 // gates reports whether act starts a turn that budgets hold back.
 func (k *budgetKeeper) gates(act action) bool {
-	return k.on() && (act == actCall || act == actFacilitator || act == actConclude)
+	return k.on() && (act == conversation.ActCall || act == conversation.ActFacilitator || act == conversation.ActConclude)
 }
 
 // budgetRead is what the round trip that loaded a conversation read of

@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -411,14 +410,15 @@ func BenchmarkTurnBudgets(b *testing.B) {
 			})
 			r.model.fallback = spending
 			turns := 0
-			start, cpu := trips.Count(), benchCPU()
+			start := trips.Count()
+			began := processCPU(b)
 			for b.Loop() {
 				ev := r.send("", "U1", "Ada", "hello")
 				r.e.Process(context.Background(), agents.ConversationID(team, chanA, ev.TS), chanA)
 				turns++
 			}
-			b.ReportMetric(float64((benchCPU()-cpu).Microseconds())/float64(turns), "cpu-µs/turn")
 			b.ReportMetric(float64(trips.Count()-start)/float64(turns), "trips/turn")
+			b.ReportMetric(float64(processCPU(b)-began)/float64(time.Millisecond)/float64(turns), "cpu-ms/turn")
 		})
 	}
 }
@@ -504,13 +504,4 @@ func (s countedSpending) Spent(ctx context.Context, person, channel string) (mem
 	*s.n++
 	s.mu.Unlock()
 	return s.Spending.Spent(ctx, person, channel)
-}
-
-// benchCPU is the CPU time (user and system) the process used so far.
-func benchCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -16,6 +16,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/conclavehq/conclave/agents/conversation"
 	"github.com/conclavehq/conclave/ens"
 	"github.com/conclavehq/conclave/internal/redact"
 	"github.com/conclavehq/conclave/memory"
@@ -24,8 +25,8 @@ import (
 
 // Start policies of a channel.
 const (
-	StartAll     = "all"     // every top-level message by a person starts a conversation
-	StartMention = "mention" // only a top-level message naming an agent does
+	StartAll     = conversation.StartAll     // every top-level message by a person starts a conversation
+	StartMention = conversation.StartMention // only a top-level message naming an agent does
 )
 
 // Session policies: may an expert create a new memory session?

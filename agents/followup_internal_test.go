@@ -1,7 +1,6 @@
 package agents
 
 import (
-	"slices"
 	"testing"
 	"time"
 
@@ -13,7 +12,7 @@ import (
 // more than :end: with a signature, and that no silent close took as an
 // acknowledgement.
 func TestIsPersonRequest(t *testing.T) {
-	v := view{st: &convState{Acknowledged: []string{"9.0"}}}
+	v := view{st: loadMachine(t, &convState{Acknowledged: []string{"9.0"}}, limits{}, "", "c").Read()}
 	tests := []struct {
 		name string
 		m    memory.Message
@@ -50,36 +49,5 @@ func TestSessionHistoryMarks(t *testing.T) {
 		if s := h.text(0); s != want[i] {
 			t.Errorf("entry %d = %q, want %q", i, s, want[i])
 		}
-	}
-}
-
-// A wordless conclusion in a reopened thread makes the people's messages
-// since the reopening acknowledgements; one with words, or in a thread
-// never concluded, leaves them requests.
-func TestWordlessConclusionAcknowledges(t *testing.T) {
-	tests := []struct {
-		name     string
-		reopened bool
-		silent   bool
-		want     []string
-	}{
-		{"an acknowledgement", true, true, []string{"5.0", "6.0"}},
-		{"with words", true, false, nil},
-		{"never concluded", false, true, nil},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			st := &convState{Status: statusOpen, Reopened: tt.reopened, SinceReopen: []string{"5.0", "6.0"},
-				Conclude: &concludeRequest{Reason: concludeByEnd}, AgentTurns: map[string]int{elen: 1},
-				Routed: map[string]bool{}, Working: map[string]int{}, Noticed: map[string]bool{}}
-			m := &machine{st: st, lim: limits{MaxTurns: 40, MaxQueued: 10}, facilitator: elen}
-			m.concluded(time.Unix(100, 0), true, tt.silent)
-			if st.Status != statusConcluded || st.Conclude != nil || st.SinceReopen != nil || st.Reopened {
-				t.Errorf("status %q, conclude %v, since reopen %v, reopened %v", st.Status, st.Conclude, st.SinceReopen, st.Reopened)
-			}
-			if !slices.Equal(st.Acknowledged, tt.want) {
-				t.Errorf("acknowledged %v, want %v", st.Acknowledged, tt.want)
-			}
-		})
 	}
 }

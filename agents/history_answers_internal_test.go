@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/conclavehq/conclave/agents/conversation"
 	"github.com/conclavehq/conclave/ens"
 	"github.com/conclavehq/conclave/memory"
 )
@@ -29,13 +30,13 @@ func TestHistoryMarksTheExchangesAnswers(t *testing.T) {
 		{TS: "8.0", Kind: kindBot, Name: "Jira", Text: "bot", At: at(14)},
 		{TS: "9.0", Kind: kindPerson, Name: "Alice", Text: "added", At: at(15)},
 	}
-	st := &convState{ExchangeStart: "4.0", Notes: []note{
+	st := &convState{ExchangeStart: "4.0", Notes: []conversation.Note{
 		{Text: "old note", At: at(3)},
 		{Text: "new note", At: at(12).Add(time.Second)},
 	}}
-	v := view{roster: &roster{agents: deskAgents(), resolve: deskResolve, log: slog.New(slog.DiscardHandler)},
-		msgs: msgs, st: st, opts: &Options{}}
 	answers := func() map[string]bool {
+		v := view{roster: &roster{agents: deskAgents(), resolve: deskResolve, log: slog.New(slog.DiscardHandler)},
+			msgs: msgs, st: loadMachine(t, st, limits{}, "", "c").Read(), opts: &Options{}}
 		got := map[string]bool{}
 		for _, h := range v.history(t.Context(), deskAgents()[elen], msgs, true) {
 			got[h.Content] = h.Answer

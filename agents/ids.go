@@ -56,16 +56,3 @@ func TSTime(ts string) time.Time {
 	}
 	return time.Unix(s, us*1000).UTC()
 }
-
-// lessTS orders Slack timestamps numerically.
-func lessTS(a, b string) bool {
-	as, af, _ := strings.Cut(a, ".")
-	bs, bf, _ := strings.Cut(b, ".")
-	if len(as) != len(bs) {
-		return len(as) < len(bs)
-	}
-	if as != bs {
-		return as < bs
-	}
-	return af < bf
-}

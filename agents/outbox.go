@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/conclavehq/conclave/agents/conversation"
 	"github.com/conclavehq/conclave/ens"
 	"github.com/conclavehq/conclave/internal/backoff"
 	"github.com/conclavehq/conclave/memory"
@@ -24,7 +25,7 @@ var postBackoff = backoff.Policy{Base: time.Second, Cap: time.Minute}
 // that keeps failing is retried with backoff, holding back those after
 // it, until its retry window is over.
 type outbox struct {
-	st      *convState // st.Outbox: the posts, in the order they go out
+	book    conversation.Book // the posts, in the order they go out
 	fresh   map[string]bool
 	chat    replyPoster
 	locks   LockChecker
@@ -55,7 +56,7 @@ type flushed struct {
 // newOutbox is the outbox of a loaded conversation.
 func (c *convo) newOutbox() *outbox {
 	return &outbox{
-		st:      c.st,
+		book:    c.m.Book(),
 		chat:    offCPUChat{replyPoster: c.e.deps.Chat, cpu: c.e.cpu},
 		locks:   c.e.locks,
 		lock:    c.lock,
@@ -77,7 +78,7 @@ func (c runner) prepare(ctx context.Context, a ens.Agent, postID, text string, p
 		return p, false
 	}
 	p.PostID, p.Agent, p.Text = postID, a.EnsDomain, text
-	if !p.Conclusion && c.st.Conclude == nil && c.st.Status == statusOpen {
+	if !p.Conclusion && !c.st.Concluding() && c.st.Status() == statusOpen {
 		// Only a post that may call agents mentions the paired users of
 		// the human agents it names.
 		p.Mention = c.mentionUsers(ctx, text, a.EnsDomain)
@@ -91,8 +92,7 @@ func (c runner) prepare(ctx context.Context, a ens.Agent, postID, text string, p
 // still held): whatever happens next, the post is either found in the
 // thread by its id or made.
 func (o *outbox) add(p pendingPost) {
-	o.adoptStream(&p)
-	o.st.Outbox = append(o.st.Outbox, p)
+	o.book.AddPost(p)
 	if o.fresh == nil {
 		o.fresh = make(map[string]bool)
 	}
@@ -105,8 +105,11 @@ func (o *outbox) add(p pendingPost) {
 // it fails); it fails only when the conversation cannot go on.
 func (o *outbox) flush(ctx context.Context) (flushed, error) {
 	var f flushed
-	for len(o.st.Outbox) > 0 {
-		p := &o.st.Outbox[0]
+	for {
+		p, ok := o.book.FirstPost()
+		if !ok {
+			return f, nil
+		}
 		now := o.clock.now()
 		if p.Next.After(now) {
 			return f, nil
@@ -114,11 +117,11 @@ func (o *outbox) flush(ctx context.Context) (flushed, error) {
 		if p.First.IsZero() {
 			p.First = now
 		}
-		err := o.attempt(ctx, p)
+		err := o.attempt(ctx, &p)
+		o.book.Attempted(p)
 		switch {
 		case err == nil:
-			done := *p
-			o.st.Outbox = o.st.Outbox[1:]
+			done := o.book.PopPost()
 			if !done.Notice {
 				f.made = append(f.made, done)
 			}
@@ -130,6 +133,7 @@ func (o *outbox) flush(ctx context.Context) (flushed, error) {
 		}
 		p.Attempts++
 		p.LastError = firstLine(err.Error())
+		o.book.Attempted(p)
 		var pe *PostError
 		permanent := errors.As(err, &pe) && pe.Permanent
 		if permanent || !now.Before(p.First.Add(o.opts.PostRetryWindow)) {
@@ -145,12 +149,12 @@ func (o *outbox) flush(ctx context.Context) (flushed, error) {
 		}
 		wait := postBackoff.Wait(p.Attempts, o.clock.jitter(), after)
 		p.Next = o.clock.now().Add(wait)
-		o.log.Warn("post failed; it stays pending", slog.String(logTurn, p.turn()), slog.String(logPost, p.PostID),
+		o.book.Attempted(p)
+		o.log.Warn("post failed; it stays pending", slog.String(logTurn, p.TurnOf()), slog.String(logPost, p.PostID),
 			slog.Int("attempts", p.Attempts), slog.Int("parts_posted", len(p.Posted)),
 			slog.Duration("retry_in", wait), slog.Any(logError, err))
 		return f, nil
 	}
-	return f, nil
 }
 
 // attempt tries to make p once, within Options.PostTimeout. A post not
@@ -165,7 +169,7 @@ func (o *outbox) attempt(ctx context.Context, p *pendingPost) error {
 	if err := o.findStreamed(ctx, p); err != nil {
 		return err
 	}
-	if !fresh && !p.streaming() {
+	if !fresh && !p.Streaming() {
 		found, err := o.chat.FindPost(ctx, o.channel, o.thread, p.PostID)
 		if err != nil {
 			return fmt.Errorf("look for post %s: %w", p.PostID, err)
@@ -179,8 +183,7 @@ func (o *outbox) attempt(ctx context.Context, p *pendingPost) error {
 			return fmt.Errorf("agents: post %s: %w", p.PostID, err)
 		}
 	}
-	a, _ := o.who.agent(ctx, p.Agent)
-	posted, err := o.chat.PostReply(ctx, o.reply(a, p))
+	posted, err := o.chat.PostReply(ctx, o.reply(o.who.agents[p.Agent], p))
 	if len(posted) > len(p.Posted) {
 		p.Posted = posted
 	}
@@ -194,13 +197,12 @@ func (o *outbox) attempt(ctx context.Context, p *pendingPost) error {
 // reply of which some parts were posted is returned, to be recorded as it
 // was meant.
 func (o *outbox) abandon(permanent bool) (pendingPost, bool) {
-	p := o.st.Outbox[0]
-	o.st.Outbox = o.st.Outbox[1:]
+	p := o.book.PopPost()
 	why := "retry window over"
 	if permanent {
 		why = "permanent error"
 	}
-	o.log.Error("post abandoned: "+why, slog.String(logTurn, p.turn()), slog.String(logPost, p.PostID),
+	o.log.Error("post abandoned: "+why, slog.String(logTurn, p.TurnOf()), slog.String(logPost, p.PostID),
 		slog.String(logAgent, p.Agent), slog.Int("attempts", p.Attempts), slog.Int("parts_posted", len(p.Posted)),
 		slog.Time("first_attempt", p.First), slog.String(logError, p.LastError))
 	return p, len(p.Posted) > 0 && !p.Notice
@@ -217,19 +219,10 @@ func (o *outbox) reply(a ens.Agent, p *pendingPost) Reply {
 		TurnID:   p.PostID,
 		Mention:  p.Mention,
 		Posted:   p.Posted,
-		Update:   p.updateOf(),
+		Update:   p.UpdateOf(),
 		Notice:   p.Notice,
 		Feedback: p.Feedback,
 	}
-}
-
-// turn is the turn that made the post (older states only knew the post
-// id).
-func (p *pendingPost) turn() string {
-	if p.Turn != "" {
-		return p.Turn
-	}
-	return p.PostID
 }
 
 // deliver carries out a post in the step's one order: it is committed as
@@ -240,12 +233,18 @@ func (c *convo) deliver(ctx context.Context, p pendingPost) error {
 	if _, err := c.commit(ctx, commitHold); err != nil {
 		return err
 	}
+	c.sendNotices(ctx)
 	return c.flush(ctx)
 }
 
 // flush makes the outbox's due posts and feeds back what was made, also
 // when it fails: what was posted is in the thread.
 func (c *convo) flush(ctx context.Context) error {
+	// The identities the posts go out as are gathered first: the outbox
+	// resolves nothing mid-post.
+	for i := range c.m.Read().Pending() {
+		c.agent(ctx, c.m.Read().Post(i).Agent)
+	}
 	f, err := c.out.flush(ctx)
 	for range f.abandoned {
 		if c.e.deps.OnPostAbandoned != nil {
@@ -276,8 +275,8 @@ func (c *convo) posted(ctx context.Context, p *pendingPost) {
 	}
 	c.addMessage(m)
 	c.appendVisible(ctx, a, m)
-	if p.EndReply && c.st.Conclude != nil {
-		c.st.Conclude.EndTS = ts
+	if p.EndReply {
+		c.m.Book().EndPosted(ts)
 	}
 	c.routeOne(ctx, m, !p.Conclusion)
 }

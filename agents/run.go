@@ -8,15 +8,16 @@ import (
 	"sync"
 	"time"
 
+	"github.com/conclavehq/conclave/agents/conversation"
 	"github.com/conclavehq/conclave/memory"
 )
 
 // Message kinds stored in memory.Message.Kind.
 const (
-	kindPerson = "person" // a Slack user not paired to a human agent
-	kindHuman  = "human"  // a Slack user paired to a human agent (Agent set)
-	kindBot    = "bot"    // another app's bot: content only
-	kindAgent  = "agent"  // a reply posted by conclave for an agent
+	kindPerson = conversation.KindPerson // a Slack user not paired to a human agent
+	kindHuman  = conversation.KindHuman  // a Slack user paired to a human agent (Agent set)
+	kindBot    = conversation.KindBot    // another app's bot: content only
+	kindAgent  = conversation.KindAgent  // a reply posted by conclave for an agent
 )
 
 // threadHistoryLimit is how many replies of a thread conclave does not
@@ -459,9 +460,14 @@ func (e *Engine) holdLock(runCtx, turnCtx context.Context, lock memory.Lock, sna
 			if pending, err = c.commit(ctx, commitRelease); err != nil {
 				break
 			}
+			c.sendNotices(ctx)
 			return pending
 		}
-		if pending, err = c.commit(ctx, commitHold); err != nil || !pending {
+		if pending, err = c.commit(ctx, commitHold); err != nil {
+			continue
+		}
+		c.sendNotices(ctx)
+		if !pending {
 			continue
 		}
 		if snap, err = e.convs.Load(ctx, lock); err == nil {

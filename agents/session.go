@@ -54,8 +54,8 @@ func humanOf(a ens.Agent) string {
 // of the channel that took no part are not in it, so adding one to the
 // channel changes no group.
 func (c *convo) groupID() string {
-	if c.st.Group != "" {
-		return c.st.Group
+	if g := c.m.Read().Group(); g != "" {
+		return g
 	}
 	human := func(name string) string {
 		if a, ok := c.agents[name]; ok {
@@ -68,7 +68,7 @@ func (c *convo) groupID() string {
 		names = append(names, c.facilitator)
 	}
 	for _, m := range c.msgs {
-		if !c.st.Routed[m.TS] {
+		if !c.m.Read().Routed(m.TS) {
 			continue
 		}
 		if a := author(m); a != "" {
@@ -78,8 +78,9 @@ func (c *convo) groupID() string {
 			names = append(names, human(n))
 		}
 	}
-	c.st.Group = GroupSessionID(names)
-	return c.st.Group
+	g := GroupSessionID(names)
+	c.m.Book().Group(g)
+	return g
 }
 
 // sessionOf returns the memory session an expert or clone reads and
@@ -88,7 +89,7 @@ func (c *convo) groupID() string {
 func (c *convo) sessionOf(a ens.Agent) (namespace, key string, ok bool) {
 	switch a.Role {
 	case ens.RoleExpert:
-		key := c.st.Bindings[a.EnsDomain]
+		key := c.m.Read().Binding(a.EnsDomain)
 		return c.expertNamespace(a.EnsDomain), key, key != ""
 	case ens.RoleClone, ens.RoleHuman:
 		return CloneNamespace(&c.e.opts, humanOf(a), c.conv.Channel), c.groupID(), true
@@ -154,7 +155,7 @@ func (c *convo) appendHuman(ctx context.Context, m memory.Message) {
 // bind binds an expert to a session and appends what it saw of this
 // conversation so far.
 func (c *convo) bind(ctx context.Context, a ens.Agent, key string) {
-	c.st.Bindings[a.EnsDomain] = key
+	c.m.Book().Bind(a.EnsDomain, key)
 	ns := c.expertNamespace(a.EnsDomain)
 	var entries []memory.SessionEntry
 	for _, m := range c.view().visibleTo(a) {

@@ -49,9 +49,9 @@ func (e *Engine) settled(ctx context.Context, team, channel, threadTS string, bu
 			return false, nil
 		}
 	}
-	busy := st.busy()
+	busy := st.Busy()
 	if butCalls {
-		busy = st.busyButCalls()
+		busy = st.BusyButCalls()
 	}
 	if busy {
 		return false, nil
@@ -65,6 +65,6 @@ func (e *Engine) settled(ctx context.Context, team, channel, threadTS string, bu
 		hasFacilitator = hasFacilitator || ca.Err == nil && ca.Agent.Role == ens.RoleFacilitator
 	}
 	now := e.now()
-	d := st.deadline(now, 0, e.opts.MaxTurns, hasFacilitator)
+	d := st.Deadline(now, 0, e.opts.MaxTurns, hasFacilitator)
 	return d.IsZero() || d.After(now), nil
 }

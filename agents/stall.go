@@ -25,14 +25,6 @@ func sameReply(a, b string) bool {
 	return strings.Join(strings.Fields(strings.ToLower(a)), " ") == strings.Join(strings.Fields(strings.ToLower(b)), " ")
 }
 
-// remember adds a facilitator reply to the recent ones (convState.Recent).
-func remember(recent []string, reply string) []string {
-	if strings.TrimSpace(reply) == "" {
-		return recent
-	}
-	return append([]string{reply}, recent[:min(len(recent), 1)]...)
-}
-
 // stalled says why the facilitator's reply (its :end: removed) is not to
 // be posted, or "" when it is: it equals one of its recent replies, or
 // every agent it calls is an expert or clone at its turn cap (turns and
@@ -84,7 +76,7 @@ func (s turnStep) stall(ctx context.Context, t *turn, why string) error {
 	c.log.Warn("the facilitator goes round in circles; its reply is not posted and the conversation concludes",
 		slog.String(logTurn, t.id), slog.String("why", why))
 	t.report.Outcome = "stalled"
-	if s.run.streamedFor(t.id) {
+	if _, ok := s.run.st.Streamed(t.id); ok {
 		s.notify(ctx, t, "it was going round in circles ("+why+"); concluding")
 	}
 	c.conclude(ctx, &concludeRequest{Reason: concludeByStall})

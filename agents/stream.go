@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/conclavehq/conclave/agents/conversation"
 	"github.com/conclavehq/conclave/agents/llm"
 	"github.com/conclavehq/conclave/memory"
 )
@@ -26,13 +27,6 @@ import (
 // mid-stream leaves the turn to be run again (nothing of it was
 // committed); the run again has the same post id, finds the marker and
 // updates that message instead of posting another.
-
-// streamMark is a message streamed by a turn not yet over.
-type streamMark struct {
-	TS     string `json:"ts,omitempty"` // "" while unknown
-	Agent  string `json:"agent"`
-	Prompt string `json:"prompt"`
-}
 
 // StreamModel is a Model that can show a reply while it is written
 // (llm.Client). A Model without it is never streamed.
@@ -112,7 +106,7 @@ func (c runner) newStreamer(t *turn, sm StreamModel, mention bool) *streamer {
 		Channel: c.conv.Channel, ThreadTS: c.conv.ThreadTS, Username: t.agent.Name, IconURL: t.agent.Avatar,
 		TurnID: t.id, Partial: true, Recipient: c.lastPerson(),
 	}
-	if m, ok := c.st.Streamed[t.id]; ok {
+	if m, ok := c.st.Streamed(t.id); ok {
 		// An earlier run of this turn streamed (or tried to): its message
 		// is the one to show this run in.
 		s.marked, s.ts = true, m.TS
@@ -166,7 +160,7 @@ func (s *streamer) latest() (raw, shown string) {
 // interval's ticks when the text changed: a tick allows one update, the
 // next change uses it.
 func (s *streamer) loop(ctx context.Context) {
-	tick, stopTick := streamTicker(s.c.deps, s.c.opts)
+	tick, stopTick := streamTicker(s.c.deps.StreamTicker, s.c.opts)
 	defer stopTick()
 	started, due := false, false
 	for {
@@ -257,20 +251,16 @@ func (s *streamer) show(ctx context.Context, text string, ending bool) {
 // once the lock lapses.
 func (s *streamer) commit(ctx context.Context) error {
 	c := s.c
-	st, err := decodeState(s.base)
+	state, pending, err := conversation.WithStreamMark(s.base, s.postID, s.mark())
 	if err != nil {
 		return err
 	}
-	if st.Streamed == nil {
-		st.Streamed = make(map[string]streamMark)
-	}
-	st.Streamed[s.postID] = s.mark()
 	conv := s.conv
-	conv.State = st.encode()
+	conv.State = state
 	_, err = c.marks.Commit(ctx, s.lock, memory.Commit{
 		Conversation: conv,
 		Deadline:     c.now().Add(c.opts.LockTTL),
-		PendingPosts: len(st.Outbox) + 1,
+		PendingPosts: pending,
 	})
 	if err != nil {
 		return fmt.Errorf("agents: record streamed post %s: %w", s.postID, err)
@@ -284,45 +274,19 @@ func (s *streamer) mark() streamMark {
 
 // streamTicker ticks once per stream interval (Deps.StreamTicker in
 // tests).
-func streamTicker(deps *Deps, opts *Options) (<-chan time.Time, func()) {
+func streamTicker(ticker func(d time.Duration) (<-chan time.Time, func()), opts *Options) (<-chan time.Time, func()) {
 	d := opts.StreamInterval
-	if deps.StreamTicker != nil {
-		return deps.StreamTicker(d)
+	if ticker != nil {
+		return ticker(d)
 	}
 	t := time.NewTicker(d)
 	return t.C, t.Stop
 }
 
-// adoptStream gives a pending post the message streamed for it: the
-// reply's own, or, for the ⚠️ notice of a turn that failed, the one its
-// reply was streamed in (a half-written reply does not stay).
-func (o *outbox) adoptStream(p *pendingPost) {
-	key := p.PostID
-	if p.Notice {
-		key = p.turn()
-	}
-	m, ok := o.st.Streamed[key]
-	if !ok {
-		return
-	}
-	delete(o.st.Streamed, key)
-	p.Stream, p.StreamTS = true, m.TS
-}
-
-// streamedFor reports whether a message was streamed for turn id's reply.
-func (c runner) streamedFor(id string) bool {
-	_, ok := c.st.Streamed[id]
-	return ok
-}
-
-// streaming reports whether p's first part is a streamed message not yet
-// known to hold its final text.
-func (p *pendingPost) streaming() bool { return p.Stream && len(p.Posted) == 0 }
-
 // findStreamed looks up the streamed message of p by its post id when its
 // ts is not known (its first post's outcome was unknown).
 func (o *outbox) findStreamed(ctx context.Context, p *pendingPost) error {
-	if !p.streaming() || p.StreamTS != "" {
+	if !p.Streaming() || p.StreamTS != "" {
 		return nil
 	}
 	found, err := o.chat.FindPost(ctx, o.channel, o.thread, p.PostID)
@@ -336,14 +300,6 @@ func (o *outbox) findStreamed(ctx context.Context, p *pendingPost) error {
 		return fmt.Errorf("agents: post %s: %w", p.PostID, err)
 	}
 	return nil
-}
-
-// updateOf is the message a post's first part updates, if any.
-func (p *pendingPost) updateOf() string {
-	if p.streaming() {
-		return p.StreamTS
-	}
-	return ""
 }
 
 // sentenceEnd is the end of a sentence followed by a blank, or a line

@@ -9,7 +9,7 @@ func TestTurnIDForReusesAStreamedTurn(t *testing.T) {
 	st := &convState{Seq: 7, Streamed: map[string]streamMark{
 		"conv-012-t3": {TS: "1.000002", Agent: "elen.eth", Prompt: "default"},
 	}}
-	c := &convo{st: st, m: &machine{st: st, idPrefix: "conv-012"}}
+	c := &convo{m: loadMachine(t, st, limits{}, "", "conv-012")}
 	if got := c.turnIDFor("elen.eth", "default"); got != "conv-012-t3" {
 		t.Errorf("turnIDFor(default) = %q, want the streamed turn's id", got)
 	}

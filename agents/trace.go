@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/conclavehq/conclave/agents/llm"
 	"github.com/conclavehq/conclave/internal/clip"
 	"github.com/conclavehq/conclave/memory"
@@ -154,11 +156,18 @@ type promptCommit interface{ Commit() string }
 // and makes a finished one's record and spans.
 type turnTracer struct {
 	opts *Options
-	deps *Deps // Tracer, CaptureContent, and the model's profiles
+	deps tracePorts // Tracer, CaptureContent, and the model's profiles
 	conv *memory.Conversation
 	msgs *[]memory.Message // the thread: what a turn posted
 	now  func() time.Time
 	log  *slog.Logger
+}
+
+// tracePorts are the engine's ports the tracer uses, each on its own.
+type tracePorts struct {
+	Model          Model
+	Tracer         trace.Tracer
+	CaptureContent bool
 }
 
 // newTrace starts the trace of a turn, or returns nil when traces are off.

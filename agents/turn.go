@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/conclavehq/conclave/agents/conversation"
 	"github.com/conclavehq/conclave/agents/llm"
 	"github.com/conclavehq/conclave/ens"
 	"github.com/conclavehq/conclave/internal/redact"
@@ -27,8 +28,8 @@ import (
 // step (conversation.go) feeds what a turn produced into the machine and
 // carries it out.
 type runner struct {
-	deps *Deps    // the ports: model, prompts, tools, OnTurn
-	opts *Options // the engine's options
+	deps turnPorts // the ports a turn uses, each on its own
+	opts *Options  // the engine's options
 	now  func() time.Time
 	// cpu: a call to the outside runs with the worker's CPU token given
 	// back meanwhile (cpuTokens.off).
@@ -40,28 +41,47 @@ type runner struct {
 	conv     *memory.Conversation // State as last committed: a stream's marker is committed over it
 	lock     memory.Lock          // what a stream's commits prove
 	msgs     *[]memory.Message    // the thread, in ts order
-	st       *convState           // read only
+	st       conversation.Reader  // the state, read only
 	roster   *roster              // the channel's agents
 	sessions Sessions             // the memory sessions a turn reads
 	marks    committer            // where a streamed reply's marker is committed
 	replies  replyPoster          // where a streamed reply is shown
 	tracer   turnTracer           // what makes the turns' traces
+	// description is the channel's description, which the step gathers
+	// before it runs a turn.
+	description string
+}
+
+// turnPorts are the engine's ports a turn uses, each on its own: the
+// runner holds no Deps.
+type turnPorts struct {
+	Model        Model
+	Prompts      func() Prompts
+	Tools        Toolbox
+	OnTurn       func(r TurnReport)
+	Working      Working
+	StreamTicker func(d time.Duration) (<-chan time.Time, func())
+}
+
+// portsOfTurn takes a turn's ports out of the engine's Deps.
+func portsOfTurn(d *Deps) turnPorts {
+	return turnPorts{Model: d.Model, Prompts: d.Prompts, Tools: d.Tools, OnTurn: d.OnTurn, Working: d.Working, StreamTicker: d.StreamTicker}
 }
 
 // runner is the turn runner of the loaded conversation.
 func (c *convo) runner() runner {
 	return runner{
-		deps: &c.e.deps, opts: &c.e.opts, now: c.e.now, cpu: c.e.cpu, pairings: c.e.pairings,
+		deps: portsOfTurn(&c.e.deps), opts: &c.e.opts, now: c.e.now, cpu: c.e.cpu, pairings: c.e.pairings,
 		patterns: c.e.patterns,
-		log:      c.log, conv: &c.conv, lock: c.lock, msgs: &c.msgs, st: c.st,
+		log:      c.log, conv: &c.conv, lock: c.lock, msgs: &c.msgs, st: c.m.Read(),
 		roster: &c.roster, sessions: c.e.sessions, marks: c.e.convs, replies: c.e.deps.Chat,
-		tracer: turnTracer{opts: &c.e.opts, deps: &c.e.deps, conv: &c.conv, msgs: &c.msgs, now: c.e.now, log: c.log},
+		tracer: turnTracer{opts: &c.e.opts, deps: tracePorts{Model: c.e.deps.Model, Tracer: c.e.deps.Tracer, CaptureContent: c.e.deps.CaptureContent}, conv: &c.conv, msgs: &c.msgs, now: c.e.now, log: c.log},
 	}
 }
 
 // view is the conversation as it stands, for a turn's prompts.
 func (c runner) view() view {
-	return view{roster: c.roster, conv: *c.conv, msgs: *c.msgs, st: c.st, opts: c.opts, chat: c.deps.Chat, log: c.log}
+	return view{roster: c.roster, conv: *c.conv, msgs: *c.msgs, st: c.st, opts: c.opts, description: c.description, log: c.log}
 }
 
 // turn is one agent producing (or failing to produce) one reply.
@@ -95,10 +115,11 @@ type turnNote struct {
 
 func (c runner) newTurn(id string, a ens.Agent, phase string) *turn {
 	t := &turn{
-		id:       id,
-		agent:    a,
-		prompts:  c.deps.Prompts(),
-		started:  c.now(),
+		id:      id,
+		agent:   a,
+		prompts: c.deps.Prompts(),
+		started: c.now(),
+		// Real time: contexts run on it.
 		deadline: time.Now().Add(c.opts.TurnTimeout),
 		report: TurnReport{
 			Conversation: c.conv.ID,
@@ -240,7 +261,8 @@ func (c runner) failed(ctx context.Context, t *turn, err error) error {
 // notice is a turn's ⚠️ notice, to post when notices go to the thread or
 // its reply was streamed there (the step applied its markers first).
 func (c runner) notice(t *turn, reason string) (pendingPost, bool) {
-	if c.opts.Notify != NotifyThread && !c.streamedFor(t.id) {
+	_, streamed := c.st.Streamed(t.id)
+	if c.opts.Notify != NotifyThread && !streamed {
 		return pendingPost{}, false
 	}
 	if t.trace != nil {
@@ -280,7 +302,13 @@ type threaded struct {
 // threading asks an unbound expert which memory session the messages
 // that name it are about (context-not-found), reads its reply and
 // chooses the session by its policy. known is .KnownSessions.
-func (c runner) threading(ctx context.Context, t *turn, known []string) (threaded, error) {
+func (c runner) threading(ctx context.Context, t *turn, known []string) (turnResult, error) {
+	th, err := c.readThreading(ctx, t, known)
+	return t.result(turnResult{text: th.text, threaded: th}), err
+}
+
+// readThreading asks and reads the threading request (threading).
+func (c runner) readThreading(ctx context.Context, t *turn, known []string) (threaded, error) {
 	a := t.agent
 	visible := c.view().visibleTo(a)
 	data := c.view().data(ctx, a, visible, "", len(visible))
@@ -424,20 +452,21 @@ const maxKnownSessions = 50
 // sessionTurn runs prompt for an agent with a memory session: the
 // session's entries from other conversations, then what it sees of this
 // thread.
-func (c runner) sessionTurn(ctx context.Context, t *turn, namespace, key, prompt string) (string, error) {
+func (c runner) sessionTurn(ctx context.Context, t *turn, namespace, key, prompt string) (turnResult, error) {
 	a := t.agent
 	entries, err := c.otherConversations(ctx, namespace, key)
 	if err != nil {
-		return "", err
+		return t.result(turnResult{}), err
 	}
 	visible := c.view().visibleTo(a)
 	data := c.view().data(ctx, a, visible, key, len(visible))
 	history := append(sessionHistory(entries), c.view().history(ctx, a, visible, false)...)
 	req, err := c.build(t, prompt, data, history, nil)
 	if err != nil {
-		return "", err
+		return t.result(turnResult{}), err
 	}
-	return c.askStreamed(ctx, t, req, c.st.Conclude == nil)
+	text, err := c.askStreamed(ctx, t, req, !c.st.Concluding())
+	return t.result(turnResult{text: text}), err
 }
 
 // otherConversations reads a session's entries that do not come from this
@@ -459,20 +488,20 @@ func (c runner) otherConversations(ctx context.Context, namespace, key string) (
 // facilitator runs the facilitator's default prompt over the whole
 // thread (START, BODY, or after a restart). It returns the reply and the
 // prompt it answered (what a conclusion asked for by :end: replays).
-func (c runner) facilitator(ctx context.Context, t *turn) (text, prompt string, err error) {
+func (c runner) facilitator(ctx context.Context, t *turn) (turnResult, error) {
 	data := c.view().data(ctx, t.agent, *c.msgs, c.conv.ID, len(*c.msgs))
 	req, err := c.build(t, templates.PromptDefault, data, c.view().history(ctx, t.agent, *c.msgs, true), nil)
 	if err != nil {
-		return "", "", err
+		return t.result(turnResult{}), err
 	}
-	text, err = c.askStreamed(ctx, t, req, true)
-	return text, req.Messages[len(req.Messages)-1].Content, err
+	text, err := c.askStreamed(ctx, t, req, true)
+	return t.result(turnResult{text: text, prompt: req.Messages[len(req.Messages)-1].Content}), err
 }
 
 // conclusion runs the facilitator's conclude prompt: the thread (without
 // the :end: reply), then the previous phase prompt and the :end: reply
 // when there was one.
-func (c runner) conclusion(ctx context.Context, t *turn, r *concludeRequest) (string, error) {
+func (c runner) conclusion(ctx context.Context, t *turn, r concludeRequest) (turnResult, error) {
 	var msgs []memory.Message
 	for _, m := range *c.msgs {
 		if r.EndTS == "" || m.TS != r.EndTS {
@@ -490,7 +519,8 @@ func (c runner) conclusion(ctx context.Context, t *turn, r *concludeRequest) (st
 	data.ConcludeReason = concludeReasons[r.Reason]
 	req, err := c.build(t, templates.PromptConclude, data, c.view().history(ctx, t.agent, msgs, true), tail)
 	if err != nil {
-		return "", err
+		return t.result(turnResult{}), err
 	}
-	return c.askStreamed(ctx, t, req, false)
+	text, err := c.askStreamed(ctx, t, req, false)
+	return t.result(turnResult{text: text}), err
 }

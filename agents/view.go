@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/conclavehq/conclave/agents/conversation"
 	"github.com/conclavehq/conclave/agents/llm"
 	"github.com/conclavehq/conclave/ens"
 	"github.com/conclavehq/conclave/memory"
@@ -20,16 +21,29 @@ import (
 type view struct {
 	*roster
 	conv memory.Conversation
-	msgs []memory.Message // the thread, in ts order
-	st   *convState       // read only: participants and notes
+	msgs []memory.Message    // the thread, in ts order
+	st   conversation.Reader // participants and notes
 	opts *Options
-	chat channelDescriber
-	log  *slog.Logger
+	// description is the channel's description, gathered by the step
+	// before the turn (describe).
+	description string
+	log         *slog.Logger
 }
 
 // view is the conversation as it stands, for a turn's prompts.
 func (c *convo) view() view {
-	return view{roster: &c.roster, conv: c.conv, msgs: c.msgs, st: c.st, opts: &c.e.opts, chat: c.e.deps.Chat, log: c.log}
+	return view{roster: &c.roster, conv: c.conv, msgs: c.msgs, st: c.m.Read(), opts: &c.e.opts, log: c.log}
+}
+
+// describe is the channel's description for a turn's prompts, read from
+// Slack (the transport caches it) before the turn runs; "" when it cannot
+// be read.
+func describe(ctx context.Context, c *convo) string {
+	desc, err := c.e.deps.Chat.ChannelDescription(ctx, c.e.opts.rosterOf(c.conv.Channel))
+	if err != nil {
+		c.log.Warn("channel description", slog.Any(logError, err))
+	}
+	return desc
 }
 
 // visibleTo returns the thread messages an agent sees: every one for the
@@ -75,13 +89,13 @@ func (c view) member(ctx context.Context, m memory.Message) templates.Member {
 // unposted history lines in time order. Agents' messages and notes of the
 // current exchange are marked as its answers, which the budget cuts last.
 func (c view) history(ctx context.Context, a ens.Agent, msgs []memory.Message, withNotes bool) []HistoryMessage {
-	var notes []note
+	var notes []conversation.Note
 	if withNotes {
-		notes = c.st.Notes
+		notes = c.st.Notes()
 	}
 	inExchange := c.inExchange()
 	began := c.exchangeBegan()
-	noteLine := func(n note) HistoryMessage {
+	noteLine := func(n conversation.Note) HistoryMessage {
 		return HistoryMessage{Role: llm.RoleUser, Content: n.Text, Answer: !n.At.Before(began)}
 	}
 	out := make([]HistoryMessage, 0, len(msgs)+len(notes))
@@ -108,11 +122,11 @@ func (c view) history(ctx context.Context, a ens.Agent, msgs []memory.Message, w
 // person's message that last reopened the thread; zero (every note
 // belongs to it) before a reopening or when that message is gone.
 func (c view) exchangeBegan() time.Time {
-	if c.st.ExchangeStart == "" {
+	if c.st.ExchangeStart() == "" {
 		return time.Time{}
 	}
 	for _, m := range c.msgs {
-		if m.TS == c.st.ExchangeStart {
+		if m.TS == c.st.ExchangeStart() {
 			return m.At
 		}
 	}
@@ -131,7 +145,7 @@ func (c view) members(ctx context.Context, self ens.Agent) []templates.Member {
 			out = append(out, c.memberOf(c.agents[n]))
 		}
 	}
-	for _, p := range c.st.Participants {
+	for _, p := range c.st.Participants() {
 		switch {
 		case p.Agent != "":
 			if seen[p.Agent] {
@@ -155,13 +169,9 @@ func (c view) members(ctx context.Context, self ens.Agent) []templates.Member {
 // data fills the template fields of a turn of agent a that sees visible.
 func (c view) data(ctx context.Context, a ens.Agent, visible []memory.Message, sessionID string, count int) templates.Data {
 	max := c.opts.MaxMessageChars
-	desc, err := c.chat.ChannelDescription(ctx, c.opts.rosterOf(c.conv.Channel))
-	if err != nil {
-		c.log.Warn("channel description", slog.Any(logError, err))
-	}
 	d := templates.Data{
 		ConversationId:           c.conv.ID,
-		ChannelDescription:       capText(desc, max),
+		ChannelDescription:       capText(c.description, max),
 		ChannelMembers:           c.members(ctx, a),
 		ConversationMessageCount: count,
 		MemorySessionId:          sessionID,
@@ -246,9 +256,9 @@ func (c view) exchangeRequest(visible []memory.Message) (memory.Message, bool) {
 // the reopening message is gone.
 func (c view) inExchange() map[string]bool {
 	in := make(map[string]bool, len(c.msgs))
-	started := c.st.ExchangeStart == ""
+	started := c.st.ExchangeStart() == ""
 	for _, m := range c.msgs {
-		started = started || m.TS == c.st.ExchangeStart
+		started = started || m.TS == c.st.ExchangeStart()
 		in[m.TS] = started
 	}
 	if !started {
@@ -281,7 +291,7 @@ func (c view) discussion(ctx context.Context, visible []memory.Message) ([]templ
 // :end: with a signature, and not an acknowledgement the facilitator
 // closed silently.
 func (c view) isPersonRequest(m memory.Message) bool {
-	if !isPersonKind(m.Kind) || slices.Contains(c.st.Acknowledged, m.TS) {
+	if !isPersonKind(m.Kind) || c.st.Acknowledged(m.TS) {
 		return false
 	}
 	rest, hadEnd := stripEnd(m.Text)

@@ -7,6 +7,7 @@ import (
 	"go/token"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -44,6 +45,19 @@ var importRules = []struct {
 		"test support stands alone: any package may import it"},
 	{[]string{"internal"}, []string{""},
 		"the helpers with no domain stand alone: the transports and the store use them as the engine does"},
+	{[]string{"agents/conversation"}, []string{""},
+		"a conversation's rules are data: no store, no Slack, no identities, no model, no templates; the engine gathers what they need"},
+}
+
+// stdRules are the packages of the standard library a package must not
+// import (test files aside), by the same coverage as importRules.
+var stdRules = []struct {
+	from   []string
+	banned []string
+	why    string
+}{
+	{[]string{"agents/conversation"}, []string{"context", "net", "net/http", "os", "log/slog"},
+		"a conversation's rules do no I/O and wait for nothing: they take no context"},
 }
 
 // TestMemoryImportsNothingOfAgents checks, with no exemption (test support
@@ -77,7 +91,8 @@ func under(rel, dir string) bool {
 type conclavePackage struct {
 	rel     string // path relative to the module ("" for the root)
 	dir     string
-	imports []string
+	imports []string // the module's packages it imports
+	std     []string // the other packages it imports
 	goFiles []string // non-test files
 }
 
@@ -104,6 +119,8 @@ func listPackages(t *testing.T) []conclavePackage {
 		for _, imp := range strings.Fields(f[2]) {
 			if imp == module || strings.HasPrefix(imp, module+"/") {
 				p.imports = append(p.imports, strings.TrimPrefix(strings.TrimPrefix(imp, module), "/"))
+			} else {
+				p.std = append(p.std, imp)
 			}
 		}
 		pkgs = append(pkgs, p)
@@ -134,6 +151,28 @@ func TestImportsGoDownTheFlow(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestConversationTakesNoContext checks stdRules: the packages of pure
+// rules import nothing that does I/O or waits.
+func TestConversationTakesNoContext(t *testing.T) {
+	checked := 0
+	for _, p := range listPackages(t) {
+		for _, rule := range stdRules {
+			if !coveredBy(p.rel, rule.from) {
+				continue
+			}
+			checked++
+			for _, imp := range p.std {
+				if slices.Contains(rule.banned, imp) {
+					t.Errorf("%s/%s imports %s: %s (docs/architecture.md, Rules for imports)", module, p.rel, imp, rule.why)
+				}
+			}
+		}
+	}
+	if checked == 0 {
+		t.Fatal("no package of the rules was found")
 	}
 }
 

@@ -1,4 +1,4 @@
-package agents
+package conversation
 
 import (
 	"fmt"
@@ -6,12 +6,10 @@ import (
 	"sort"
 	"strings"
 	"time"
-
-	"github.com/conclavehq/conclave/ens"
 )
 
-// limits are the guards of a conversation (the conversation.* settings).
-type limits struct {
+// Limits are the guards of a conversation (the conversation.* settings).
+type Limits struct {
 	MaxTurns         int           // agent turns before the conclusion is forced
 	MaxTurnsPerAgent int           // turns of one agent; past it its calls are skipped
 	MaxQueued        int           // turns waiting; past it a call is refused
@@ -19,49 +17,49 @@ type limits struct {
 	Timeout          time.Duration // inactivity before the conclusion; 0: never
 }
 
-// machine is one conversation's state machine. Its state is plain data
-// (convState); its methods are pure: they change the state and record the
+// Machine is one conversation's state machine. Its state is plain data
+// (State); its methods are pure: they change the state and record the
 // reaction changes the caller is to make (fx), and nothing else: no store,
 // no clock (the time is passed in), no network, no log. The caller (the
 // loaded conversation) turns what happened into calls of these methods
 // and carries out what they return.
-type machine struct {
-	st          *convState
-	lim         limits
+type Machine struct {
+	st          *State
+	lim         Limits
 	facilitator string // the channel's facilitator ("" when none)
 	idPrefix    string // turn ids start with it (the conversation id's head)
-	fx          []reactionChange
+	fx          []ReactionChange
 }
 
-// reactionChange is a reaction to set or clear: the working reaction on a
+// ReactionChange is a reaction to set or clear: the working reaction on a
 // message, or the done reaction (✅) on the thread's root.
-type reactionChange struct {
+type ReactionChange struct {
 	TS   string // the message; "" for the root (done)
 	Done bool   // the done reaction rather than the working one
 	Add  bool
 }
 
-// inbound is a message as the machine sees it: who wrote it, whom it
+// Inbound is a message as the machine sees it: who wrote it, whom it
 // names, whether it asks for the end.
-type inbound struct {
+type Inbound struct {
 	TS     string
-	Kind   string // kindPerson, kindHuman, kindBot, kindAgent
+	Kind   string // KindPerson, KindHuman, KindBot, KindAgent
 	Author string // the agent that wrote it ("" for a person or a bot)
 	UserID string
 	Name   string
 	At     time.Time
-	Named  []namedAgent // the registered agents it names, in order
+	Named  []NamedAgent // the registered agents it names, in order
 	End    bool         // holds :end:
 }
 
-// namedAgent is a registered agent a message names, with its role.
-type namedAgent struct {
+// NamedAgent is a registered agent a message names, with its role.
+type NamedAgent struct {
 	Agent string
-	Role  ens.Role
+	Role  Role
 }
 
-// routed says what routing a message did that the caller acts on.
-type routed struct {
+// Routed says what routing a message did that the caller acts on.
+type Routed struct {
 	Restarted  bool     // a concluded conversation was reopened
 	Refused    []string // the agents not queued, the queue being full
 	Concluded  bool     // concluded at once: no facilitator to conclude
@@ -69,82 +67,82 @@ type routed struct {
 }
 
 // The actions next picks.
-type action int
+type Action int
 
 const (
-	actNone        action = iota // nothing to do now
-	actConclude                  // run the conclusion waiting (st.Conclude)
-	actGuard                     // max_turns reached: ask for the conclusion
-	actExpireCalls               // calls to human agents timed out
-	actCall                      // run the first queued turn
-	actFacilitator               // run the facilitator's turn
-	actSettle                    // the facilitator is due but the channel has none
-	actTimeout                   // inactivity: ask for the conclusion
+	ActNone        Action = iota // nothing to do now
+	ActConclude                  // run the conclusion waiting (st.Conclude)
+	ActGuard                     // max_turns reached: ask for the conclusion
+	ActExpireCalls               // calls to human agents timed out
+	ActCall                      // run the first queued turn
+	ActFacilitator               // run the facilitator's turn
+	ActSettle                    // the facilitator is due but the channel has none
+	ActTimeout                   // inactivity: ask for the conclusion
 )
 
-// startsOnRoot decides whether a new root by a person starts a
+// StartsOnRoot decides whether a new root by a person starts a
 // conversation: it names an agent, or the channel starts on every message
 // and has a facilitator.
-func startsOnRoot(root inbound, start string, hasFacilitator bool) bool {
-	if !isPersonKind(root.Kind) {
+func StartsOnRoot(root Inbound, start string, hasFacilitator bool) bool {
+	if !IsPersonKind(root.Kind) {
 		return false
 	}
 	return len(root.Named) > 0 || start == StartAll && hasFacilitator
 }
 
-// adopter returns the ts of the first reply (not the root, not a bot's)
+// Adopter returns the ts of the first reply (not the root, not a bot's)
 // naming a registered agent, which makes a thread conclave did not start
 // a conversation; "" when there is none.
-func adopter(fresh []inbound, threadTS string) string {
+func Adopter(fresh []Inbound, threadTS string) string {
 	for _, m := range fresh {
-		if m.TS != threadTS && m.Kind != kindBot && len(m.Named) > 0 {
+		if m.TS != threadTS && m.Kind != KindBot && len(m.Named) > 0 {
 			return m.TS
 		}
 	}
 	return ""
 }
 
-// receive routes one message: it is marked routed, its time is activity,
-// its author a participant when a person or human agent wrote it. With
+// receive routes one message: it is marked Routed, its time is activity,
+// its author a Participant when a person or human agent wrote it. With
 // triggers false (content only) or from a bot, that is all. Otherwise: a
 // person writing in a concluded conversation reopens it; :end: by a person
 // asks for the conclusion; a human agent writing answers its calls; the
 // agents named are queued (experts, clones) or called (human agents), as
 // of now; the facilitator is woken unless it wrote the message.
-func (m *machine) receive(in inbound, triggers bool, now time.Time) routed {
-	var out routed
+func (m *Machine) Receive(in Inbound, triggers bool, now time.Time) Routed {
+	var out Routed
 	st := m.st
 	st.Routed[in.TS] = true
-	st.touch(in.At)
-	if isPersonKind(in.Kind) {
+	st.Touch(in.At)
+	if IsPersonKind(in.Kind) {
 		m.addParticipant(in)
 	}
-	if !triggers || in.Kind == kindBot {
+	if !triggers || in.Kind == KindBot {
 		return out
 	}
-	if st.Status == statusConcluded {
-		if !isPersonKind(in.Kind) || in.End {
+	if st.Status == StatusConcluded {
+		if !IsPersonKind(in.Kind) || in.End {
 			return out
 		}
 		m.restart()
 		st.ExchangeStart = in.TS
 		out.Restarted = true
 	}
-	if st.Reopened && isPersonKind(in.Kind) {
+	if st.Reopened && IsPersonKind(in.Kind) {
 		st.SinceReopen = append(st.SinceReopen, in.TS)
 	}
-	if isPersonKind(in.Kind) {
+	if IsPersonKind(in.Kind) {
 		st.Recent = nil // a new exchange: the facilitator may say again what it said
 	}
 	if st.Conclude != nil {
 		return out
 	}
-	if isPersonKind(in.Kind) && in.End {
-		out.Concluded = m.requestConclude(&concludeRequest{Reason: concludeByPerson, Trigger: in.TS})
-		out.Conclusion = concludeByPerson
+	if IsPersonKind(in.Kind) && in.End {
+		out.Concluded = m.RequestConclude(&ConcludeRequest{Reason: ConcludeByPerson, Trigger: in.TS})
+		out.Conclusion = ConcludeByPerson
 		return out
 	}
-	if in.Kind == kindHuman {
+	if in.Kind == KindHuman {
 		m.answered(in.Author)
 	}
 	for _, n := range in.Named {
@@ -152,9 +150,9 @@ func (m *machine) receive(in inbound, triggers bool, now time.Time) routed {
 			continue
 		}
 		switch n.Role {
-		case ens.RoleFacilitator:
+		case RoleFacilitator:
 			// The facilitator sees every message; naming it only wakes it.
-		case ens.RoleHuman:
+		case RoleHuman:
 			m.call(n.Agent, in.TS, now)
 		default:
 			if !m.enqueue(n.Agent, in.TS, now) {
@@ -168,17 +166,17 @@ func (m *machine) receive(in inbound, triggers bool, now time.Time) routed {
 	return out
 }
 
-func (m *machine) addParticipant(in inbound) {
+func (m *Machine) addParticipant(in Inbound) {
 	for i, p := range m.st.Participants {
-		if in.Kind == kindHuman && p.Agent == in.Author || in.Kind == kindPerson && p.Agent == "" && p.UserID == in.UserID {
+		if in.Kind == KindHuman && p.Agent == in.Author || in.Kind == KindPerson && p.Agent == "" && p.UserID == in.UserID {
 			if in.Name != "" {
 				m.st.Participants[i].Name = in.Name
 			}
 			return
 		}
 	}
-	p := participant{UserID: in.UserID, Name: in.Name}
-	if in.Kind == kindHuman {
+	p := Participant{UserID: in.UserID, Name: in.Name}
+	if in.Kind == KindHuman {
 		p.Agent = in.Author
 	}
 	m.st.Participants = append(m.st.Participants, p)
@@ -188,11 +186,11 @@ func (m *machine) addParticipant(in inbound) {
 // ts. An agent already waiting is not queued twice: its turn answers both
 // messages. False when the queue is full (max_queued): the turn is not
 // queued.
-func (m *machine) enqueue(name, ts string, now time.Time) bool {
+func (m *Machine) enqueue(name, ts string, now time.Time) bool {
 	st := m.st
 	for i, q := range st.Queue {
 		if q.Agent == name {
-			if !slices.Contains(q.triggers(), ts) {
+			if !slices.Contains(q.Triggers(), ts) {
 				st.Queue[i].Also = append(st.Queue[i].Also, ts)
 				m.working(ts, +1)
 			}
@@ -202,19 +200,19 @@ func (m *machine) enqueue(name, ts string, now time.Time) bool {
 	if len(st.Queue) >= m.lim.MaxQueued {
 		return false
 	}
-	st.Queue = append(st.Queue, queuedTurn{ID: m.turnID(), Agent: name, Trigger: ts, Queued: now})
-	sort.SliceStable(st.Queue, func(i, j int) bool { return lessTS(st.Queue[i].Trigger, st.Queue[j].Trigger) })
+	st.Queue = append(st.Queue, QueuedTurn{ID: m.TurnID(), Agent: name, Trigger: ts, Queued: now})
+	sort.SliceStable(st.Queue, func(i, j int) bool { return LessTS(st.Queue[i].Trigger, st.Queue[j].Trigger) })
 	m.working(ts, +1)
 	return true
 }
 
-// noticeOverloaded marks, in convState.Noticed, that the overload ⚠️ was
+// noticeOverloaded marks, in State.Noticed, that the overload ⚠️ was
 // posted; it is cleared when a queued turn ends.
 const noticeOverloaded = "overloaded"
 
 // overloadNotice reports whether the overload ⚠️ is to be posted: once,
 // until the queue has room again.
-func (m *machine) overloadNotice() bool {
+func (m *Machine) OverloadNotice() bool {
 	if m.st.Noticed[noticeOverloaded] {
 		return false
 	}
@@ -223,23 +221,23 @@ func (m *machine) overloadNotice() bool {
 }
 
 // call records a call to a human agent, bounded by call_timeout.
-func (m *machine) call(name, ts string, now time.Time) {
+func (m *Machine) call(name, ts string, now time.Time) {
 	for _, h := range m.st.Calls {
 		if h.Agent == name {
 			return
 		}
 	}
-	m.st.Calls = append(m.st.Calls, humanCall{Agent: name, Trigger: ts, Deadline: now.Add(m.lim.CallTimeout)})
+	m.st.Calls = append(m.st.Calls, HumanCall{Agent: name, Trigger: ts, Deadline: now.Add(m.lim.CallTimeout)})
 }
 
 // answered ends the calls to a human agent that just wrote.
-func (m *machine) answered(name string) {
-	m.st.Calls = slices.DeleteFunc(m.st.Calls, func(h humanCall) bool { return h.Agent == name })
+func (m *Machine) answered(name string) {
+	m.st.Calls = slices.DeleteFunc(m.st.Calls, func(h HumanCall) bool { return h.Agent == name })
 }
 
 // wakeFacilitator marks the facilitator due because of the message at ts,
 // which carries the working reaction until the facilitator's turn ends.
-func (m *machine) wakeFacilitator(ts string) {
+func (m *Machine) wakeFacilitator(ts string) {
 	m.st.FacilitatorDue = true
 	if m.facilitator == "" || slices.Contains(m.st.WakeBy, ts) {
 		return
@@ -250,7 +248,7 @@ func (m *machine) wakeFacilitator(ts string) {
 
 // settleFacilitator clears the facilitator's due mark: its turn ran (or
 // will not run), so the messages that woke it lose the working reaction.
-func (m *machine) settleFacilitator() {
+func (m *Machine) SettleFacilitator() {
 	for _, ts := range m.st.WakeBy {
 		m.working(ts, -1)
 	}
@@ -260,7 +258,7 @@ func (m *machine) settleFacilitator() {
 
 // working counts the turns a message triggered; the message carries the
 // working reaction while any is queued or running.
-func (m *machine) working(ts string, delta int) {
+func (m *Machine) working(ts string, delta int) {
 	if ts == "" {
 		return
 	}
@@ -272,35 +270,35 @@ func (m *machine) working(ts string, delta int) {
 		m.st.Working[ts] = after
 	}
 	if (before == 0) != (after == 0) {
-		m.fx = append(m.fx, reactionChange{TS: ts, Add: after > 0})
+		m.fx = append(m.fx, ReactionChange{TS: ts, Add: after > 0})
 	}
 }
 
 // takeEffects returns the reaction changes recorded so far, in order, and
 // forgets them.
-func (m *machine) takeEffects() []reactionChange {
+func (m *Machine) TakeEffects() []ReactionChange {
 	fx := m.fx
 	m.fx = nil
 	return fx
 }
 
 // turnID numbers a new turn.
-func (m *machine) turnID() string {
+func (m *Machine) TurnID() string {
 	return m.st.nextID(m.idPrefix + "-t")
 }
 
 // addNote adds a history line that is never posted; wake makes the
 // facilitator due (a call that failed or timed out), a tool's line does
 // not.
-func (m *machine) addNote(text string, now time.Time, wake bool) {
-	m.st.Notes = append(m.st.Notes, note{ID: m.st.nextID("n"), Text: text, At: now})
+func (m *Machine) AddNote(text string, now time.Time, wake bool) {
+	m.st.Notes = append(m.st.Notes, Note{ID: m.st.nextID("n"), Text: text, At: now})
 	if wake {
 		m.st.FacilitatorDue = true
 	}
 }
 
 // cancelQueue drops every queued turn and pending call.
-func (m *machine) cancelQueue() {
+func (m *Machine) cancelQueue() {
 	for _, q := range m.st.Queue {
 		m.dequeued(q)
 	}
@@ -312,22 +310,22 @@ func (m *machine) cancelQueue() {
 // conclusion cancels (SPEC §14.2): a queued expert or clone turn, a human
 // agent's pending call. The notes are dated at the conversation's last
 // activity, so they follow the messages they answer.
-func (m *machine) noteCancelled() {
+func (m *Machine) noteCancelled() {
 	at := m.st.LastActivity
 	for _, q := range m.st.Queue {
 		if q.Agent != m.facilitator {
-			m.addNote(fmt.Sprintf("(%s did not answer: the call was cancelled when the conversation concluded)", q.Agent), at, false)
+			m.AddNote(fmt.Sprintf("(%s did not answer: the call was cancelled when the conversation concluded)", q.Agent), at, false)
 		}
 	}
 	for _, call := range m.st.Calls {
-		m.addNote(fmt.Sprintf("(%s did not answer: the call was cancelled when the conversation concluded)", call.Agent), at, false)
+		m.AddNote(fmt.Sprintf("(%s did not answer: the call was cancelled when the conversation concluded)", call.Agent), at, false)
 	}
 }
 
 // dequeued releases the working reaction of the messages a queued turn
 // answers.
-func (m *machine) dequeued(q queuedTurn) {
-	for _, ts := range q.triggers() {
+func (m *Machine) dequeued(q QueuedTurn) {
+	for _, ts := range q.Triggers() {
 		m.working(ts, -1)
 	}
 }
@@ -335,12 +333,12 @@ func (m *machine) dequeued(q queuedTurn) {
 // requestConclude asks for the conclusion: queued turns are cancelled; the
 // facilitator runs conclude next, or, without one, the conversation ends
 // at once, silently (true).
-func (m *machine) requestConclude(r *concludeRequest) bool {
+func (m *Machine) RequestConclude(r *ConcludeRequest) bool {
 	m.noteCancelled()
 	m.cancelQueue()
-	m.settleFacilitator()
+	m.SettleFacilitator()
 	if m.facilitator == "" {
-		m.st.Status = statusConcluded
+		m.st.Status = StatusConcluded
 		return true
 	}
 	m.st.Conclude = r
@@ -350,9 +348,9 @@ func (m *machine) requestConclude(r *concludeRequest) bool {
 
 // restart reopens a concluded conversation: the ✅ goes, the loop guards
 // start again; bindings and the group id stay.
-func (m *machine) restart() {
+func (m *Machine) restart() {
 	st := m.st
-	st.Status = statusOpen
+	st.Status = StatusOpen
 	st.Reopened = true
 	st.SinceReopen = nil
 	st.Recent = nil
@@ -363,41 +361,41 @@ func (m *machine) restart() {
 			delete(st.Noticed, k)
 		}
 	}
-	m.fx = append(m.fx, reactionChange{Done: true, Add: false})
+	m.fx = append(m.fx, ReactionChange{Done: true, Add: false})
 }
 
 // next picks what to do now: a pending conclusion, the max_turns guard,
 // expired calls, the next queued turn, the facilitator's wake-up, or the
 // inactivity conclusion. It changes nothing.
-func (m *machine) next(now time.Time) action {
+func (m *Machine) Next(now time.Time) Action {
 	st := m.st
 	switch {
-	case st.Status != statusOpen:
-		return actNone
+	case st.Status != StatusOpen:
+		return ActNone
 	case st.Conclude != nil:
-		return actConclude
+		return ActConclude
 	case st.Turns >= m.lim.MaxTurns:
-		return actGuard
-	case slices.ContainsFunc(st.Calls, func(h humanCall) bool { return !h.Deadline.After(now) }):
-		return actExpireCalls
+		return ActGuard
+	case slices.ContainsFunc(st.Calls, func(h HumanCall) bool { return !h.Deadline.After(now) }):
+		return ActExpireCalls
 	case len(st.Queue) > 0:
-		return actCall
+		return ActCall
 	case st.FacilitatorDue && len(st.Calls) == 0:
 		if m.facilitator == "" {
-			return actSettle
+			return ActSettle
 		}
-		return actFacilitator
-	case !st.busy() && m.lim.Timeout > 0 && !st.LastActivity.IsZero() && !st.LastActivity.Add(m.lim.Timeout).After(now):
-		return actTimeout
+		return ActFacilitator
+	case !st.Busy() && m.lim.Timeout > 0 && !st.LastActivity.IsZero() && !st.LastActivity.Add(m.lim.Timeout).After(now):
+		return ActTimeout
 	}
-	return actNone
+	return ActNone
 }
 
 // expireCalls ends the calls whose deadline passed, each with a history
 // line that wakes the facilitator, and returns their agents.
-func (m *machine) expireCalls(now time.Time) []string {
+func (m *Machine) ExpireCalls(now time.Time) []string {
 	var expired []string
-	m.st.Calls = slices.DeleteFunc(m.st.Calls, func(h humanCall) bool {
+	m.st.Calls = slices.DeleteFunc(m.st.Calls, func(h HumanCall) bool {
 		if h.Deadline.After(now) {
 			return false
 		}
@@ -405,37 +403,37 @@ func (m *machine) expireCalls(now time.Time) []string {
 		return true
 	})
 	for _, a := range expired {
-		m.addNote(fmt.Sprintf("(%s did not answer: timeout)", a), now, true)
+		m.AddNote(fmt.Sprintf("(%s did not answer: timeout)", a), now, true)
 	}
 	return expired
 }
 
 // Verdicts on a queued turn about to start.
-type verdict int
+type Verdict int
 
 const (
-	runTurn     verdict = iota // run it
-	notServed                  // its agent is no longer served in the channel
-	callExpired                // it waited longer than call_timeout
-	atCap                      // its agent reached max_turns_per_agent
+	RunTurn     Verdict = iota // run it
+	NotServed                  // its agent is no longer served in the channel
+	CallExpired                // it waited longer than call_timeout
+	AtCap                      // its agent reached max_turns_per_agent
 )
 
 // admit decides whether the first queued turn runs. It changes nothing.
-func (m *machine) admit(q queuedTurn, served bool, now time.Time) verdict {
+func (m *Machine) Admit(q QueuedTurn, served bool, now time.Time) Verdict {
 	switch {
 	case !served:
-		return notServed
+		return NotServed
 	case now.Sub(q.Queued) > m.lim.CallTimeout:
-		return callExpired
+		return CallExpired
 	case m.st.AgentTurns[q.Agent] >= m.lim.MaxTurnsPerAgent:
-		return atCap
+		return AtCap
 	}
-	return runTurn
+	return RunTurn
 }
 
 // capNotice reports whether the ⚠️ of agent's turn cap is to be posted:
 // once per conversation (until a restart).
-func (m *machine) capNotice(agent string) bool {
+func (m *Machine) CapNotice(agent string) bool {
 	key := "cap:" + agent
 	if m.st.Noticed[key] {
 		return false
@@ -445,7 +443,7 @@ func (m *machine) capNotice(agent string) bool {
 }
 
 // startTurn counts a turn of agent against the guards.
-func (m *machine) startTurn(agent string) {
+func (m *Machine) StartTurn(agent string) {
 	m.st.Turns++
 	m.st.AgentTurns[agent]++
 }
@@ -453,31 +451,31 @@ func (m *machine) startTurn(agent string) {
 // endCall takes a queued turn off the queue (it ran, failed or was
 // skipped): its messages lose the working reaction, and the queue has
 // room again.
-func (m *machine) endCall(q queuedTurn, now time.Time) {
-	m.st.Queue = slices.DeleteFunc(m.st.Queue, func(x queuedTurn) bool { return x.ID == q.ID })
+func (m *Machine) EndCall(q QueuedTurn, now time.Time) {
+	m.st.Queue = slices.DeleteFunc(m.st.Queue, func(x QueuedTurn) bool { return x.ID == q.ID })
 	delete(m.st.Noticed, noticeOverloaded)
 	m.dequeued(q)
-	m.st.touch(now)
+	m.st.Touch(now)
 }
 
 // startFacilitator starts the facilitator's turn: it is no longer due,
 // and the messages that woke it are returned (they keep the working
 // reaction until facilitatorDone). Messages that arrive during the turn
 // wake it again.
-func (m *machine) startFacilitator() (wake []string) {
+func (m *Machine) StartFacilitator() (wake []string) {
 	wake = m.st.WakeBy
 	m.st.WakeBy, m.st.FacilitatorDue = nil, false
-	m.startTurn(m.facilitator)
+	m.StartTurn(m.facilitator)
 	return wake
 }
 
 // facilitatorDone ends the facilitator's turn: the messages that woke it
 // lose the working reaction.
-func (m *machine) facilitatorDone(wake []string, now time.Time) {
+func (m *Machine) FacilitatorDone(wake []string, now time.Time) {
 	for _, ts := range wake {
 		m.working(ts, -1)
 	}
-	m.st.touch(now)
+	m.st.Touch(now)
 }
 
 // concluded ends the conclusion (run or failed): the conversation is
@@ -485,7 +483,7 @@ func (m *machine) facilitatorDone(wake []string, now time.Time) {
 // A conclusion without words (silent) posts nothing: in a reopened thread,
 // the people's messages since the reopening were acknowledgements, never
 // requests again (.LatestPersonRequest).
-func (m *machine) concluded(now time.Time, done, silent bool) {
+func (m *Machine) Concluded(now time.Time, done, silent bool) {
 	st := m.st
 	if silent && st.Reopened {
 		st.Acknowledged = append(st.Acknowledged, st.SinceReopen...)
@@ -494,26 +492,15 @@ func (m *machine) concluded(now time.Time, done, silent bool) {
 	if st.Conclude != nil {
 		trigger = st.Conclude.Trigger
 	}
-	st.Status = statusConcluded
+	st.Status = StatusConcluded
 	st.Reopened = false
 	st.SinceReopen = nil
 	st.Conclude = nil
-	m.settleFacilitator()
+	m.SettleFacilitator()
 	m.cancelQueue()
 	m.working(trigger, -1)
-	st.touch(now)
+	st.Touch(now)
 	if done {
-		m.fx = append(m.fx, reactionChange{Done: true, Add: true})
+		m.fx = append(m.fx, ReactionChange{Done: true, Add: true})
 	}
-}
-
-// workDue reports whether something waits to be done now.
-func (m *machine) workDue(now time.Time) bool {
-	d := m.deadline(now)
-	return !d.IsZero() && !d.After(now)
-}
-
-// deadline is when the conversation next needs attention (convState.deadline).
-func (m *machine) deadline(now time.Time) time.Time {
-	return m.st.deadline(now, m.lim.Timeout, m.lim.MaxTurns, m.facilitator != "")
 }

@@ -1,66 +1,53 @@
-package agents
+package conversation
 
 import (
 	"encoding/json"
 	"fmt"
 	"time"
-
-	"github.com/conclavehq/conclave/templates"
 )
 
-// stateVersion is the version of the engine state stored in
+// StateVersion is the version of the engine state stored in
 // memory.Conversation.State. A replica meeting a newer version leaves the
 // conversation alone rather than misread it.
-const stateVersion = 1
+const StateVersion = 1
 
 // Conversation status.
 const (
-	statusNew       = ""          // nothing routed yet
-	statusIgnored   = "ignored"   // not (yet) a conversation: a root that started nothing
-	statusOpen      = "open"      // running
-	statusConcluded = "concluded" // concluded; a person or human agent may reopen it
+	StatusNew       = ""          // nothing Routed yet
+	StatusIgnored   = "ignored"   // not (yet) a conversation: a root that started nothing
+	StatusOpen      = "open"      // running
+	StatusConcluded = "concluded" // concluded; a person or human agent may reopen it
 )
 
 // Why a conclusion was asked for.
 const (
-	concludeByEnd     = "end"     // the facilitator's reply held :end:
-	concludeByPerson  = "person"  // a person or human agent wrote :end:
-	concludeByTimeout = "timeout" // no message for conversation.timeout
-	concludeByGuard   = "guard"   // conversation.max_turns reached
-	concludeByStall   = "stalled" // the facilitator repeated itself, or called only agents at their cap
-	concludeByBudget  = "budget"  // a daily model budget is spent
+	ConcludeByEnd     = "end"     // the facilitator's reply held :end:
+	ConcludeByPerson  = "person"  // a person or human agent wrote :end:
+	ConcludeByTimeout = "timeout" // no message for conversation.timeout
+	ConcludeByGuard   = "guard"   // conversation.max_turns reached
+	ConcludeByStall   = "stalled" // the facilitator repeated itself, or called only agents at their cap
+	ConcludeByBudget  = "budget"  // a daily model budget is spent
 )
 
-// concludeReasons are the reasons as templates read them
-// (.ConcludeReason).
-var concludeReasons = map[string]string{
-	concludeByEnd:     templates.ConcludeEnd,
-	concludeByPerson:  templates.ConcludePerson,
-	concludeByTimeout: templates.ConcludeInactivity,
-	concludeByGuard:   templates.ConcludeMaxTurns,
-	concludeByStall:   templates.ConcludeStalled,
-	concludeByBudget:  templates.ConcludeBudget,
-}
-
-// convState is the engine's state of one conversation, stored as JSON.
-type convState struct {
+// State is the engine's state of one conversation, stored as JSON.
+type State struct {
 	Version int    `json:"v"`
 	Status  string `json:"status,omitempty"`
 
 	// Participants are the people and human agents who wrote, in
 	// first-write order.
-	Participants []participant `json:"participants,omitempty"`
+	Participants []Participant `json:"participants,omitempty"`
 	// Bindings maps an expert to the memory session it bound.
 	Bindings map[string]string `json:"bindings,omitempty"`
 	// Group is the frozen clone/human session id ("" until first used).
 	Group string `json:"group,omitempty"`
-	// Routed holds the ts of every message already routed.
-	Routed map[string]bool `json:"routed,omitempty"`
+	// Routed holds the ts of every message already Routed.
+	Routed map[string]bool `json:"Routed,omitempty"`
 
 	// Queue holds the expert and clone turns waiting, in order.
-	Queue []queuedTurn `json:"queue,omitempty"`
+	Queue []QueuedTurn `json:"queue,omitempty"`
 	// Calls are human agents named and not yet answered.
-	Calls []humanCall `json:"calls,omitempty"`
+	Calls []HumanCall `json:"calls,omitempty"`
 	// FacilitatorDue: the thread holds messages (or notes) the facilitator
 	// has not seen. WakeBy lists the messages that made it due: each
 	// carries the working reaction until the facilitator's turn ends.
@@ -73,15 +60,15 @@ type convState struct {
 	AgentTurns map[string]int `json:"agent_turns,omitempty"`
 
 	// Notes are history lines never posted: calls that failed or timed out.
-	Notes []note `json:"notes,omitempty"`
+	Notes []Note `json:"notes,omitempty"`
 	// Noticed holds what was already notified once per conversation:
 	// "name:<ens>" for unknown names, "cap:<ens>" for agents at their cap.
 	Noticed map[string]bool `json:"noticed,omitempty"`
 	// Conclude is a conclusion waiting to run.
-	Conclude *concludeRequest `json:"conclude,omitempty"`
+	Conclude *ConcludeRequest `json:"conclude,omitempty"`
 	// Reopened: a person reopened the concluded thread, which has not
 	// concluded again since. A conclude reply without words then closes
-	// it silently (machine.concluded).
+	// it silently (Machine.concluded).
 	Reopened bool `json:"reopened,omitempty"`
 	// SinceReopen lists the messages people and human agents wrote since
 	// the thread was reopened, the reopening one first; Acknowledged, the
@@ -108,23 +95,31 @@ type convState struct {
 	// order they go out: nothing else happens in the conversation until it
 	// is empty. Pending is where older versions kept one such post; decode
 	// moves it into Outbox.
-	Outbox  []pendingPost `json:"outbox,omitempty"`
-	Pending *pendingPost  `json:"pending,omitempty"`
+	Outbox  []PendingPost `json:"outbox,omitempty"`
+	Pending *PendingPost  `json:"pending,omitempty"`
 	// Streamed maps the post id of a reply being streamed by a turn not
 	// yet over to its message: a run again of the turn shows its reply in
 	// that message (see stream.go).
-	Streamed map[string]streamMark `json:"streamed,omitempty"`
+	Streamed map[string]StreamMark `json:"streamed,omitempty"`
 	// Seq numbers notes and turn ids.
 	Seq int `json:"seq,omitempty"`
 }
 
-type participant struct {
+// StreamMark is a message streamed by a turn not yet over.
+type StreamMark struct {
+	TS     string `json:"ts,omitempty"` // "" while unknown
+	Agent  string `json:"agent"`
+	Prompt string `json:"prompt"`
+}
+
+// Participant is a person or human agent who wrote in the thread.
+type Participant struct {
 	UserID string `json:"user,omitempty"`
 	Agent  string `json:"agent,omitempty"` // for a human agent
 	Name   string `json:"name,omitempty"`
 }
 
-type queuedTurn struct {
+type QueuedTurn struct {
 	ID      string    `json:"id"`
 	Agent   string    `json:"agent"`
 	Trigger string    `json:"trigger"` // ts of the message that named it
@@ -135,28 +130,29 @@ type queuedTurn struct {
 }
 
 // triggers lists the messages the turn answers.
-func (q queuedTurn) triggers() []string {
+func (q QueuedTurn) Triggers() []string {
 	return append([]string{q.Trigger}, q.Also...)
 }
 
-type humanCall struct {
+type HumanCall struct {
 	Agent    string    `json:"agent"`
 	Trigger  string    `json:"trigger"`
 	Deadline time.Time `json:"deadline"`
 }
 
-type note struct {
+// Note is a history line never posted.
+type Note struct {
 	ID   string    `json:"id"`
 	Text string    `json:"text"`
 	At   time.Time `json:"at"`
 }
 
-type concludeRequest struct {
+type ConcludeRequest struct {
 	Reason string `json:"reason"`
-	// Trigger is the person's message that asked for it (concludeByPerson):
+	// Trigger is the person's message that asked for it (ConcludeByPerson):
 	// it carries the working reaction while the conclusion runs.
 	Trigger string `json:"trigger,omitempty"`
-	// For concludeByEnd: the reply that held :end: (verbatim), the phase
+	// For ConcludeByEnd: the reply that held :end: (verbatim), the phase
 	// prompt it answered, and the ts of what was posted of it ("" if
 	// nothing).
 	EndReply   string `json:"end_reply,omitempty"`
@@ -164,12 +160,12 @@ type concludeRequest struct {
 	EndTS      string `json:"end_ts,omitempty"`
 }
 
-// pendingPost is a post about to be made (a reply, a threading message, a
+// PendingPost is a post about to be made (a reply, a threading message, a
 // ⚠️ notice), recorded before its first attempt. If the holder dies
 // between the post and the commit after it, or an attempt's outcome is
 // unknown, the next attempt first finds the parts already posted by the
 // post's id instead of posting them again.
-type pendingPost struct {
+type PendingPost struct {
 	PostID  string            `json:"post_id"`
 	Turn    string            `json:"turn,omitempty"` // the turn that made it
 	Agent   string            `json:"agent"`
@@ -180,7 +176,7 @@ type pendingPost struct {
 	Conclusion bool `json:"conclusion,omitempty"`
 	// EndReply: what is left of a facilitator reply that held :end:.
 	EndReply bool `json:"end_reply,omitempty"`
-	// Notice: a ⚠️ notice, neither stored as a message nor routed.
+	// Notice: a ⚠️ notice, neither stored as a message nor Routed.
 	Notice bool `json:"notice,omitempty"`
 	// Feedback is the reference its last part's 👍/👎 buttons carry (""
 	// for none).
@@ -201,19 +197,19 @@ type pendingPost struct {
 	StreamTS string `json:"stream_ts,omitempty"`
 }
 
-func decodeState(b []byte) (*convState, error) {
-	st := &convState{Version: stateVersion}
+func Decode(b []byte) (*State, error) {
+	st := &State{Version: StateVersion}
 	if len(b) > 0 {
 		if err := json.Unmarshal(b, st); err != nil {
 			return nil, fmt.Errorf("decode conversation state: %w", err)
 		}
-		if st.Version > stateVersion {
-			return nil, fmt.Errorf("conversation state version %d is newer than this conclave understands (%d)", st.Version, stateVersion)
+		if st.Version > StateVersion {
+			return nil, fmt.Errorf("conversation state version %d is newer than this conclave understands (%d)", st.Version, StateVersion)
 		}
 	}
-	st.Version = stateVersion
+	st.Version = StateVersion
 	if st.Pending != nil {
-		st.Outbox = append([]pendingPost{*st.Pending}, st.Outbox...)
+		st.Outbox = append([]PendingPost{*st.Pending}, st.Outbox...)
 		st.Pending = nil
 	}
 	if st.Routed == nil {
@@ -234,7 +230,7 @@ func decodeState(b []byte) (*convState, error) {
 	return st, nil
 }
 
-func (st *convState) encode() []byte {
+func (st *State) Encode() []byte {
 	b, err := json.Marshal(st)
 	if err != nil {
 		panic(fmt.Sprintf("agents: encode state: %v", err)) // plain data: cannot fail
@@ -243,10 +239,10 @@ func (st *convState) encode() []byte {
 }
 
 // busy reports whether anything is waiting to run.
-func (st *convState) busy() bool { return len(st.Calls) > 0 || st.busyButCalls() }
+func (st *State) Busy() bool { return len(st.Calls) > 0 || st.BusyButCalls() }
 
 // busyButCalls is busy, human agents' pending calls left out.
-func (st *convState) busyButCalls() bool {
+func (st *State) BusyButCalls() bool {
 	return len(st.Queue) > 0 || st.Conclude != nil || len(st.Outbox) > 0
 }
 
@@ -255,18 +251,18 @@ func (st *convState) busyButCalls() bool {
 // holds any (nothing else happens meanwhile); now when work is waiting (a
 // turn, a conclusion, including the one max_turns asks for), else the
 // earliest human call timeout, else the inactivity deadline.
-func (st *convState) deadline(now time.Time, timeout time.Duration, maxTurns int, hasFacilitator bool) time.Time {
+func (st *State) Deadline(now time.Time, timeout time.Duration, maxTurns int, hasFacilitator bool) time.Time {
 	if len(st.Outbox) > 0 {
 		if next := st.Outbox[0].Next; next.After(now) {
 			return next
 		}
 		return now
 	}
-	if st.Status != statusOpen {
+	if st.Status != StatusOpen {
 		return time.Time{}
 	}
 	if len(st.Queue) > 0 || st.Conclude != nil ||
-		st.Status == statusOpen && maxTurns > 0 && st.Turns >= maxTurns ||
+		st.Status == StatusOpen && maxTurns > 0 && st.Turns >= maxTurns ||
 		st.FacilitatorDue && hasFacilitator && len(st.Calls) == 0 {
 		return now
 	}
@@ -285,13 +281,13 @@ func (st *convState) deadline(now time.Time, timeout time.Duration, maxTurns int
 	return time.Time{}
 }
 
-func (st *convState) touch(t time.Time) {
+func (st *State) Touch(t time.Time) {
 	if t.After(st.LastActivity) {
 		st.LastActivity = t
 	}
 }
 
-func (st *convState) nextID(prefix string) string {
+func (st *State) nextID(prefix string) string {
 	st.Seq++
 	return fmt.Sprintf("%s%d", prefix, st.Seq)
 }
