@@ -572,7 +572,7 @@ type turnStep struct {
 func (c *convo) turns() turnStep { return turnStep{c: c, run: c.runner()} }
 
 // finish logs and reports a turn, and hands its trace to the next commit.
-func (s turnStep) finish(t *turn) {
+func (s turnStep) finish(t *turnRun) {
 	if tr, ok := s.run.done(t); ok {
 		s.c.traces = append(s.c.traces, tr)
 	}
@@ -593,7 +593,7 @@ func (s turnStep) apply(r turnResult) {
 
 // post makes a reply of turn t (prepared by the turn) through the
 // outbox; the time it took goes in the turn's trace.
-func (s turnStep) post(ctx context.Context, t *turn, a ens.Agent, postID, text string, p pendingPost) error {
+func (s turnStep) post(ctx context.Context, t *turnRun, a ens.Agent, postID, text string, p pendingPost) error {
 	p.Turn = t.id
 	p, ok := s.run.prepare(ctx, a, postID, text, p)
 	if !ok {
@@ -612,7 +612,7 @@ func (s turnStep) post(ctx context.Context, t *turn, a ens.Agent, postID, text s
 // notify posts a turn's ⚠️ notice through the outbox. One that cannot be
 // posted now stays pending there; a lost lock leaves it to the next
 // holder, which must not see it twice.
-func (s turnStep) notify(ctx context.Context, t *turn, reason string) {
+func (s turnStep) notify(ctx context.Context, t *turnRun, reason string) {
 	p, ok := s.run.notice(t, reason)
 	if !ok {
 		return
@@ -624,7 +624,7 @@ func (s turnStep) notify(ctx context.Context, t *turn, reason string) {
 
 // failed records a failed turn and posts its notice; it returns why the
 // turn stopped when it is to be run again (runner.failed).
-func (s turnStep) failed(ctx context.Context, t *turn, err error) error {
+func (s turnStep) failed(ctx context.Context, t *turnRun, err error) error {
 	if stop := s.run.failed(ctx, t, err); stop != nil {
 		return stop
 	}
@@ -722,7 +722,7 @@ func (s turnStep) call(ctx context.Context) error {
 // expert left unbound cannot answer (no key found, or its policy refused
 // a new session); it is empty when the expert answered or asked for the
 // key in its message.
-func (s turnStep) expert(ctx context.Context, t *turn) (text string, meta map[string]string, unanswered string, err error) {
+func (s turnStep) expert(ctx context.Context, t *turnRun) (text string, meta map[string]string, unanswered string, err error) {
 	c, a := s.c, t.agent
 	ns := c.expertNamespace(a.EnsDomain)
 	if key := c.m.Read().Binding(a.EnsDomain); key != "" {

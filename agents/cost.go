@@ -69,7 +69,7 @@ func modelName(m Model, req llm.Request) string {
 
 // spend adds one model call's tokens to the turn's usage. A call that
 // failed without a reply costs nothing and is not counted.
-func (c runner) spend(t *turn, model string, resp llm.Response, err error) {
+func (c runner) spend(t *turnRun, model string, resp llm.Response, err error) {
 	if err != nil && resp.PromptTokens == 0 && resp.CompletionTokens == 0 {
 		return
 	}
@@ -95,7 +95,7 @@ func (c runner) spend(t *turn, model string, resp llm.Response, err error) {
 
 // turnUsage is what a finished turn of a conversation in channel adds
 // to the usage counters, on behalf of the exchange's person.
-func turnUsage(t *turn, channel, person, name string) []memory.Usage {
+func turnUsage(t *turnRun, channel, person, name string) []memory.Usage {
 	if len(t.report.Usage) == 0 {
 		return nil
 	}

@@ -11,6 +11,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/conclavehq/conclave/agents/turn"
 	"github.com/conclavehq/conclave/ens"
 )
 
@@ -23,10 +24,10 @@ const (
 	KindPerson = kindPerson
 	KindAgent  = kindAgent
 
-	ThreadingOK       = threadingOK
-	ThreadingRepaired = threadingRepaired
-	ThreadingFailed   = threadingFailed
-	ThreadingReminder = threadingReminder
+	ThreadingOK       = turn.ThreadingOK
+	ThreadingRepaired = turn.ThreadingRepaired
+	ThreadingFailed   = turn.ThreadingFailed
+	ThreadingReminder = turn.ThreadingReminder
 
 	EndToken        = endToken
 	TruncatedMark   = truncatedMark

@@ -26,7 +26,7 @@ type fitting struct {
 // the request again with the history cut to half its budget and tries
 // once more. A second refusal is errContextOverflow, which the turn's
 // notice says in so many words.
-func (c runner) completeFitting(ctx context.Context, t *turn, req llm.Request) (llm.Response, error) {
+func (c runner) completeFitting(ctx context.Context, t *turnRun, req llm.Request) (llm.Response, error) {
 	resp, err := c.complete(ctx, t, req)
 	if err == nil || !llm.IsContextOverflow(err) || t.fit == nil || ctx.Err() != nil {
 		return resp, err
@@ -46,7 +46,7 @@ func (c runner) completeFitting(ctx context.Context, t *turn, req llm.Request) (
 }
 
 // rebuild builds the turn's last request again within budget.
-func (c runner) rebuild(t *turn, budget int) (llm.Request, error) {
+func (c runner) rebuild(t *turnRun, budget int) (llm.Request, error) {
 	tp := t.fit.prompt
 	tp.BudgetOverride = budget
 	req, info, err := BuildRequest(t.prompts, c.deps.Model, tp)

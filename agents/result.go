@@ -17,7 +17,7 @@ type turnResult struct {
 
 // result ends a run of the turn's function: what it produced beside r
 // is taken off the turn, whose scratch it was.
-func (t *turn) result(r turnResult) turnResult {
+func (t *turnRun) result(r turnResult) turnResult {
 	r.notes, r.streamed = t.notes, t.streamed
 	t.notes, t.streamed = nil, nil
 	return r

@@ -71,7 +71,7 @@ func (r *roster) callsAgents(text, self string) bool {
 // stall ends the exchange on a facilitator reply that goes round in
 // circles: nothing is posted (a reply already streamed is replaced by
 // the turn's notice), and the conclusion runs with reason "stalled".
-func (s turnStep) stall(ctx context.Context, t *turn, why string) error {
+func (s turnStep) stall(ctx context.Context, t *turnRun, why string) error {
 	c := s.c
 	c.log.Warn("the facilitator goes round in circles; its reply is not posted and the conversation concludes",
 		slog.String(logTurn, t.id), slog.String("why", why))

@@ -69,7 +69,7 @@ type streamer struct {
 // askStreamed is ask, with the reply shown while it is written when
 // streaming is on and the model can stream. mention: the reply may call
 // agents, so its paired users are mentioned as in the final post.
-func (c runner) askStreamed(ctx context.Context, t *turn, req llm.Request, mention bool) (string, error) {
+func (c runner) askStreamed(ctx context.Context, t *turnRun, req llm.Request, mention bool) (string, error) {
 	sm, ok := c.deps.Model.(StreamModel)
 	if !c.opts.Stream || !ok || req.JSON {
 		return c.ask(ctx, t, req)
@@ -96,7 +96,7 @@ type committer interface {
 	Commit(ctx context.Context, l memory.Lock, c memory.Commit) (pending bool, err error)
 }
 
-func (c runner) newStreamer(t *turn, sm StreamModel, mention bool) *streamer {
+func (c runner) newStreamer(t *turnRun, sm StreamModel, mention bool) *streamer {
 	s := &streamer{
 		c: c, model: sm, postID: t.id, agent: t.agent.EnsDomain, prompt: t.report.Phase, mention: mention,
 		base: c.conv.State, conv: *c.conv, lock: c.lock,
@@ -127,7 +127,7 @@ func (c runner) lastPerson() string {
 }
 
 // complete's model call: streamed when the turn streams.
-func (c runner) callModel(ctx context.Context, t *turn, req llm.Request) (resp llm.Response, err error) {
+func (c runner) callModel(ctx context.Context, t *turnRun, req llm.Request) (resp llm.Response, err error) {
 	c.cpu.off(func() {
 		if s := t.stream; s != nil {
 			resp, err = s.model.Stream(ctx, req, s.onText)

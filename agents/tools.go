@@ -46,7 +46,7 @@ func toolsFor(tools Toolbox, opts *Options, agent string, fromSettings *[]string
 // asked again, at most max_tool_rounds times; the request after the last
 // round offers no tools, so the model has to answer. Each call leaves one
 // history line "(used <tool>)".
-func (c runner) complete(ctx context.Context, t *turn, req llm.Request) (llm.Response, error) {
+func (c runner) complete(ctx context.Context, t *turnRun, req llm.Request) (llm.Response, error) {
 	for round := 0; ; round++ {
 		if round >= c.opts.MaxToolRounds {
 			req.Tools = nil
@@ -84,7 +84,7 @@ const errTooManyToolCalls = "error: too many tool calls in one round"
 // another tool of the same server gets an error, so an agent never uses
 // more than its selection. Only the first max_tool_calls_per_round calls
 // run; the rest are answered errTooManyToolCalls.
-func (c runner) runTools(ctx context.Context, t *turn, offered []llm.Tool, calls []llm.ToolCall) []string {
+func (c runner) runTools(ctx context.Context, t *turnRun, offered []llm.Tool, calls []llm.ToolCall) []string {
 	results := make([]string, len(calls))
 	ran := make([]bool, len(calls))
 	traced := make([]TraceTool, len(calls))

@@ -171,7 +171,7 @@ type tracePorts struct {
 }
 
 // newTrace starts the trace of a turn, or returns nil when traces are off.
-func (c turnTracer) newTrace(t *turn) *Trace {
+func (c turnTracer) newTrace(t *turnRun) *Trace {
 	if !c.opts.Traces && c.deps.Tracer == nil {
 		return nil
 	}
@@ -184,7 +184,7 @@ func (c turnTracer) newTrace(t *turn) *Trace {
 }
 
 // tracePrompts notes the templates a request was rendered from.
-func (t *turn) tracePrompts(prompt string, took time.Duration) {
+func (t *turnRun) tracePrompts(prompt string, took time.Duration) {
 	tr := t.trace
 	if tr == nil {
 		return
@@ -206,7 +206,7 @@ func (t *turn) tracePrompts(prompt string, took time.Duration) {
 }
 
 // traceCall notes one model call.
-func (c turnTracer) traceCall(t *turn, req llm.Request, resp llm.Response, err error, began time.Time) {
+func (c turnTracer) traceCall(t *turnRun, req llm.Request, resp llm.Response, err error, began time.Time) {
 	tr := t.trace
 	if tr == nil {
 		return
@@ -286,7 +286,7 @@ func tracedRequest(req llm.Request) any {
 }
 
 // traceTool notes one tool call.
-func (t *turn) traceTool(call llm.ToolCall, result, outcome string, began time.Time, took time.Duration) TraceTool {
+func (t *turnRun) traceTool(call llm.ToolCall, result, outcome string, began time.Time, took time.Duration) TraceTool {
 	return TraceTool{
 		Started: began, Name: call.Name, Arguments: call.Arguments, Result: clip.Runes(result, maxTraceToolResult, " …"),
 		Outcome: outcome, DurationMS: took.Milliseconds(),
@@ -296,7 +296,7 @@ func (t *turn) traceTool(call llm.ToolCall, result, outcome string, began time.T
 // finishTrace completes a turn's trace from its report and the messages
 // it posted and encodes it with the secrets masked, for the step's next
 // commit; false when it is not kept.
-func (c turnTracer) finishTrace(t *turn) (memory.TurnTrace, bool) {
+func (c turnTracer) finishTrace(t *turnRun) (memory.TurnTrace, bool) {
 	tr := t.trace
 	if tr == nil {
 		return memory.TurnTrace{}, false

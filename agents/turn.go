@@ -12,6 +12,7 @@ import (
 
 	"github.com/conclavehq/conclave/agents/conversation"
 	"github.com/conclavehq/conclave/agents/llm"
+	"github.com/conclavehq/conclave/agents/turn"
 	"github.com/conclavehq/conclave/ens"
 	"github.com/conclavehq/conclave/internal/redact"
 	"github.com/conclavehq/conclave/memory"
@@ -84,8 +85,8 @@ func (c runner) view() view {
 	return view{roster: c.roster, conv: *c.conv, msgs: *c.msgs, st: c.st, opts: c.opts, description: c.description, log: c.log}
 }
 
-// turn is one agent producing (or failing to produce) one reply.
-type turn struct {
+// turnRun is one agent producing (or failing to produce) one reply.
+type turnRun struct {
 	id      string
 	agent   ens.Agent
 	prompts Prompts // one prompt set for the whole turn
@@ -103,7 +104,7 @@ type turn struct {
 	notes    []turnNote
 	streamed map[string]streamMark
 	// toolResults are the results of the tools it ran: a threading key
-	// may be written there instead of in the messages (keyWritten).
+	// may be written there instead of in the messages (turn.KeyWritten).
 	toolResults []string
 }
 
@@ -113,8 +114,8 @@ type turnNote struct {
 	at   time.Time
 }
 
-func (c runner) newTurn(id string, a ens.Agent, phase string) *turn {
-	t := &turn{
+func (c runner) newTurn(id string, a ens.Agent, phase string) *turnRun {
+	t := &turnRun{
 		id:      id,
 		agent:   a,
 		prompts: c.deps.Prompts(),
@@ -136,7 +137,7 @@ func (c runner) newTurn(id string, a ens.Agent, phase string) *turn {
 
 // done logs the turn's one line and reports it; it returns the turn's
 // finished trace when traces are kept.
-func (c runner) done(t *turn) (memory.TurnTrace, bool) {
+func (c runner) done(t *turnRun) (memory.TurnTrace, bool) {
 	t.report.Duration = c.now().Sub(t.started)
 	r := t.report
 	attrs := []any{
@@ -165,7 +166,7 @@ func (c runner) done(t *turn) (memory.TurnTrace, bool) {
 }
 
 // build renders and fits one request of a turn.
-func (c runner) build(t *turn, prompt string, data templates.Data, history, tail []HistoryMessage) (llm.Request, error) {
+func (c runner) build(t *turnRun, prompt string, data templates.Data, history, tail []HistoryMessage) (llm.Request, error) {
 	began := c.now()
 	defer func() { t.tracePrompts(prompt, c.now().Sub(began)) }()
 	tp := TurnPrompt{
@@ -200,7 +201,7 @@ var errTurnDeadline = errors.New("the turn passed its deadline")
 // ask calls the model, and the tools it calls, within what is left of the
 // turn's deadline (Options.TurnTimeout from its start). A partial reply is
 // marked (markCut).
-func (c runner) ask(ctx context.Context, t *turn, req llm.Request) (string, error) {
+func (c runner) ask(ctx context.Context, t *turnRun, req llm.Request) (string, error) {
 	resp, err := c.askResponse(ctx, t, req)
 	if err != nil {
 		return "", err
@@ -209,7 +210,7 @@ func (c runner) ask(ctx context.Context, t *turn, req llm.Request) (string, erro
 }
 
 // askResponse is ask, answering the model's response as it came.
-func (c runner) askResponse(ctx context.Context, t *turn, req llm.Request) (llm.Response, error) {
+func (c runner) askResponse(ctx context.Context, t *turnRun, req llm.Request) (llm.Response, error) {
 	mctx, cancel := context.WithDeadline(ctx, t.deadline)
 	defer cancel()
 	resp, err := c.completeFitting(mctx, t, req)
@@ -245,7 +246,7 @@ func markCut(mask *redact.Masker, resp llm.Response) string {
 // message. A cancelled context or a lost lock is not a failure: the turn
 // stays to be run again, by this replica or another, and failed returns
 // why it stopped.
-func (c runner) failed(ctx context.Context, t *turn, err error) error {
+func (c runner) failed(ctx context.Context, t *turnRun, err error) error {
 	if ctx.Err() != nil || errors.Is(err, memory.ErrLockLost) {
 		t.report.Outcome = "cancelled"
 		if ctx.Err() != nil {
@@ -260,7 +261,7 @@ func (c runner) failed(ctx context.Context, t *turn, err error) error {
 
 // notice is a turn's ⚠️ notice, to post when notices go to the thread or
 // its reply was streamed there (the step applied its markers first).
-func (c runner) notice(t *turn, reason string) (pendingPost, bool) {
+func (c runner) notice(t *turnRun, reason string) (pendingPost, bool) {
 	_, streamed := c.st.Streamed(t.id)
 	if c.opts.Notify != NotifyThread && !streamed {
 		return pendingPost{}, false
@@ -302,13 +303,13 @@ type threaded struct {
 // threading asks an unbound expert which memory session the messages
 // that name it are about (context-not-found), reads its reply and
 // chooses the session by its policy. known is .KnownSessions.
-func (c runner) threading(ctx context.Context, t *turn, known []string) (turnResult, error) {
+func (c runner) threading(ctx context.Context, t *turnRun, known []string) (turnResult, error) {
 	th, err := c.readThreading(ctx, t, known)
 	return t.result(turnResult{text: th.text, threaded: th}), err
 }
 
 // readThreading asks and reads the threading request (threading).
-func (c runner) readThreading(ctx context.Context, t *turn, known []string) (threaded, error) {
+func (c runner) readThreading(ctx context.Context, t *turnRun, known []string) (threaded, error) {
 	a := t.agent
 	visible := c.view().visibleTo(a)
 	data := c.view().data(ctx, a, visible, "", len(visible))
@@ -325,7 +326,7 @@ func (c runner) readThreading(ctx context.Context, t *turn, known []string) (thr
 		resp, err = c.askResponse(ctx, t, req)
 		if err == nil && resp.Truncated() {
 			c.log.Warn("threading reply cut by the length limit twice; the expert stays unbound", slog.String(logAgent, a.EnsDomain))
-			return threaded{meta: map[string]string{"threading": threadingFailed},
+			return threaded{meta: map[string]string{"threading": turn.ThreadingFailed},
 				unanswered: "its reply was cut by the model's length limit"}, nil
 		}
 	}
@@ -333,35 +334,35 @@ func (c runner) readThreading(ctx context.Context, t *turn, known []string) (thr
 		return threaded{}, err
 	}
 	raw := markCut(c.opts.Mask, resp)
-	reply, outcome, perr := parseThreading(raw)
+	reply, outcome, perr := turn.ParseThreading(raw)
 	if perr != nil {
 		c.log.Info("threading reply unreadable; retrying", slog.String(logAgent, a.EnsDomain), slog.Any(logError, perr))
 		retry := req
 		retry.Messages = append(slices.Clone(req.Messages),
 			llm.Message{Role: llm.RoleAssistant, Content: raw},
-			llm.Message{Role: llm.RoleUser, Content: threadingReminder})
+			llm.Message{Role: llm.RoleUser, Content: turn.ThreadingReminder})
 		raw, err = c.ask(ctx, t, retry)
 		if err != nil {
 			return threaded{}, err
 		}
-		reply, outcome, perr = parseThreading(raw)
+		reply, outcome, perr = turn.ParseThreading(raw)
 		if perr != nil {
 			c.log.Warn("threading reply unreadable twice; posting it as it is", slog.String(logAgent, a.EnsDomain), slog.Any(logError, perr))
-			return threaded{text: raw, meta: map[string]string{"threading": threadingFailed}}, nil
+			return threaded{text: raw, meta: map[string]string{"threading": turn.ThreadingFailed}}, nil
 		}
 	}
 	c.log.Info("threading reply read", slog.String(logAgent, a.EnsDomain), slog.String(logTurn, t.id),
 		slog.String("outcome", outcome), slog.String("key", reply.Session))
-	ps := placeholdersOf(req.Messages[len(req.Messages)-1].Content) // the rendered context-not-found
-	if isPlaceholder(reply.Message, ps.message) {
+	ps := turn.PlaceholdersOf(req.Messages[len(req.Messages)-1].Content) // the rendered context-not-found
+	if turn.IsPlaceholder(reply.Message, ps.Message) {
 		c.log.Info("threading message repeats the template's placeholder; not posted", slog.String(logAgent, a.EnsDomain))
 		reply.Message = ""
 	}
 	th := threaded{text: reply.Message, meta: map[string]string{"threading": outcome}}
 	wrote := reply.Session
 	var why string
-	reply.Session, why = checkKey(reply.Session, ps, c.patterns[a.EnsDomain])
-	if why != "" && why != keyHasSpaces {
+	reply.Session, why = turn.CheckKey(reply.Session, ps, c.patterns[a.EnsDomain])
+	if why != "" && why != turn.KeyHasSpaces {
 		c.log.Warn("threading key refused", slog.String(logAgent, a.EnsDomain), slog.String("key", wrote), slog.String("why", why))
 		if reply.Message == "" {
 			th.text, th.unanswered = "", fmt.Sprintf("its key %q was refused: %s", wrote, why)
@@ -376,10 +377,10 @@ func (c runner) readThreading(ctx context.Context, t *turn, known []string) (thr
 		for _, m := range visible {
 			texts = append(texts, m.Text)
 		}
-		return keyWritten(key, texts)
+		return turn.KeyWritten(key, texts)
 	}
 	var key, refused string
-	if why == keyHasSpaces {
+	if why == turn.KeyHasSpaces {
 		// A phrase may still name a session the expert has (matching
 		// ignores blanks); it never starts one.
 		key, refused, err = c.chooseSession(ctx, a, wrote, false, written)
@@ -415,9 +416,9 @@ func (c runner) chooseSession(ctx context.Context, a ens.Agent, key string, mayS
 	if err != nil {
 		return "", "", fmt.Errorf("list sessions of %s: %w", ns, err)
 	}
-	match, kind, score := matchSession(key, existing, c.opts.MatchThreshold)
+	match, kind, score := turn.MatchSession(key, existing, c.opts.MatchThreshold)
 	if match != "" {
-		if kind != matchExact {
+		if kind != turn.MatchExact {
 			c.log.Info("session matched", slog.String(logAgent, a.EnsDomain), slog.String("key", key),
 				slog.String("session", match), slog.String("match", kind), slog.Float64("score", score))
 		}
@@ -452,7 +453,7 @@ const maxKnownSessions = 50
 // sessionTurn runs prompt for an agent with a memory session: the
 // session's entries from other conversations, then what it sees of this
 // thread.
-func (c runner) sessionTurn(ctx context.Context, t *turn, namespace, key, prompt string) (turnResult, error) {
+func (c runner) sessionTurn(ctx context.Context, t *turnRun, namespace, key, prompt string) (turnResult, error) {
 	a := t.agent
 	entries, err := c.otherConversations(ctx, namespace, key)
 	if err != nil {
@@ -488,7 +489,7 @@ func (c runner) otherConversations(ctx context.Context, namespace, key string) (
 // facilitator runs the facilitator's default prompt over the whole
 // thread (START, BODY, or after a restart). It returns the reply and the
 // prompt it answered (what a conclusion asked for by :end: replays).
-func (c runner) facilitator(ctx context.Context, t *turn) (turnResult, error) {
+func (c runner) facilitator(ctx context.Context, t *turnRun) (turnResult, error) {
 	data := c.view().data(ctx, t.agent, *c.msgs, c.conv.ID, len(*c.msgs))
 	req, err := c.build(t, templates.PromptDefault, data, c.view().history(ctx, t.agent, *c.msgs, true), nil)
 	if err != nil {
@@ -501,7 +502,7 @@ func (c runner) facilitator(ctx context.Context, t *turn) (turnResult, error) {
 // conclusion runs the facilitator's conclude prompt: the thread (without
 // the :end: reply), then the previous phase prompt and the :end: reply
 // when there was one.
-func (c runner) conclusion(ctx context.Context, t *turn, r concludeRequest) (turnResult, error) {
+func (c runner) conclusion(ctx context.Context, t *turnRun, r concludeRequest) (turnResult, error) {
 	var msgs []memory.Message
 	for _, m := range *c.msgs {
 		if r.EndTS == "" || m.TS != r.EndTS {

@@ -23,7 +23,7 @@ type Work struct {
 }
 
 // work is t as Working sees it.
-func (c runner) work(t *turn) Work {
+func (c runner) work(t *turnRun) Work {
 	return Work{
 		Channel: c.conv.Channel, ThreadTS: c.conv.ThreadTS, TurnID: t.id,
 		Agent: t.agent.Name, Facilitator: t.agent.Role == ens.RoleFacilitator,
@@ -31,7 +31,7 @@ func (c runner) work(t *turn) Work {
 }
 
 // working tells Working that t started; done tells it that t ended.
-func (c runner) working(t *turn) {
+func (c runner) working(t *turnRun) {
 	if c.deps.Working != nil {
 		c.deps.Working.TurnStarted(c.work(t))
 	}

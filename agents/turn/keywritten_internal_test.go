@@ -1,4 +1,4 @@
-package agents
+package turn
 
 import "testing"
 
@@ -18,8 +18,8 @@ func TestKeyWritten(t *testing.T) {
 		{"", "anything", false},
 	}
 	for _, tt := range tests {
-		if got := keyWritten(tt.key, []string{"unrelated", tt.text}); got != tt.want {
-			t.Errorf("keyWritten(%q, %q) = %v, want %v", tt.key, tt.text, got, tt.want)
+		if got := KeyWritten(tt.key, []string{"unrelated", tt.text}); got != tt.want {
+			t.Errorf("KeyWritten(%q, %q) = %v, want %v", tt.key, tt.text, got, tt.want)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package agents
+package turn
 
 import (
 	"bytes"
@@ -20,30 +20,30 @@ import (
 
 // Outcomes of parsing a threading reply, recorded on the stored message.
 const (
-	threadingOK       = "ok"       // valid JSON, possibly inside a fence or prose
-	threadingRepaired = "repaired" // valid only after jsonrepair
-	threadingFailed   = "failed"   // no usable object
+	ThreadingOK       = "ok"       // valid JSON, possibly inside a fence or prose
+	ThreadingRepaired = "repaired" // valid only after jsonrepair
+	ThreadingFailed   = "failed"   // no usable object
 )
 
-// threadingReminder is sent, as a user message after the model's raw
+// ThreadingReminder is sent, as a user message after the model's raw
 // reply, when a threading reply could not be parsed.
-const threadingReminder = `Your reply was not a valid JSON object. Reply with only {"session": "<key or empty>", "message": "<text to post or empty>"}.`
+const ThreadingReminder = `Your reply was not a valid JSON object. Reply with only {"session": "<key or empty>", "message": "<text to post or empty>"}.`
 
-// threadingReply is the expert's answer to context-not-found.
-type threadingReply struct {
+// ThreadingReply is the expert's answer to context-not-found.
+type ThreadingReply struct {
 	Session string
 	Message string
 }
 
-// parseThreading reads a threading reply with fallbacks: the text as JSON,
+// ParseThreading reads a threading reply with fallbacks: the text as JSON,
 // then the content of its first fenced code block, then its first {…}
 // object, then each of those repaired with jsonrepair. It returns the reply
 // and the outcome; the error says why it failed.
-func parseThreading(raw string) (threadingReply, string, error) {
+func ParseThreading(raw string) (ThreadingReply, string, error) {
 	text := strings.TrimSpace(raw)
 	r, err := decodeThreading(text)
 	if err == nil {
-		return r, threadingOK, nil
+		return r, ThreadingOK, nil
 	}
 	firstErr := err
 	var candidates []string
@@ -55,7 +55,7 @@ func parseThreading(raw string) (threadingReply, string, error) {
 	}
 	for _, c := range candidates {
 		if r, err := decodeThreading(c); err == nil {
-			return r, threadingOK, nil
+			return r, ThreadingOK, nil
 		}
 	}
 	for _, c := range append(candidates, text) {
@@ -67,10 +67,10 @@ func parseThreading(raw string) (threadingReply, string, error) {
 			continue
 		}
 		if r, err := decodeThreading(fixed); err == nil {
-			return r, threadingRepaired, nil
+			return r, ThreadingRepaired, nil
 		}
 	}
-	return threadingReply{}, threadingFailed, fmt.Errorf("threading reply is not a JSON object: %w", firstErr)
+	return ThreadingReply{}, ThreadingFailed, fmt.Errorf("threading reply is not a JSON object: %w", firstErr)
 }
 
 var errNotObject = errors.New("root is not an object")
@@ -78,21 +78,21 @@ var errNotObject = errors.New("root is not an object")
 // decodeThreading decodes exactly one JSON object holding the threading
 // fields: session a string, a number (its decimal text) or null; message a
 // string or null; other keys ignored.
-func decodeThreading(s string) (threadingReply, error) {
+func decodeThreading(s string) (ThreadingReply, error) {
 	dec := json.NewDecoder(strings.NewReader(s))
 	dec.UseNumber()
 	var root any
 	if err := dec.Decode(&root); err != nil {
-		return threadingReply{}, err
+		return ThreadingReply{}, err
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return threadingReply{}, errors.New("text after the JSON value")
+		return ThreadingReply{}, errors.New("text after the JSON value")
 	}
 	obj, ok := root.(map[string]any)
 	if !ok {
-		return threadingReply{}, errNotObject
+		return ThreadingReply{}, errNotObject
 	}
-	var r threadingReply
+	var r ThreadingReply
 	session, _ := sessionField(obj)
 	switch v := session.(type) {
 	case nil:
@@ -101,14 +101,14 @@ func decodeThreading(s string) (threadingReply, error) {
 	case json.Number:
 		r.Session = decimalText(v)
 	default:
-		return threadingReply{}, fmt.Errorf("session is a %T, not a string", v)
+		return ThreadingReply{}, fmt.Errorf("session is a %T, not a string", v)
 	}
 	switch v := obj["message"].(type) {
 	case nil:
 	case string:
 		r.Message = strings.TrimSpace(v)
 	default:
-		return threadingReply{}, fmt.Errorf("message is a %T, not a string", v)
+		return ThreadingReply{}, fmt.Errorf("message is a %T, not a string", v)
 	}
 	return r, nil
 }
@@ -179,18 +179,18 @@ func firstObject(s string) (string, bool) {
 
 // Session match kinds, for logs.
 const (
-	matchExact = "exact"
-	matchCase  = "case-insensitive"
-	matchFuzzy = "fuzzy"
+	MatchExact = "exact"
+	MatchCase  = "case-insensitive"
+	MatchFuzzy = "fuzzy"
 )
 
-// matchSession picks the existing session a threading key refers to: the
+// MatchSession picks the existing session a threading key refers to: the
 // same key, else the same key ignoring case, else the most similar key
 // (normalised Levenshtein on keys lowercased without spaces, "-" and "_")
 // scoring at least threshold whose runs of digits are all identical, so that
 // business ids never match a neighbour. Ties go to the higher score, then
 // the alphabetically first key.
-func matchSession(key string, existing []string, threshold float64) (match, kind string, score float64) {
+func MatchSession(key string, existing []string, threshold float64) (match, kind string, score float64) {
 	if key == "" {
 		return "", "", 0
 	}
@@ -198,12 +198,12 @@ func matchSession(key string, existing []string, threshold float64) (match, kind
 	sort.Strings(keys)
 	for _, k := range keys {
 		if k == key {
-			return k, matchExact, 1
+			return k, MatchExact, 1
 		}
 	}
 	for _, k := range keys {
 		if strings.EqualFold(k, key) {
-			return k, matchCase, 1
+			return k, MatchCase, 1
 		}
 	}
 	nk := normaliseKey(key)
@@ -222,7 +222,7 @@ func matchSession(key string, existing []string, threshold float64) (match, kind
 	if best == "" {
 		return "", "", 0
 	}
-	return best, matchFuzzy, bestScore
+	return best, MatchFuzzy, bestScore
 }
 
 func normaliseKey(k string) string {

@@ -1,4 +1,4 @@
-package agents
+package turn
 
 import (
 	"regexp"
@@ -31,40 +31,40 @@ func sessionField(obj map[string]any) (any, bool) {
 	return nil, false
 }
 
-// placeholders are what the threading prompt shows as the values of its
+// Placeholders are what the threading prompt shows as the values of its
 // fields ("<key or empty>", "<text to post or empty>").
-type placeholders struct{ session, message []string }
+type Placeholders struct{ Session, Message []string }
 
 // Built-in placeholders: the ones the built-in context-not-found prompt
 // shows, refused whatever the prompt in use shows.
 var (
-	defaultPlaceholders = placeholders{session: []string{"<key or empty>"}, message: []string{"<text to post or empty>"}}
+	defaultPlaceholders = Placeholders{Session: []string{"<key or empty>"}, Message: []string{"<text to post or empty>"}}
 	placeholderField    = regexp.MustCompile(`"(session|message)"\s*:\s*"([^"]*)"`)
 )
 
-// placeholdersOf reads the placeholders a rendered threading prompt
+// PlaceholdersOf reads the placeholders a rendered threading prompt
 // shows, beside the built-in ones.
-func placeholdersOf(prompt string) placeholders {
-	p := placeholders{
-		session: append([]string(nil), defaultPlaceholders.session...),
-		message: append([]string(nil), defaultPlaceholders.message...),
+func PlaceholdersOf(prompt string) Placeholders {
+	p := Placeholders{
+		Session: append([]string(nil), defaultPlaceholders.Session...),
+		Message: append([]string(nil), defaultPlaceholders.Message...),
 	}
 	for _, m := range placeholderField.FindAllStringSubmatch(prompt, -1) {
 		if strings.TrimSpace(m[2]) == "" {
 			continue
 		}
 		if m[1] == "session" {
-			p.session = append(p.session, m[2])
+			p.Session = append(p.Session, m[2])
 		} else {
-			p.message = append(p.message, m[2])
+			p.Message = append(p.Message, m[2])
 		}
 	}
 	return p
 }
 
-// isPlaceholder reports whether v repeats one of ps (case, blanks and
+// IsPlaceholder reports whether v repeats one of ps (case, blanks and
 // the angle brackets around it aside).
-func isPlaceholder(v string, ps []string) bool {
+func IsPlaceholder(v string, ps []string) bool {
 	bare := func(s string) string {
 		return strings.Join(strings.Fields(strings.ToLower(strings.Trim(strings.TrimSpace(s), "<>"))), " ")
 	}
@@ -85,19 +85,19 @@ const (
 	keyHasBrackets   = "it holds < or >"
 	keyIsPlaceholder = "it repeats the template's placeholder"
 	keyIsCut         = "it ends in an ellipsis: the reply was cut"
-	keyHasSpaces     = "it is more than one token"
+	KeyHasSpaces     = "it is more than one token"
 )
 
-// checkKey judges a threading key: the key to use ("" for none) and, when
+// CheckKey judges a threading key: the key to use ("" for none) and, when
 // it is refused, why. A key is one token after trimming; one with blanks
 // inside is refused unless pattern (the agent's session_pattern, nil for
 // none) matches exactly one of its words, which is then the key.
-func checkKey(key string, ps placeholders, pattern *regexp.Regexp) (string, string) {
+func CheckKey(key string, ps Placeholders, pattern *regexp.Regexp) (string, string) {
 	key = strings.TrimSpace(key)
 	switch {
 	case key == "":
 		return "", ""
-	case isPlaceholder(key, ps.session):
+	case IsPlaceholder(key, ps.Session):
 		return "", keyIsPlaceholder
 	case strings.ContainsAny(key, "<>"):
 		return "", keyHasBrackets
@@ -109,7 +109,7 @@ func checkKey(key string, ps placeholders, pattern *regexp.Regexp) (string, stri
 		return key, ""
 	}
 	if pattern == nil {
-		return "", keyHasSpaces
+		return "", KeyHasSpaces
 	}
 	picked := ""
 	for _, w := range words {
@@ -118,20 +118,20 @@ func checkKey(key string, ps placeholders, pattern *regexp.Regexp) (string, stri
 			continue
 		}
 		if picked != "" && picked != w {
-			return "", keyHasSpaces
+			return "", KeyHasSpaces
 		}
 		picked = w
 	}
 	if picked == "" {
-		return "", keyHasSpaces
+		return "", KeyHasSpaces
 	}
 	return picked, ""
 }
 
-// keyWritten reports whether one of texts writes key, up to case, spaces,
+// KeyWritten reports whether one of texts writes key, up to case, spaces,
 // dashes and underscores, with no digit glued to a side of it that ends in
 // a digit: "c-45653" writes C45653, "C456530" and "C45654" do not.
-func keyWritten(key string, texts []string) bool {
+func KeyWritten(key string, texts []string) bool {
 	k := normaliseKey(key)
 	if k == "" {
 		return false

@@ -1,4 +1,4 @@
-package agents
+package turn
 
 import (
 	"regexp"
@@ -6,7 +6,7 @@ import (
 )
 
 func TestCheckKey(t *testing.T) {
-	ps := placeholdersOf(`Reply with {"session": "<the customer id>", "message": "<a line>"}`)
+	ps := PlaceholdersOf(`Reply with {"session": "<the customer id>", "message": "<a line>"}`)
 	pattern := regexp.MustCompile(`^C\d{5}$`)
 	tests := []struct {
 		key     string
@@ -23,18 +23,18 @@ func TestCheckKey(t *testing.T) {
 		{"<C45653>", nil, "", keyHasBrackets},
 		{"C456 …", nil, "", keyIsCut},
 		{"C456...", pattern, "", keyIsCut},
-		{"customer C45653", nil, "", keyHasSpaces},
+		{"customer C45653", nil, "", KeyHasSpaces},
 		{"customer C45653", pattern, "C45653", ""},
-		{"customer C45653, not C45654", pattern, "", keyHasSpaces},
-		{"the customer", pattern, "", keyHasSpaces},
+		{"customer C45653, not C45654", pattern, "", KeyHasSpaces},
+		{"the customer", pattern, "", KeyHasSpaces},
 	}
 	for _, tt := range tests {
-		got, refused := checkKey(tt.key, ps, tt.pattern)
+		got, refused := CheckKey(tt.key, ps, tt.pattern)
 		if got != tt.want || refused != tt.refused {
-			t.Errorf("checkKey(%q) = %q, %q; want %q, %q", tt.key, got, refused, tt.want, tt.refused)
+			t.Errorf("CheckKey(%q) = %q, %q; want %q, %q", tt.key, got, refused, tt.want, tt.refused)
 		}
 	}
-	if !isPlaceholder("<A LINE>", ps.message) || isPlaceholder("a line of text", ps.message) {
-		t.Error("message placeholders misread")
+	if !IsPlaceholder("<A LINE>", ps.Message) || IsPlaceholder("a line of text", ps.Message) {
+		t.Error("message Placeholders misread")
 	}
 }
