@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/conclavehq/conclave/agents/conversation"
+	"github.com/conclavehq/conclave/agents/turn"
 	"github.com/conclavehq/conclave/ens"
 	"github.com/conclavehq/conclave/internal/redact"
 	"github.com/conclavehq/conclave/memory"
@@ -182,7 +183,7 @@ func DefaultOptions() Options {
 		MaxParallel:      8,
 		MaxMessageChars:  12000,
 		MaxQueued:        100,
-		MaxInputTokens:   16000,
+		MaxInputTokens:   turn.DefaultMaxInputTokens,
 		MaxToolRounds:    8,
 		MatchThreshold:   0.75,
 		SessionScope:     ScopeAgent,

@@ -44,7 +44,7 @@ func DecodeState(b []byte) (*ConvState, error) { return decodeState(b) }
 func FirstLabel(name string) string { return firstLabel(name) }
 
 // EstimateTokens is the engine's token estimate of a text.
-func EstimateTokens(s string) int { return estimateTokens(s) }
+func EstimateTokens(s string) int { return turn.EstimateTokens(s) }
 
 // Process runs one step of conversation id as a worker does (channel may
 // be empty when unknown).

@@ -1,11 +1,8 @@
 package agents
 
 import (
-	"testing"
-	"time"
-
-	"github.com/conclavehq/conclave/agents/llm"
 	"github.com/conclavehq/conclave/memory"
+	"testing"
 )
 
 // A person's request is a message of a person or human agent that says
@@ -33,21 +30,5 @@ func TestIsPersonRequest(t *testing.T) {
 				t.Errorf("isPersonRequest(%q) = %v, want %v", tt.m.Text, got, tt.want)
 			}
 		})
-	}
-}
-
-// An entry stored without a time (by an earlier version) is marked as
-// earlier without a date.
-func TestSessionHistoryMarks(t *testing.T) {
-	at := time.Date(2027, 3, 1, 23, 30, 0, 0, time.FixedZone("UTC-2", -2*3600))
-	got := sessionHistory([]memory.SessionEntry{
-		{Role: llm.RoleUser, Author: "Ann (person)", Content: "dated", At: at},
-		{Role: llm.RoleAssistant, Content: "undated"},
-	})
-	want := []string{"(earlier, 2027-03-02) Ann (person): dated", "(earlier) undated"}
-	for i, h := range got {
-		if s := h.text(0); s != want[i] {
-			t.Errorf("entry %d = %q, want %q", i, s, want[i])
-		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/conclavehq/conclave/agents/turn"
 	"github.com/conclavehq/conclave/internal/clip"
 )
 
@@ -13,7 +14,7 @@ import (
 const endToken = ":end:"
 
 // truncatedMark ends a text cut to the message-size cap.
-const truncatedMark = " … [truncated]"
+const truncatedMark = turn.TruncatedMark
 
 // capText keeps the first max runes of s and marks the cut, so one huge
 // Slack message cannot blow a prompt's budget. max <= 0 means no cap.

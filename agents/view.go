@@ -9,6 +9,7 @@ import (
 
 	"github.com/conclavehq/conclave/agents/conversation"
 	"github.com/conclavehq/conclave/agents/llm"
+	"github.com/conclavehq/conclave/agents/turn"
 	"github.com/conclavehq/conclave/ens"
 	"github.com/conclavehq/conclave/memory"
 	"github.com/conclavehq/conclave/templates"
@@ -66,13 +67,13 @@ func (c view) visibleTo(a ens.Agent) []memory.Message {
 func (c view) label(ctx context.Context, m memory.Message) string {
 	if m.Kind == kindAgent || m.Kind == kindHuman {
 		a, _ := c.agent(ctx, m.Agent)
-		return speakerLabel(a.Name, m.Agent)
+		return turn.SpeakerLabel(a.Name, m.Agent)
 	}
 	name := m.Name
 	if name == "" {
 		name = "someone"
 	}
-	return speakerLabel(name, "")
+	return turn.SpeakerLabel(name, "")
 }
 
 // member is a message's author as templates see it.

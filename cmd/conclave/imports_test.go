@@ -47,6 +47,20 @@ var importRules = []struct {
 		"the helpers with no domain stand alone: the transports and the store use them as the engine does"},
 	{[]string{"agents/conversation"}, []string{""},
 		"a conversation's rules are data: no store, no Slack, no identities, no model, no templates; the engine gathers what they need"},
+	{[]string{"agents/turn"}, []string{"memory", "bot", "cmd"},
+		"a turn takes its input as values and returns its result: the engine converts the store's types at its edge"},
+}
+
+// onlyRules are the packages that may import, of the module, only the
+// packages listed (and everything under them; test support and the
+// module's internal/ helpers aside).
+var onlyRules = []struct {
+	from    []string
+	allowed []string
+	why     string
+}{
+	{[]string{"agents/turn"}, []string{"agents/llm", "agents/tools", "templates", "ens"},
+		"a turn uses the model client, the tools, the prompts and identities; nothing else of the engine"},
 }
 
 // stdRules are the packages of the standard library a package must not
@@ -151,6 +165,28 @@ func TestImportsGoDownTheFlow(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestTurnImportsOnlyWhatItUses checks onlyRules.
+func TestTurnImportsOnlyWhatItUses(t *testing.T) {
+	checked := 0
+	for _, p := range listPackages(t) {
+		for _, rule := range onlyRules {
+			if !coveredBy(p.rel, rule.from) {
+				continue
+			}
+			checked++
+			for _, imp := range p.imports {
+				if coveredBy(imp, testSupport) || under(imp, "internal") || under(imp, p.rel) || coveredBy(imp, rule.allowed) {
+					continue
+				}
+				t.Errorf("%s/%s imports %s/%s: %s (docs/architecture.md, Rules for imports)", module, p.rel, module, imp, rule.why)
+			}
+		}
+	}
+	if checked == 0 {
+		t.Fatal("no package of onlyRules was found")
 	}
 }
 

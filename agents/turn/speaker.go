@@ -1,11 +1,11 @@
-package agents
+package turn
 
 import "strings"
 
-// personLabel is what speakerLabel writes in place of a person's ENS name.
+// personLabel is what SpeakerLabel writes in place of a person's ENS name.
 const personLabel = "person"
 
-// SpeakerOf reads back the label speakerLabel writes before a history
+// SpeakerOf reads back the label SpeakerLabel writes before a history
 // message's content ("Ada (person): …", "Claudine (claudine.acme…eth): …"):
 // the author's name, its ENS name ("" for a person) and the text after the
 // label. ok is false when content carries no label (a phase prompt, a

@@ -1,8 +1,8 @@
-package agents
+package turn
 
 import "testing"
 
-// TestSpeakerOfReadsSpeakerLabel: what speakerLabel writes, SpeakerOf
+// TestSpeakerOfReadsSpeakerLabel: what SpeakerLabel writes, SpeakerOf
 // reads back, for a person and for an agent; text without a label is not
 // taken for one.
 func TestSpeakerOfReadsSpeakerLabel(t *testing.T) {
@@ -16,10 +16,10 @@ func TestSpeakerOfReadsSpeakerLabel(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h := HistoryMessage{Author: speakerLabel(tt.author, tt.ens), Content: tt.text}
-			name, ensDomain, text, ok := SpeakerOf(h.text(0))
+			h := HistoryMessage{Author: SpeakerLabel(tt.author, tt.ens), Content: tt.text}
+			name, ensDomain, text, ok := SpeakerOf(h.Text(0))
 			if !ok || name != tt.author || ensDomain != tt.ens || text != tt.text {
-				t.Errorf("SpeakerOf(%q) = %q, %q, %q, %v; want %q, %q, %q, true", h.text(0), name, ensDomain, text, ok, tt.author, tt.ens, tt.text)
+				t.Errorf("SpeakerOf(%q) = %q, %q, %q, %v; want %q, %q, %q, true", h.Text(0), name, ensDomain, text, ok, tt.author, tt.ens, tt.text)
 			}
 		})
 	}
