@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/conclavehq/conclave/agents/conversation"
+	"github.com/conclavehq/conclave/agents/turn"
 	"github.com/conclavehq/conclave/ens"
 	"github.com/conclavehq/conclave/memory"
 	"github.com/conclavehq/conclave/templates"
@@ -628,7 +629,7 @@ func (s turnStep) failed(ctx context.Context, t *turnRun, err error) error {
 	if stop := s.run.failed(ctx, t, err); stop != nil {
 		return stop
 	}
-	s.notify(ctx, t, noticeReason(err))
+	s.notify(ctx, t, turn.NoticeReason(err))
 	return nil
 }
 
@@ -704,7 +705,7 @@ func (s turnStep) call(ctx context.Context) error {
 		if err := s.failed(ctx, t, err); err != nil {
 			return err
 		}
-		s.couldNotAnswer(q.Agent, noticeReason(err))
+		s.couldNotAnswer(q.Agent, turn.NoticeReason(err))
 		return nil
 	}
 	if unanswered != "" {

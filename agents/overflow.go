@@ -2,17 +2,12 @@ package agents
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 
 	"github.com/conclavehq/conclave/agents/llm"
+	"github.com/conclavehq/conclave/agents/turn"
 )
-
-// errContextOverflow: the endpoint refused a turn's request as longer
-// than the model's context window, and again with its history cut to
-// half the input budget.
-var errContextOverflow = errors.New("the conversation is too long for the model's context window, even with its history cut to half")
 
 // fitting is what a turn's last request was built from, so that it can
 // be built again with a smaller input budget.
@@ -24,7 +19,7 @@ type fitting struct {
 // completeFitting calls the model as complete does; when the endpoint
 // answers that the request exceeds the model's context window, it builds
 // the request again with the history cut to half its budget and tries
-// once more. A second refusal is errContextOverflow, which the turn's
+// once more. A second refusal is turn.ErrContextOverflow, which the turn's
 // notice says in so many words.
 func (c runner) completeFitting(ctx context.Context, t *turnRun, req llm.Request) (llm.Response, error) {
 	resp, err := c.complete(ctx, t, req)
@@ -40,7 +35,7 @@ func (c runner) completeFitting(ctx context.Context, t *turnRun, req llm.Request
 	}
 	resp, err = c.complete(ctx, t, shorter)
 	if err != nil && llm.IsContextOverflow(err) {
-		return resp, fmt.Errorf("%w: %w", errContextOverflow, err)
+		return resp, fmt.Errorf("%w: %w", turn.ErrContextOverflow, err)
 	}
 	return resp, err
 }

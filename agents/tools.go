@@ -9,21 +9,11 @@ import (
 	"sync"
 
 	"github.com/conclavehq/conclave/agents/llm"
+	"github.com/conclavehq/conclave/agents/turn"
 )
 
-// Toolbox is the MCP tools agents may use (package agents/tools).
-type Toolbox interface {
-	// Tools returns the tools a selection names — "server" for every tool
-	// of a server, "server/tool" for one — as function tools named
-	// "<server>__<tool>", from the servers reachable now. Names it does
-	// not know give nothing (it logs them).
-	Tools(selection []string) []llm.Tool
-	// Call runs the tool Tools named name with JSON arguments, bounded by
-	// its server's timeout, and returns the result's text. The error is a
-	// short reason fit for the model: the tool reported an error, the
-	// call timed out or failed, the server is down, the tool is unknown.
-	Call(ctx context.Context, name, arguments string) (string, error)
-}
+// Toolbox is the MCP tools agents may use (turn.Toolbox).
+type Toolbox = turn.Toolbox
 
 // toolsFor lists the tools a turn's request offers: the selection of the
 // prompt's settings when they have one, else the agent's configuration.

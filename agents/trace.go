@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/conclavehq/conclave/agents/llm"
+	"github.com/conclavehq/conclave/agents/turn"
 	"github.com/conclavehq/conclave/internal/clip"
 	"github.com/conclavehq/conclave/memory"
 	"github.com/conclavehq/conclave/templates"
@@ -218,7 +219,7 @@ func (c turnTracer) traceCall(t *turnRun, req llm.Request, resp llm.Response, er
 		call.Request, _ = json.Marshal(tracedRequest(req))
 	}
 	if err != nil {
-		call.Error = noticeReason(err)
+		call.Error = turn.NoticeReason(err)
 	} else {
 		call.Response = &TraceResponse{
 			Content: resp.Content, Reasoning: resp.Reasoning, FinishReason: resp.FinishReason, Model: resp.Model,

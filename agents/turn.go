@@ -14,7 +14,6 @@ import (
 	"github.com/conclavehq/conclave/agents/llm"
 	"github.com/conclavehq/conclave/agents/turn"
 	"github.com/conclavehq/conclave/ens"
-	"github.com/conclavehq/conclave/internal/redact"
 	"github.com/conclavehq/conclave/memory"
 	"github.com/conclavehq/conclave/templates"
 )
@@ -195,18 +194,15 @@ func (c runner) build(t *turnRun, prompt string, data templates.Data, history, t
 	return req, err
 }
 
-// errTurnDeadline: a turn's model calls outlasted Options.TurnTimeout.
-var errTurnDeadline = errors.New("the turn passed its deadline")
-
 // ask calls the model, and the tools it calls, within what is left of the
 // turn's deadline (Options.TurnTimeout from its start). A partial reply is
-// marked (markCut).
+// marked (turn.MarkCut).
 func (c runner) ask(ctx context.Context, t *turnRun, req llm.Request) (string, error) {
 	resp, err := c.askResponse(ctx, t, req)
 	if err != nil {
 		return "", err
 	}
-	return markCut(c.opts.Mask, resp), nil
+	return turn.MarkCut(c.opts.Mask, resp), nil
 }
 
 // askResponse is ask, answering the model's response as it came.
@@ -215,30 +211,9 @@ func (c runner) askResponse(ctx context.Context, t *turnRun, req llm.Request) (l
 	defer cancel()
 	resp, err := c.completeFitting(mctx, t, req)
 	if err != nil && ctx.Err() == nil && mctx.Err() != nil {
-		err = fmt.Errorf("%w (%s): %w", errTurnDeadline, c.opts.TurnTimeout, err)
+		err = fmt.Errorf("%w (%s): %w", turn.ErrTurnDeadline, c.opts.TurnTimeout, err)
 	}
 	return resp, err
-}
-
-// filteredMark ends a reply the endpoint's content filter cut short.
-const filteredMark = "(cut by the model's content filter)"
-
-// markCut is a reply's text, masked with mask and marked when it is partial: " …"
-// when the token limit cut it, the filteredMark when the content filter
-// did. A model that repeats a secret it was shown (a key in a tool's
-// result, an instruction) does not post it nor store it.
-func markCut(mask *redact.Masker, resp llm.Response) string {
-	text := mask.String(resp.Content)
-	if strings.TrimSpace(text) == "" {
-		return text
-	}
-	switch {
-	case resp.Truncated():
-		text = strings.TrimRight(text, " \n\t") + " …"
-	case resp.Filtered():
-		text = strings.TrimRight(text, " \n\t") + " … " + filteredMark
-	}
-	return text
 }
 
 // failed records a failed turn in its report; the step then posts a ⚠️
@@ -333,7 +308,7 @@ func (c runner) readThreading(ctx context.Context, t *turnRun, known []string) (
 	if err != nil {
 		return threaded{}, err
 	}
-	raw := markCut(c.opts.Mask, resp)
+	raw := turn.MarkCut(c.opts.Mask, resp)
 	reply, outcome, perr := turn.ParseThreading(raw)
 	if perr != nil {
 		c.log.Info("threading reply unreadable; retrying", slog.String(logAgent, a.EnsDomain), slog.Any(logError, perr))

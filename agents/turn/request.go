@@ -46,6 +46,20 @@ type Model interface {
 	Complete(ctx context.Context, r llm.Request) (llm.Response, error)
 }
 
+// Toolbox is the MCP tools agents may use (package agents/tools).
+type Toolbox interface {
+	// Tools returns the tools a selection names — "server" for every tool
+	// of a server, "server/tool" for one — as function tools named
+	// "<server>__<tool>", from the servers reachable now. Names it does
+	// not know give nothing (it logs them).
+	Tools(selection []string) []llm.Tool
+	// Call runs the tool Tools named name with JSON arguments, bounded by
+	// its server's timeout, and returns the result's text. The error is a
+	// short reason fit for the model: the tool reported an error, the
+	// call timed out or failed, the server is down, the tool is unknown.
+	Call(ctx context.Context, name, arguments string) (string, error)
+}
+
 // HistoryMessage is one message of a prompt's history.
 type HistoryMessage struct {
 	Role string // llm.RoleUser, llm.RoleAssistant or llm.RoleSystem

@@ -1,4 +1,4 @@
-package agents
+package turn
 
 import (
 	"context"
@@ -46,12 +46,12 @@ func TestNoticeReason(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := noticeReason(tt.err)
+			got := NoticeReason(tt.err)
 			if got != tt.want {
-				t.Errorf("noticeReason = %q, want %q", got, tt.want)
+				t.Errorf("NoticeReason = %q, want %q", got, tt.want)
 			}
 			if strings.Contains(got, "corp.internal") || strings.Contains(got, "sk-live") {
-				t.Errorf("noticeReason leaks: %q", got)
+				t.Errorf("NoticeReason leaks: %q", got)
 			}
 		})
 	}

@@ -1,24 +1,56 @@
-package agents
+package turn
 
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/conclavehq/conclave/agents/llm"
 	"github.com/conclavehq/conclave/ens"
+	"github.com/conclavehq/conclave/internal/redact"
 	"github.com/conclavehq/conclave/templates"
 )
 
-// noticeReason is the reason a ⚠️ notice gives for a failed turn: a class
+// ErrTurnDeadline: a turn's model calls outlasted its deadline
+// (turn_timeout).
+var ErrTurnDeadline = errors.New("the turn passed its deadline")
+
+// ErrContextOverflow: the endpoint refused a turn's request as longer
+// than the model's context window, and again with its history cut to
+// half the input budget.
+var ErrContextOverflow = errors.New("the conversation is too long for the model's context window, even with its history cut to half")
+
+// FilteredMark ends a reply the endpoint's content filter cut short.
+const FilteredMark = "(cut by the model's content filter)"
+
+// MarkCut is a reply's text, masked with mask and marked when it is partial: " …"
+// when the token limit cut it, the FilteredMark when the content filter
+// did. A model that repeats a secret it was shown (a key in a tool's
+// result, an instruction) does not post it nor store it.
+func MarkCut(mask *redact.Masker, resp llm.Response) string {
+	text := mask.String(resp.Content)
+	if strings.TrimSpace(text) == "" {
+		return text
+	}
+	switch {
+	case resp.Truncated():
+		text = strings.TrimRight(text, " \n\t") + " …"
+	case resp.Filtered():
+		text = strings.TrimRight(text, " \n\t") + " … " + FilteredMark
+	}
+	return text
+}
+
+// NoticeReason is the reason a ⚠️ notice gives for a failed turn: a class
 // of failure, never the error's text. Upstream error bodies, URLs, host
 // names and keys stay in the log (SPEC §12.2), since everyone in the
 // channel reads the notice.
-func noticeReason(err error) string {
-	if errors.Is(err, errTurnDeadline) {
-		return errTurnDeadline.Error()
+func NoticeReason(err error) string {
+	if errors.Is(err, ErrTurnDeadline) {
+		return ErrTurnDeadline.Error()
 	}
-	if errors.Is(err, errContextOverflow) {
-		return errContextOverflow.Error()
+	if errors.Is(err, ErrContextOverflow) {
+		return ErrContextOverflow.Error()
 	}
 	if te, ok := errors.AsType[*templates.Error](err); ok {
 		where := te.RepoFile()
