@@ -266,7 +266,7 @@ func (r *roster) mentions(m memory.Message) []string {
 // inbound is a thread message as the state machine sees it.
 func (c *convo) inbound(m memory.Message) inbound {
 	in := inbound{TS: m.TS, Kind: m.Kind, Author: author(m), UserID: m.UserID, Name: m.Name, At: m.At,
-		End: hasEnd(m.Text)}
+		End: turn.HasEnd(m.Text)}
 	for _, n := range c.mentions(m) {
 		in.Named = append(in.Named, namedAgent{Agent: n, Role: conversation.Role(c.agents[n].Role)})
 	}
@@ -783,7 +783,7 @@ func (s turnStep) facilitator(ctx context.Context) error {
 	if err != nil {
 		return s.failed(ctx, t, err)
 	}
-	rest, hadEnd := stripEnd(text)
+	rest, hadEnd := turn.StripEnd(text)
 	if hadEnd && c.callsAgents(rest, f.EnsDomain) {
 		// A call beats an :end: in the same reply: the agent answers first.
 		c.log.Info("the facilitator's reply calls an agent and holds :end:; the :end: is ignored", slog.String(logTurn, t.id))
@@ -799,7 +799,7 @@ func (s turnStep) facilitator(ctx context.Context) error {
 		// :end: always concludes (SPEC §14.2); conclude may close silently.
 		c.m.RequestConclude(&concludeRequest{Reason: concludeByEnd, EndReply: text, PrevPrompt: prompt})
 		c.react(ctx)
-		if !hasWords(rest) {
+		if !turn.HasWords(rest) {
 			rest = "" // a lone signature ("🧭 :end:") is not worth a post
 		}
 	}
@@ -833,8 +833,8 @@ func (s turnStep) conclude(ctx context.Context) error {
 	}
 	// A conclusion without words (only :end:, emoji or white space) closes
 	// silently: nothing is posted, the root still gets its ✅.
-	rest, _ := stripEnd(text)
-	silent := err == nil && !hasWords(rest)
+	rest, _ := turn.StripEnd(text)
+	silent := err == nil && !turn.HasWords(rest)
 	c.m.Concluded(c.e.now(), true, silent)
 	c.react(ctx)
 	c.log.Info("conversation concluded", slog.String("reason", r.Reason), slog.Bool("silent", silent))

@@ -29,7 +29,7 @@ const (
 	ThreadingFailed   = turn.ThreadingFailed
 	ThreadingReminder = turn.ThreadingReminder
 
-	EndToken        = endToken
+	EndToken        = turn.EndToken
 	TruncatedMark   = truncatedMark
 	BudgetWorkspace = budgetWorkspace
 )

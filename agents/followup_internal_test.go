@@ -1,8 +1,9 @@
 package agents
 
 import (
-	"github.com/conclavehq/conclave/memory"
 	"testing"
+
+	"github.com/conclavehq/conclave/memory"
 )
 
 // A person's request is a message of a person or human agent that says

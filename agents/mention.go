@@ -6,6 +6,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/conclavehq/conclave/agents/turn"
 	"github.com/conclavehq/conclave/ens"
 )
 
@@ -23,7 +24,7 @@ type nameForm struct {
 // [a-z0-9-] and no "." followed by a letter or digit. Matching ignores ASCII
 // case only.
 func findMentions(text string, forms []nameForm) []string {
-	low := lowerASCII(text)
+	low := turn.LowerASCII(text)
 	first := make(map[string]int)
 	for _, f := range forms {
 		if f.form == "" {
@@ -97,7 +98,7 @@ func isLabelByte(c byte) bool {
 // names: "<label>.<label>.<digits>.<base>" for a configured base, or
 // "@<name>.eth". Registered or not; the caller tells them apart.
 func attemptedNames(text string, bases []string) []string {
-	low := lowerASCII(text)
+	low := turn.LowerASCII(text)
 	var out []string
 	seen := make(map[string]bool)
 	for i := 0; i < len(low); {

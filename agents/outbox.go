@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/conclavehq/conclave/agents/conversation"
+	"github.com/conclavehq/conclave/agents/turn"
 	"github.com/conclavehq/conclave/ens"
 	"github.com/conclavehq/conclave/internal/backoff"
 	"github.com/conclavehq/conclave/memory"
@@ -73,7 +74,7 @@ func (c *convo) newOutbox() *outbox {
 // users of the human agents it calls, its feedback buttons. An empty
 // reply makes no post.
 func (c runner) prepare(ctx context.Context, a ens.Agent, postID, text string, p pendingPost) (pendingPost, bool) {
-	text, _ = stripEnd(text)
+	text, _ = turn.StripEnd(text)
 	if strings.TrimSpace(text) == "" {
 		return p, false
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/conclavehq/conclave/agents/conversation"
 	"github.com/conclavehq/conclave/agents/llm"
+	"github.com/conclavehq/conclave/agents/turn"
 	"github.com/conclavehq/conclave/memory"
 )
 
@@ -178,15 +179,15 @@ func (s *streamer) loop(ctx context.Context) {
 		}
 		raw, text := s.latest()
 		// A reply asking for the conclusion calls nobody: no mentions.
-		ending := hasEnd(raw)
+		ending := turn.HasEnd(raw)
 		switch {
 		case !started:
-			if firstSentence(raw) && hasWords(text) {
+			if firstSentence(raw) && turn.HasWords(text) {
 				started = true
 				due = false
 				s.show(ctx, text, ending)
 			}
-		case due && text != s.shown && hasWords(text):
+		case due && text != s.shown && turn.HasWords(text):
 			due = false
 			s.show(ctx, text, ending)
 		}
@@ -315,9 +316,9 @@ func firstSentence(text string) bool {
 // shownText is what is shown of a reply being written: :end: removed (a
 // token still being written too), an open code fence closed.
 func shownText(s string) string {
-	s, _ = stripEnd(s)
-	for i := len(endToken) - 1; i > 0; i-- {
-		if strings.HasSuffix(s, endToken[:i]) {
+	s, _ = turn.StripEnd(s)
+	for i := len(turn.EndToken) - 1; i > 0; i-- {
+		if strings.HasSuffix(s, turn.EndToken[:i]) {
 			s = s[:len(s)-i]
 			break
 		}

@@ -7,6 +7,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/conclavehq/conclave/agents/turn"
 	"github.com/conclavehq/conclave/ens"
 	"github.com/conclavehq/conclave/memory"
 )
@@ -65,7 +66,7 @@ func unreachedCalls(text string, agents []ens.Agent, forms []nameForm, self stri
 		seen[key] = true
 		out = append(out, miss{wrote: wrote, agent: a})
 	}
-	low := lowerASCII(text)
+	low := turn.LowerASCII(text)
 	for _, a := range agents {
 		for _, wrote := range displayNameCalls(text, low, a.Name) {
 			add(wrote, a)
@@ -107,7 +108,7 @@ func unreachedCalls(text string, agents []ens.Agent, forms []nameForm, self stri
 // ASCII lowercased): "@name" anywhere, or "name," or "name:" opening a
 // line (after blanks and markdown emphasis).
 func displayNameCalls(text, low, name string) []string {
-	n := lowerASCII(strings.TrimSpace(name))
+	n := turn.LowerASCII(strings.TrimSpace(name))
 	if n == "" {
 		return nil
 	}
@@ -152,7 +153,7 @@ func sharesPrefix(tok string, agents []ens.Agent) (ens.Agent, bool) {
 	}
 	head := labels[0] + "." + labels[1]
 	for _, a := range agents {
-		name := lowerASCII(a.EnsDomain)
+		name := turn.LowerASCII(a.EnsDomain)
 		if name == head || strings.HasPrefix(name, head+".") {
 			return a, true
 		}

@@ -295,8 +295,8 @@ func (c view) isPersonRequest(m memory.Message) bool {
 	if !isPersonKind(m.Kind) || c.st.Acknowledged(m.TS) {
 		return false
 	}
-	rest, hadEnd := stripEnd(m.Text)
-	return !hadEnd || hasWords(rest)
+	rest, hadEnd := turn.StripEnd(m.Text)
+	return !hadEnd || turn.HasWords(rest)
 }
 
 // memberOf is the template member for an agent (TemplateMember).
