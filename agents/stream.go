@@ -4,9 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"regexp"
-	"strings"
-	"sync"
 	"time"
 
 	"github.com/conclavehq/conclave/agents/conversation"
@@ -30,17 +27,14 @@ import (
 // updates that message instead of posting another.
 
 // StreamModel is a Model that can show a reply while it is written
-// (llm.Client). A Model without it is never streamed.
-type StreamModel interface {
-	// Stream is Complete, calling onText with the reply's content so far
-	// each time it grows (see llm.Client.Stream).
-	Stream(ctx context.Context, r llm.Request, onText func(content string)) (llm.Response, error)
-}
+// (turn.StreamModel).
+type StreamModel = turn.StreamModel
 
-// streamer shows one turn's reply while the model writes it. Its loop
-// runs beside the model call and touches nothing of the conversation's
-// state: it commits from copies taken when it starts, and the turn reads
-// what it did once it has stopped.
+// streamer is the engine's side of a reply shown while the model writes
+// it: the turn.Shower its pacing (turn.Stream) shows through. It runs
+// beside the model call and touches nothing of the conversation's state:
+// it commits from copies taken when it starts, and the turn reads what it
+// did once the pacing has stopped.
 type streamer struct {
 	c       runner
 	model   StreamModel
@@ -53,18 +47,12 @@ type streamer struct {
 	conv    memory.Conversation
 	lock    memory.Lock
 
-	mu   sync.Mutex
-	text string // the model's text so far (its current attempt and round)
-	wake chan struct{}
-	stop chan struct{}
-	wg   sync.WaitGroup
+	pace *turn.Stream
 
-	// Set by the loop; read by the turn after stop.
+	// Set while it is shown; read by the turn after the pacing stopped.
 	marked bool   // the marker is committed (or was there already)
 	looked bool   // the message of an earlier run was looked for
 	ts     string // the streamed message, when known
-	gaveUp bool   // a post or commit failed: nothing more is shown
-	shown  string
 }
 
 // askStreamed is ask, with the reply shown while it is written when
@@ -76,11 +64,12 @@ func (c runner) askStreamed(ctx context.Context, t *turnRun, req llm.Request, me
 		return c.ask(ctx, t, req)
 	}
 	s := c.newStreamer(t, sm, mention)
+	tick, stopTick := streamTicker(c.deps.StreamTicker, c.opts)
+	s.pace = turn.StartStream(ctx, s, c.opts.Mask, tick)
 	t.stream = s
-	s.wg.Go(func() { s.loop(ctx) })
 	text, err := c.ask(ctx, t, req)
-	close(s.stop)
-	s.wg.Wait()
+	s.pace.Stop()
+	stopTick()
 	t.stream = nil
 	if s.marked {
 		if t.streamed == nil {
@@ -101,7 +90,6 @@ func (c runner) newStreamer(t *turnRun, sm StreamModel, mention bool) *streamer 
 	s := &streamer{
 		c: c, model: sm, postID: t.id, agent: t.agent.EnsDomain, prompt: t.report.Phase, mention: mention,
 		base: c.conv.State, conv: *c.conv, lock: c.lock,
-		wake: make(chan struct{}, 1), stop: make(chan struct{}),
 	}
 	s.reply = Reply{
 		Channel: c.conv.Channel, ThreadTS: c.conv.ThreadTS, Username: t.agent.Name, IconURL: t.agent.Avatar,
@@ -131,7 +119,7 @@ func (c runner) lastPerson() string {
 func (c runner) callModel(ctx context.Context, t *turnRun, req llm.Request) (resp llm.Response, err error) {
 	c.cpu.off(func() {
 		if s := t.stream; s != nil {
-			resp, err = s.model.Stream(ctx, req, s.onText)
+			resp, err = s.model.Stream(ctx, req, s.pace.OnText)
 			return
 		}
 		resp, err = c.deps.Model.Complete(ctx, req)
@@ -139,73 +127,17 @@ func (c runner) callModel(ctx context.Context, t *turnRun, req llm.Request) (res
 	return resp, err
 }
 
-// onText takes the model's text so far and wakes the loop.
-func (s *streamer) onText(text string) {
-	s.mu.Lock()
-	s.text = text
-	s.mu.Unlock()
-	select {
-	case s.wake <- struct{}{}:
-	default:
-	}
-}
-
-// latest is the text so far, as written and as shown.
-func (s *streamer) latest() (raw, shown string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.text, shownText(s.c.opts.Mask.String(s.text))
-}
-
-// loop posts the first sentence at once, then updates the message on the
-// interval's ticks when the text changed: a tick allows one update, the
-// next change uses it.
-func (s *streamer) loop(ctx context.Context) {
-	tick, stopTick := streamTicker(s.c.deps.StreamTicker, s.c.opts)
-	defer stopTick()
-	started, due := false, false
-	for {
-		select {
-		case <-s.stop:
-			return
-		case <-ctx.Done():
-			return
-		case <-s.wake:
-		case <-tick:
-			due = true
-		}
-		if s.gaveUp {
-			continue
-		}
-		raw, text := s.latest()
-		// A reply asking for the conclusion calls nobody: no mentions.
-		ending := turn.HasEnd(raw)
-		switch {
-		case !started:
-			if firstSentence(raw) && turn.HasWords(text) {
-				started = true
-				due = false
-				s.show(ctx, text, ending)
-			}
-		case due && text != s.shown && turn.HasWords(text):
-			due = false
-			s.show(ctx, text, ending)
-		}
-	}
-}
-
-// show posts or updates the streamed message with text. The first post
-// is committed as a marker first; a failure ends the showing (the
-// complete reply still goes through the outbox, which looks the message
-// up by its post id when its outcome is unknown).
-func (s *streamer) show(ctx context.Context, text string, ending bool) {
+// Show posts or updates the streamed message with text (turn.Shower).
+// The first post is committed as a marker first; a failure ends the
+// showing (the complete reply still goes through the outbox, which looks
+// the message up by its post id when its outcome is unknown).
+func (s *streamer) Show(ctx context.Context, text string, ending bool) (shown, more bool) {
 	c := s.c
 	switch {
 	case !s.marked:
 		if err := s.commit(ctx); err != nil {
-			s.gaveUp = true
 			c.log.Warn("streamed reply not shown", slog.String(logPost, s.postID), slog.Any(logError, err))
-			return
+			return false, false
 		}
 		s.marked = true
 	case s.ts == "" && !s.looked:
@@ -213,9 +145,8 @@ func (s *streamer) show(ctx context.Context, text string, ending bool) {
 		s.looked = true
 		found, err := c.replies.FindPost(ctx, s.conv.Channel, s.conv.ThreadTS, s.postID)
 		if err != nil {
-			s.gaveUp = true
 			c.log.Info("streamed reply not shown", slog.String(logPost, s.postID), slog.Any(logError, err))
-			return
+			return false, false
 		}
 		if len(found) > 0 {
 			s.ts = found[0]
@@ -231,19 +162,18 @@ func (s *streamer) show(ctx context.Context, text string, ending bool) {
 	posted, err := c.replies.PostReply(pctx, r)
 	cancel()
 	if err != nil || len(posted) == 0 {
-		if s.ts == "" {
-			s.gaveUp = true // its outcome is unknown: the outbox finds out
-		}
 		c.log.Info("streamed reply not updated", slog.String(logPost, s.postID), slog.Any(logError, err))
-		return
+		// Its outcome is unknown when it was the first: the outbox finds
+		// out, and nothing more is shown.
+		return false, s.ts != ""
 	}
-	s.shown = text
 	if posted[0] != s.ts { // the first post, or one made anew for a message gone
 		s.ts = posted[0]
 		if err := s.commit(ctx); err != nil {
 			c.log.Info("streamed message not recorded; it is found by its post id", slog.String(logPost, s.postID), slog.Any(logError, err))
 		}
 	}
+	return true, true
 }
 
 // commit records the marker (with the message's ts when known) over the
@@ -301,31 +231,4 @@ func (o *outbox) findStreamed(ctx context.Context, p *pendingPost) error {
 		return fmt.Errorf("agents: post %s: %w", p.PostID, err)
 	}
 	return nil
-}
-
-// sentenceEnd is the end of a sentence followed by a blank, or a line
-// break.
-var sentenceEnd = regexp.MustCompile(`[.!?…。！？][)"'”’\]]*\s|\n`)
-
-// firstSentence reports whether the text as written holds a whole first
-// sentence: the moment a streamed reply is first posted.
-func firstSentence(text string) bool {
-	return sentenceEnd.MatchString(text)
-}
-
-// shownText is what is shown of a reply being written: :end: removed (a
-// token still being written too), an open code fence closed.
-func shownText(s string) string {
-	s, _ = turn.StripEnd(s)
-	for i := len(turn.EndToken) - 1; i > 0; i-- {
-		if strings.HasSuffix(s, turn.EndToken[:i]) {
-			s = s[:len(s)-i]
-			break
-		}
-	}
-	s = strings.TrimSpace(s)
-	if strings.Count(s, "```")%2 == 1 {
-		s += "\n```"
-	}
-	return s
 }
