@@ -584,11 +584,11 @@ func (s turnStep) finish(t *turnRun) {
 // apply feeds what a turn produced so far into the machine: the history
 // notes of the tools it used, and the markers of its streamed replies.
 func (s turnStep) apply(r turnResult) {
-	for _, n := range r.notes {
-		s.c.m.AddNote(n.text, n.at, false)
+	for _, n := range r.Notes {
+		s.c.m.AddNote(n.Text, n.At, false)
 	}
-	for id, m := range r.streamed {
-		s.c.m.Book().Streamed(id, m)
+	for id, m := range r.Streamed {
+		s.c.m.Book().Streamed(id, streamMark(m))
 	}
 }
 
@@ -693,7 +693,7 @@ func (s turnStep) call(ctx context.Context) error {
 		var res turnResult
 		res, err = s.run.sessionTurn(ctx, t, ns, key, templates.PromptDefault)
 		s.apply(res)
-		text = res.text
+		text = res.Text
 	} else {
 		text, meta, unanswered, err = s.expert(ctx, t)
 	}
@@ -729,7 +729,7 @@ func (s turnStep) expert(ctx context.Context, t *turnRun) (text string, meta map
 	if key := c.m.Read().Binding(a.EnsDomain); key != "" {
 		res, err := s.run.sessionTurn(ctx, t, ns, key, templates.PromptContextFound)
 		s.apply(res)
-		return res.text, nil, "", err
+		return res.Text, nil, "", err
 	}
 	known, err := c.e.sessions.RecentSessions(ctx, ns, maxKnownSessions)
 	if err != nil {
@@ -737,26 +737,26 @@ func (s turnStep) expert(ctx context.Context, t *turnRun) (text string, meta map
 	}
 	res, err := s.run.threading(ctx, t, known)
 	s.apply(res)
-	th := res.threaded
+	th := res.Threading
 	if err != nil {
 		return "", nil, "", err
 	}
-	if th.key == "" {
-		return th.text, th.meta, th.unanswered, nil
+	if th.Key == "" {
+		return th.Text, th.Meta, th.Unanswered, nil
 	}
-	c.bind(ctx, a, th.key)
-	meta = th.meta
-	if th.text != "" {
+	c.bind(ctx, a, th.Key)
+	meta = th.Meta
+	if th.Text != "" {
 		// A threading message that cannot be posted now stays first in
 		// the outbox; the answer goes after it.
-		if err := s.post(ctx, t, a, t.id+"-threading", th.text, pendingPost{Meta: meta}); err != nil {
+		if err := s.post(ctx, t, a, t.id+"-threading", th.Text, pendingPost{Meta: meta}); err != nil {
 			return "", nil, "", err
 		}
 		meta = nil // recorded on the threading message
 	}
-	res, err = s.run.sessionTurn(ctx, t, ns, th.key, templates.PromptContextFound)
+	res, err = s.run.sessionTurn(ctx, t, ns, th.Key, templates.PromptContextFound)
 	s.apply(res)
-	return res.text, meta, "", err
+	return res.Text, meta, "", err
 }
 
 // facilitator runs the facilitator's turn over the whole thread. A reply
@@ -774,7 +774,7 @@ func (s turnStep) facilitator(ctx context.Context) error {
 	wake := c.m.StartFacilitator()
 	res, err := s.run.facilitator(ctx, t)
 	s.apply(res)
-	text, prompt := res.text, res.prompt
+	text, prompt := res.Text, res.Prompt
 	if err != nil && ctx.Err() != nil {
 		return s.failed(ctx, t, err) // to be run again: the messages keep their reaction
 	}
@@ -826,7 +826,7 @@ func (s turnStep) conclude(ctx context.Context) error {
 	defer s.finish(t)
 	res, err := s.run.conclusion(ctx, t, r)
 	s.apply(res)
-	text := res.text
+	text := res.Text
 	if err != nil && ctx.Err() != nil {
 		t.report.Outcome = "cancelled"
 		return ctx.Err()

@@ -73,9 +73,9 @@ func (c runner) askStreamed(ctx context.Context, t *turnRun, req llm.Request, me
 	t.stream = nil
 	if s.marked {
 		if t.streamed == nil {
-			t.streamed = make(map[string]streamMark)
+			t.streamed = make(map[string]turn.StreamMark)
 		}
-		t.streamed[s.postID] = s.mark()
+		t.streamed[s.postID] = turn.StreamMark(s.mark())
 	}
 	return text, err
 }

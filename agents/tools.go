@@ -116,7 +116,7 @@ func (c runner) runTools(ctx context.Context, t *turnRun, offered []llm.Tool, ca
 	for i, call := range calls {
 		if ran[i] {
 			t.toolResults = append(t.toolResults, results[i])
-			t.notes = append(t.notes, turnNote{text: fmt.Sprintf("(used %s)", call.Name), at: c.now()})
+			t.notes = append(t.notes, turn.Note{Text: fmt.Sprintf("(used %s)", call.Name), At: c.now()})
 			t.report.ToolCalls++
 		}
 	}

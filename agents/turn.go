@@ -100,17 +100,11 @@ type turnRun struct {
 	// What the turn produced beyond its posts, for the step to feed
 	// into the machine (convo.apply): history notes, and the markers of
 	// the messages its replies were streamed in.
-	notes    []turnNote
-	streamed map[string]streamMark
+	notes    []turn.Note
+	streamed map[string]turn.StreamMark
 	// toolResults are the results of the tools it ran: a threading key
 	// may be written there instead of in the messages (turn.KeyWritten).
 	toolResults []string
-}
-
-// turnNote is a history line a turn adds, never posted: a tool it used.
-type turnNote struct {
-	text string
-	at   time.Time
 }
 
 func (c runner) newTurn(id string, a ens.Agent, phase string) *turnRun {
@@ -267,31 +261,23 @@ func (c runner) mentionUsers(ctx context.Context, text, self string) []string {
 	return users
 }
 
-// threaded is what an unbound expert's threading request produced.
-type threaded struct {
-	text       string            // to post: its message, or the raw reply when unreadable
-	meta       map[string]string // the threading outcome, recorded on the post
-	key        string            // the session it chose ("" leaves it unbound)
-	unanswered string            // why it cannot answer, when unbound
-}
-
 // threading asks an unbound expert which memory session the messages
 // that name it are about (context-not-found), reads its reply and
 // chooses the session by its policy. known is .KnownSessions.
 func (c runner) threading(ctx context.Context, t *turnRun, known []string) (turnResult, error) {
 	th, err := c.readThreading(ctx, t, known)
-	return t.result(turnResult{text: th.text, threaded: th}), err
+	return t.result(turnResult{Text: th.Text, Threading: th}), err
 }
 
 // readThreading asks and reads the threading request (threading).
-func (c runner) readThreading(ctx context.Context, t *turnRun, known []string) (threaded, error) {
+func (c runner) readThreading(ctx context.Context, t *turnRun, known []string) (turn.Threading, error) {
 	a := t.agent
 	visible := c.view().visibleTo(a)
 	data := c.view().data(ctx, a, visible, "", len(visible))
 	data.KnownSessions = known
 	req, err := c.build(t, templates.PromptContextNotFound, data, c.view().history(ctx, a, visible, false), nil)
 	if err != nil {
-		return threaded{}, err
+		return turn.Threading{}, err
 	}
 	resp, err := c.askResponse(ctx, t, req)
 	if err == nil && resp.Truncated() {
@@ -301,12 +287,12 @@ func (c runner) readThreading(ctx context.Context, t *turnRun, known []string) (
 		resp, err = c.askResponse(ctx, t, req)
 		if err == nil && resp.Truncated() {
 			c.log.Warn("threading reply cut by the length limit twice; the expert stays unbound", slog.String(logAgent, a.EnsDomain))
-			return threaded{meta: map[string]string{"threading": turn.ThreadingFailed},
-				unanswered: "its reply was cut by the model's length limit"}, nil
+			return turn.Threading{Meta: map[string]string{"threading": turn.ThreadingFailed},
+				Unanswered: "its reply was cut by the model's length limit"}, nil
 		}
 	}
 	if err != nil {
-		return threaded{}, err
+		return turn.Threading{}, err
 	}
 	raw := turn.MarkCut(c.opts.Mask, resp)
 	reply, outcome, perr := turn.ParseThreading(raw)
@@ -318,12 +304,12 @@ func (c runner) readThreading(ctx context.Context, t *turnRun, known []string) (
 			llm.Message{Role: llm.RoleUser, Content: turn.ThreadingReminder})
 		raw, err = c.ask(ctx, t, retry)
 		if err != nil {
-			return threaded{}, err
+			return turn.Threading{}, err
 		}
 		reply, outcome, perr = turn.ParseThreading(raw)
 		if perr != nil {
 			c.log.Warn("threading reply unreadable twice; posting it as it is", slog.String(logAgent, a.EnsDomain), slog.Any(logError, perr))
-			return threaded{text: raw, meta: map[string]string{"threading": turn.ThreadingFailed}}, nil
+			return turn.Threading{Text: raw, Meta: map[string]string{"threading": turn.ThreadingFailed}}, nil
 		}
 	}
 	c.log.Info("threading reply read", slog.String(logAgent, a.EnsDomain), slog.String(logTurn, t.id),
@@ -333,14 +319,14 @@ func (c runner) readThreading(ctx context.Context, t *turnRun, known []string) (
 		c.log.Info("threading message repeats the template's placeholder; not posted", slog.String(logAgent, a.EnsDomain))
 		reply.Message = ""
 	}
-	th := threaded{text: reply.Message, meta: map[string]string{"threading": outcome}}
+	th := turn.Threading{Text: reply.Message, Meta: map[string]string{"threading": outcome}}
 	wrote := reply.Session
 	var why string
 	reply.Session, why = turn.CheckKey(reply.Session, ps, c.patterns[a.EnsDomain])
 	if why != "" && why != turn.KeyHasSpaces {
 		c.log.Warn("threading key refused", slog.String(logAgent, a.EnsDomain), slog.String("key", wrote), slog.String("why", why))
 		if reply.Message == "" {
-			th.text, th.unanswered = "", fmt.Sprintf("its key %q was refused: %s", wrote, why)
+			th.Text, th.Unanswered = "", fmt.Sprintf("its key %q was refused: %s", wrote, why)
 			return th, nil
 		}
 	}
@@ -368,13 +354,13 @@ func (c runner) readThreading(ctx context.Context, t *turnRun, known []string) (
 	}
 	switch {
 	case err != nil:
-		return threaded{}, err
+		return turn.Threading{}, err
 	case refused != "":
-		th.unanswered = refused
+		th.Unanswered = refused
 	case key == "" && strings.TrimSpace(reply.Message) == "":
-		th.text, th.unanswered = "", "it found no memory key in the messages that name it"
+		th.Text, th.Unanswered = "", "it found no memory key in the messages that name it"
 	}
-	th.key = key
+	th.Key = key
 	return th, nil
 }
 
@@ -442,7 +428,7 @@ func (c runner) sessionTurn(ctx context.Context, t *turnRun, namespace, key, pro
 		return t.result(turnResult{}), err
 	}
 	text, err := c.askStreamed(ctx, t, req, !c.st.Concluding())
-	return t.result(turnResult{text: text}), err
+	return t.result(turnResult{Text: text}), err
 }
 
 // otherConversations reads a session's entries that do not come from this
@@ -471,7 +457,7 @@ func (c runner) facilitator(ctx context.Context, t *turnRun) (turnResult, error)
 		return t.result(turnResult{}), err
 	}
 	text, err := c.askStreamed(ctx, t, req, true)
-	return t.result(turnResult{text: text, prompt: req.Messages[len(req.Messages)-1].Content}), err
+	return t.result(turnResult{Text: text, Prompt: req.Messages[len(req.Messages)-1].Content}), err
 }
 
 // conclusion runs the facilitator's conclude prompt: the thread (without
@@ -498,5 +484,5 @@ func (c runner) conclusion(ctx context.Context, t *turnRun, r concludeRequest) (
 		return t.result(turnResult{}), err
 	}
 	text, err := c.askStreamed(ctx, t, req, false)
-	return t.result(turnResult{text: text}), err
+	return t.result(turnResult{Text: text}), err
 }
