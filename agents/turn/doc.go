@@ -1,8 +1,12 @@
 // Package turn holds what one agent's turn reads and decides apart from
-// the conversation it runs in: how an expert's threading reply is read
-// (ParseThreading), which of its sessions a key names (MatchSession) and
-// which keys are refused (CheckKey, KeyWritten), and how a turn's
-// request is built and fitted into its input budget (BuildRequest).
+// the conversation it runs in: how its request is built and fitted into
+// its input budget (BuildRequest), how an expert's threading reply is
+// read (ParseThreading), which of its sessions a key names
+// (MatchSession) and which keys are refused (CheckKey, KeyWritten),
+// where a reply's :end: counts (HasEnd, StripEnd), the reason a failed
+// turn's notice gives (NoticeReason), the pacing of a reply shown while
+// it is written (Stream, through the one-method Shower port the engine
+// implements), and what a turn produced, as a value (Result).
 //
 // It imports neither the store (memory) nor a transport (bot), and
 // nothing of the engine (agents) but the model client (agents/llm): the
