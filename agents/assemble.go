@@ -6,7 +6,6 @@ import (
 	"github.com/conclavehq/conclave/agents/llm"
 	"github.com/conclavehq/conclave/agents/turn"
 	"github.com/conclavehq/conclave/ens"
-	"github.com/conclavehq/conclave/memory"
 	"github.com/conclavehq/conclave/templates"
 )
 
@@ -33,15 +32,6 @@ type (
 // (turn.BuildRequest).
 func BuildRequest(prompts Prompts, profiles Profiles, p TurnPrompt) (llm.Request, BuildInfo, error) {
 	return turn.BuildRequest(prompts, profiles, p)
-}
-
-// sessionHistory is turn.SessionHistory over the store's entries.
-func sessionHistory(entries []memory.SessionEntry) []HistoryMessage {
-	out := make([]turn.SessionEntry, len(entries))
-	for i, e := range entries {
-		out[i] = turn.SessionEntry{Role: e.Role, Author: e.Author, Content: e.Content, At: e.At}
-	}
-	return turn.SessionHistory(out)
 }
 
 // FixturePrompt builds the TurnPrompt for rendering one prompt of agent a

@@ -259,15 +259,15 @@ func (r *roster) agent(ctx context.Context, name string) (ens.Agent, bool) {
 }
 
 // mentions lists the registered agents a message names, in order.
-func (r *roster) mentions(m memory.Message) []string {
-	return findMentions(m.Text, r.forms)
+func (r *roster) mentions(text string) []string {
+	return findMentions(text, r.forms)
 }
 
 // inbound is a thread message as the state machine sees it.
 func (c *convo) inbound(m memory.Message) inbound {
 	in := inbound{TS: m.TS, Kind: m.Kind, Author: author(m), UserID: m.UserID, Name: m.Name, At: m.At,
 		End: turn.HasEnd(m.Text)}
-	for _, n := range c.mentions(m) {
+	for _, n := range c.mentions(m.Text) {
 		in.Named = append(in.Named, namedAgent{Agent: n, Role: conversation.Role(c.agents[n].Role)})
 	}
 	return in
@@ -568,6 +568,29 @@ func (c *convo) turnIDFor(agent, prompt string) string {
 type turnStep struct {
 	c   *convo
 	run runner
+	// description is the channel's description, gathered before a turn
+	// runs (describe) for its input.
+	description string
+}
+
+// input is what a turn of agent a reads of the conversation as it stands:
+// the thread and the channel's description, converted at the engine's
+// edge. The step adds what the kind of turn reads besides.
+func (s turnStep) input(a ens.Agent) turn.Input {
+	return turn.Input{Agent: a, Thread: threadOf(s.c.msgs), Description: s.description}
+}
+
+// sessionTurn runs a turn of t's agent in the memory session key of
+// namespace ns, with the session's entries from other conversations in
+// its input.
+func (s turnStep) sessionTurn(ctx context.Context, t *turnRun, ns, key, prompt string) (turnResult, error) {
+	entries, err := otherConversations(ctx, s.c.e.sessions, s.c.conv.ID, ns, key)
+	if err != nil {
+		return t.result(turnResult{}), err
+	}
+	in := s.input(t.agent)
+	in.Entries = entries
+	return s.run.sessionTurn(ctx, t, in, key, prompt)
 }
 
 func (c *convo) turns() turnStep { return turnStep{c: c, run: c.runner()} }
@@ -682,7 +705,7 @@ func (s turnStep) call(ctx context.Context) error {
 		return nil
 	}
 	c.m.StartTurn(q.Agent)
-	s.run.description = describe(ctx, c)
+	s.description = describe(ctx, c)
 
 	var text, unanswered string
 	var meta map[string]string
@@ -691,7 +714,7 @@ func (s turnStep) call(ctx context.Context) error {
 		// A clone answers on its human's group session.
 		ns, key, _ := c.sessionOf(a)
 		var res turnResult
-		res, err = s.run.sessionTurn(ctx, t, ns, key, templates.PromptDefault)
+		res, err = s.sessionTurn(ctx, t, ns, key, templates.PromptDefault)
 		s.apply(res)
 		text = res.Text
 	} else {
@@ -727,7 +750,7 @@ func (s turnStep) expert(ctx context.Context, t *turnRun) (text string, meta map
 	c, a := s.c, t.agent
 	ns := c.expertNamespace(a.EnsDomain)
 	if key := c.m.Read().Binding(a.EnsDomain); key != "" {
-		res, err := s.run.sessionTurn(ctx, t, ns, key, templates.PromptContextFound)
+		res, err := s.sessionTurn(ctx, t, ns, key, templates.PromptContextFound)
 		s.apply(res)
 		return res.Text, nil, "", err
 	}
@@ -735,7 +758,9 @@ func (s turnStep) expert(ctx context.Context, t *turnRun) (text string, meta map
 	if err != nil {
 		return "", nil, "", fmt.Errorf("list sessions of %s: %w", a.EnsDomain, err)
 	}
-	res, err := s.run.threading(ctx, t, known)
+	in := s.input(a)
+	in.Known = known
+	res, err := s.run.threading(ctx, t, in)
 	s.apply(res)
 	th := res.Threading
 	if err != nil {
@@ -754,7 +779,7 @@ func (s turnStep) expert(ctx context.Context, t *turnRun) (text string, meta map
 		}
 		meta = nil // recorded on the threading message
 	}
-	res, err = s.run.sessionTurn(ctx, t, ns, th.Key, templates.PromptContextFound)
+	res, err = s.sessionTurn(ctx, t, ns, th.Key, templates.PromptContextFound)
 	s.apply(res)
 	return res.Text, meta, "", err
 }
@@ -765,14 +790,14 @@ func (s turnStep) expert(ctx context.Context, t *turnRun) (text string, meta map
 func (s turnStep) facilitator(ctx context.Context) error {
 	c := s.c
 	f := c.agents[c.roster.facilitator]
-	s.run.description = describe(ctx, c)
+	s.description = describe(ctx, c)
 	t := s.run.newTurn(c.turnIDFor(f.EnsDomain, templates.PromptDefault), f, templates.PromptDefault)
 	s.run.working(t)
 	defer s.finish(t)
 	// Messages that arrive during the turn are routed after it and wake
 	// the facilitator again.
 	wake := c.m.StartFacilitator()
-	res, err := s.run.facilitator(ctx, t)
+	res, err := s.run.facilitator(ctx, t, s.input(f))
 	s.apply(res)
 	text, prompt := res.Text, res.Prompt
 	if err != nil && ctx.Err() != nil {
@@ -820,11 +845,14 @@ func (s turnStep) conclude(ctx context.Context) error {
 		c.react(ctx)
 		return nil
 	}
-	s.run.description = describe(ctx, c)
+	s.description = describe(ctx, c)
 	t := s.run.newTurn(c.turnIDFor(f.EnsDomain, templates.PromptConclude), f, templates.PromptConclude)
 	s.run.working(t)
 	defer s.finish(t)
-	res, err := s.run.conclusion(ctx, t, r)
+	in := s.input(f)
+	in.Conclude = turn.Conclude{Reason: concludeReasons[r.Reason], ByEnd: r.Reason == concludeByEnd,
+		EndReply: r.EndReply, PrevPrompt: r.PrevPrompt, EndTS: r.EndTS}
+	res, err := s.run.conclusion(ctx, t, in)
 	s.apply(res)
 	text := res.Text
 	if err != nil && ctx.Err() != nil {

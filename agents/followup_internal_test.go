@@ -27,7 +27,7 @@ func TestIsPersonRequest(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := v.isPersonRequest(tt.m); got != tt.want {
+			if got := v.isPersonRequest(turnMessage(tt.m)); got != tt.want {
 				t.Errorf("isPersonRequest(%q) = %v, want %v", tt.m.Text, got, tt.want)
 			}
 		})

@@ -36,9 +36,9 @@ func TestHistoryMarksTheExchangesAnswers(t *testing.T) {
 	}}
 	answers := func() map[string]bool {
 		v := view{roster: &roster{agents: deskAgents(), resolve: deskResolve, log: slog.New(slog.DiscardHandler)},
-			msgs: msgs, st: loadMachine(t, st, limits{}, "", "c").Read(), opts: &Options{}}
+			msgs: threadOf(msgs), st: loadMachine(t, st, limits{}, "", "c").Read(), opts: &Options{}}
 		got := map[string]bool{}
-		for _, h := range v.history(t.Context(), deskAgents()[elen], msgs, true) {
+		for _, h := range v.history(t.Context(), deskAgents()[elen], threadOf(msgs), true) {
 			got[h.Content] = h.Answer
 		}
 		return got

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/conclavehq/conclave/agents/llm"
+	"github.com/conclavehq/conclave/agents/turn"
 	"github.com/conclavehq/conclave/ens"
 	"github.com/conclavehq/conclave/memory"
 )
@@ -74,7 +75,7 @@ func (c *convo) groupID() string {
 		if a := author(m); a != "" {
 			names = append(names, human(a))
 		}
-		for _, n := range c.mentions(m) {
+		for _, n := range c.mentions(m.Text) {
 			names = append(names, human(n))
 		}
 	}
@@ -99,13 +100,13 @@ func (c *convo) sessionOf(a ens.Agent) (namespace, key string, ok bool) {
 
 // entryOf is the session entry of a thread message: the agent's own reply
 // as assistant, anything else as user with its author.
-func (c *convo) entryOf(ctx context.Context, self string, m memory.Message) memory.SessionEntry {
+func (c *convo) entryOf(ctx context.Context, self string, m turn.Message) memory.SessionEntry {
 	e := memory.SessionEntry{Role: llm.RoleUser, Content: m.Text, ConversationID: c.conv.ID, TS: m.TS, At: m.At}
 	if m.Kind == kindAgent && m.Agent == self {
 		e.Role = llm.RoleAssistant
 		return e
 	}
-	e.Author = c.view().label(ctx, m)
+	e.Author = c.label(ctx, m)
 	return e
 }
 
@@ -137,7 +138,7 @@ func (c *convo) appendVisible(ctx context.Context, a ens.Agent, m memory.Message
 	if !ok {
 		return
 	}
-	c.appendSession(ns, key, c.entryOf(ctx, a.EnsDomain, m))
+	c.appendSession(ns, key, c.entryOf(ctx, a.EnsDomain, turnMessage(m)))
 }
 
 // appendHuman stores a human agent's message in its group session, where
@@ -149,7 +150,7 @@ func (c *convo) appendHuman(ctx context.Context, m memory.Message) {
 	}
 	a.Role = ens.RoleHuman
 	ns, key, _ := c.sessionOf(a)
-	c.appendSession(ns, key, c.entryOf(ctx, "", m))
+	c.appendSession(ns, key, c.entryOf(ctx, "", turnMessage(m)))
 }
 
 // bind binds an expert to a session and appends what it saw of this
@@ -163,4 +164,21 @@ func (c *convo) bind(ctx context.Context, a ens.Agent, key string) {
 	}
 	c.appendSession(ns, key, entries...)
 	c.log.Info("expert bound to a session", slog.String(logAgent, a.EnsDomain), slog.String("session", key))
+}
+
+// otherConversations reads a session's entries that do not come from this
+// conversation conv (those are in the thread already), as a turn reads
+// them.
+func otherConversations(ctx context.Context, sessions Sessions, conv, namespace, key string) ([]turn.SessionEntry, error) {
+	entries, err := sessions.ReadSession(ctx, namespace, key, 0)
+	if err != nil {
+		return nil, err
+	}
+	var out []turn.SessionEntry
+	for _, e := range entries {
+		if e.ConversationID != conv {
+			out = append(out, turn.SessionEntry{Role: e.Role, Author: e.Author, Content: e.Content, At: e.At})
+		}
+	}
+	return out, nil
 }

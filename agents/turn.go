@@ -47,9 +47,6 @@ type runner struct {
 	marks    committer            // where a streamed reply's marker is committed
 	replies  replyPoster          // where a streamed reply is shown
 	tracer   turnTracer           // what makes the turns' traces
-	// description is the channel's description, which the step gathers
-	// before it runs a turn.
-	description string
 }
 
 // turnPorts are the engine's ports a turn uses, each on its own: the
@@ -79,9 +76,9 @@ func (c *convo) runner() runner {
 	}
 }
 
-// view is the conversation as it stands, for a turn's prompts.
-func (c runner) view() view {
-	return view{roster: c.roster, conv: *c.conv, msgs: *c.msgs, st: c.st, opts: c.opts, description: c.description, log: c.log}
+// view is the conversation as a turn's input gives it, for its prompts.
+func (c runner) view(in turn.Input) view {
+	return view{roster: c.roster, conv: *c.conv, msgs: in.Thread, st: c.st, opts: c.opts, description: in.Description, log: c.log}
 }
 
 // turnRun is one agent producing (or failing to produce) one reply.
@@ -263,19 +260,20 @@ func (c runner) mentionUsers(ctx context.Context, text, self string) []string {
 
 // threading asks an unbound expert which memory session the messages
 // that name it are about (context-not-found), reads its reply and
-// chooses the session by its policy. known is .KnownSessions.
-func (c runner) threading(ctx context.Context, t *turnRun, known []string) (turnResult, error) {
-	th, err := c.readThreading(ctx, t, known)
+// chooses the session by its policy. in.Known is .KnownSessions.
+func (c runner) threading(ctx context.Context, t *turnRun, in turn.Input) (turnResult, error) {
+	th, err := c.readThreading(ctx, t, in)
 	return t.result(turnResult{Text: th.Text, Threading: th}), err
 }
 
 // readThreading asks and reads the threading request (threading).
-func (c runner) readThreading(ctx context.Context, t *turnRun, known []string) (turn.Threading, error) {
+func (c runner) readThreading(ctx context.Context, t *turnRun, in turn.Input) (turn.Threading, error) {
 	a := t.agent
-	visible := c.view().visibleTo(a)
-	data := c.view().data(ctx, a, visible, "", len(visible))
-	data.KnownSessions = known
-	req, err := c.build(t, templates.PromptContextNotFound, data, c.view().history(ctx, a, visible, false), nil)
+	v := c.view(in)
+	visible := v.visibleTo(a)
+	data := v.data(ctx, a, visible, "", len(visible))
+	data.KnownSessions = in.Known
+	req, err := c.build(t, templates.PromptContextNotFound, data, v.history(ctx, a, visible, false), nil)
 	if err != nil {
 		return turn.Threading{}, err
 	}
@@ -411,18 +409,15 @@ func (c runner) chooseSession(ctx context.Context, a ens.Agent, key string, mayS
 // when it chooses one.
 const maxKnownSessions = 50
 
-// sessionTurn runs prompt for an agent with a memory session: the
-// session's entries from other conversations, then what it sees of this
-// thread.
-func (c runner) sessionTurn(ctx context.Context, t *turnRun, namespace, key, prompt string) (turnResult, error) {
+// sessionTurn runs prompt for an agent with the memory session key: the
+// session's entries from other conversations (in.Entries), then what it
+// sees of this thread.
+func (c runner) sessionTurn(ctx context.Context, t *turnRun, in turn.Input, key, prompt string) (turnResult, error) {
 	a := t.agent
-	entries, err := c.otherConversations(ctx, namespace, key)
-	if err != nil {
-		return t.result(turnResult{}), err
-	}
-	visible := c.view().visibleTo(a)
-	data := c.view().data(ctx, a, visible, key, len(visible))
-	history := append(sessionHistory(entries), c.view().history(ctx, a, visible, false)...)
+	v := c.view(in)
+	visible := v.visibleTo(a)
+	data := v.data(ctx, a, visible, key, len(visible))
+	history := append(turn.SessionHistory(in.Entries), v.history(ctx, a, visible, false)...)
 	req, err := c.build(t, prompt, data, history, nil)
 	if err != nil {
 		return t.result(turnResult{}), err
@@ -431,28 +426,13 @@ func (c runner) sessionTurn(ctx context.Context, t *turnRun, namespace, key, pro
 	return t.result(turnResult{Text: text}), err
 }
 
-// otherConversations reads a session's entries that do not come from this
-// conversation (those are in the thread already).
-func (c runner) otherConversations(ctx context.Context, namespace, key string) ([]memory.SessionEntry, error) {
-	entries, err := c.sessions.ReadSession(ctx, namespace, key, 0)
-	if err != nil {
-		return nil, err
-	}
-	out := entries[:0]
-	for _, e := range entries {
-		if e.ConversationID != c.conv.ID {
-			out = append(out, e)
-		}
-	}
-	return out, nil
-}
-
 // facilitator runs the facilitator's default prompt over the whole
 // thread (START, BODY, or after a restart). It returns the reply and the
 // prompt it answered (what a conclusion asked for by :end: replays).
-func (c runner) facilitator(ctx context.Context, t *turnRun) (turnResult, error) {
-	data := c.view().data(ctx, t.agent, *c.msgs, c.conv.ID, len(*c.msgs))
-	req, err := c.build(t, templates.PromptDefault, data, c.view().history(ctx, t.agent, *c.msgs, true), nil)
+func (c runner) facilitator(ctx context.Context, t *turnRun, in turn.Input) (turnResult, error) {
+	v := c.view(in)
+	data := v.data(ctx, t.agent, v.msgs, c.conv.ID, len(v.msgs))
+	req, err := c.build(t, templates.PromptDefault, data, v.history(ctx, t.agent, v.msgs, true), nil)
 	if err != nil {
 		return t.result(turnResult{}), err
 	}
@@ -463,23 +443,25 @@ func (c runner) facilitator(ctx context.Context, t *turnRun) (turnResult, error)
 // conclusion runs the facilitator's conclude prompt: the thread (without
 // the :end: reply), then the previous phase prompt and the :end: reply
 // when there was one.
-func (c runner) conclusion(ctx context.Context, t *turnRun, r concludeRequest) (turnResult, error) {
-	var msgs []memory.Message
-	for _, m := range *c.msgs {
+func (c runner) conclusion(ctx context.Context, t *turnRun, in turn.Input) (turnResult, error) {
+	r := in.Conclude
+	v := c.view(in)
+	var msgs []turn.Message
+	for _, m := range v.msgs {
 		if r.EndTS == "" || m.TS != r.EndTS {
 			msgs = append(msgs, m)
 		}
 	}
 	var tail []HistoryMessage
-	if r.Reason == concludeByEnd {
+	if r.ByEnd {
 		tail = []HistoryMessage{
 			{Role: llm.RoleUser, Content: r.PrevPrompt},
 			{Role: llm.RoleAssistant, Content: r.EndReply},
 		}
 	}
-	data := c.view().data(ctx, t.agent, msgs, c.conv.ID, len(msgs)+len(tail))
-	data.ConcludeReason = concludeReasons[r.Reason]
-	req, err := c.build(t, templates.PromptConclude, data, c.view().history(ctx, t.agent, msgs, true), tail)
+	data := v.data(ctx, t.agent, msgs, c.conv.ID, len(msgs)+len(tail))
+	data.ConcludeReason = r.Reason
+	req, err := c.build(t, templates.PromptConclude, data, v.history(ctx, t.agent, msgs, true), tail)
 	if err != nil {
 		return t.result(turnResult{}), err
 	}

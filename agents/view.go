@@ -22,7 +22,7 @@ import (
 type view struct {
 	*roster
 	conv memory.Conversation
-	msgs []memory.Message    // the thread, in ts order
+	msgs []turn.Message      // the thread, in ts order, as a turn reads it
 	st   conversation.Reader // participants and notes
 	opts *Options
 	// description is the channel's description, gathered by the step
@@ -33,7 +33,7 @@ type view struct {
 
 // view is the conversation as it stands, for a turn's prompts.
 func (c *convo) view() view {
-	return view{roster: &c.roster, conv: c.conv, msgs: c.msgs, st: c.m.Read(), opts: &c.e.opts, log: c.log}
+	return view{roster: &c.roster, conv: c.conv, msgs: threadOf(c.msgs), st: c.m.Read(), opts: &c.e.opts, log: c.log}
 }
 
 // describe is the channel's description for a turn's prompts, read from
@@ -50,13 +50,13 @@ func describe(ctx context.Context, c *convo) string {
 // visibleTo returns the thread messages an agent sees: every one for the
 // facilitator; for the others the messages that name them and their own
 // replies.
-func (c view) visibleTo(a ens.Agent) []memory.Message {
+func (c view) visibleTo(a ens.Agent) []turn.Message {
 	if a.Role == ens.RoleFacilitator {
 		return c.msgs
 	}
-	var out []memory.Message
+	var out []turn.Message
 	for _, m := range c.msgs {
-		if m.Kind == kindAgent && m.Agent == a.EnsDomain || slices.Contains(c.mentions(m), a.EnsDomain) {
+		if m.Kind == kindAgent && m.Agent == a.EnsDomain || slices.Contains(c.mentions(m.Text), a.EnsDomain) {
 			out = append(out, m)
 		}
 	}
@@ -64,9 +64,9 @@ func (c view) visibleTo(a ens.Agent) []memory.Message {
 }
 
 // label is how a message's author is written for other agents.
-func (c view) label(ctx context.Context, m memory.Message) string {
+func (r *roster) label(ctx context.Context, m turn.Message) string {
 	if m.Kind == kindAgent || m.Kind == kindHuman {
-		a, _ := c.agent(ctx, m.Agent)
+		a, _ := r.agent(ctx, m.Agent)
 		return turn.SpeakerLabel(a.Name, m.Agent)
 	}
 	name := m.Name
@@ -77,7 +77,7 @@ func (c view) label(ctx context.Context, m memory.Message) string {
 }
 
 // member is a message's author as templates see it.
-func (c view) member(ctx context.Context, m memory.Message) templates.Member {
+func (c view) member(ctx context.Context, m turn.Message) templates.Member {
 	if m.Kind == kindAgent || m.Kind == kindHuman {
 		a, _ := c.agent(ctx, m.Agent)
 		return c.memberOf(a)
@@ -89,7 +89,7 @@ func (c view) member(ctx context.Context, m memory.Message) templates.Member {
 // as assistant, the others as user with their author; with notes, the
 // unposted history lines in time order. Agents' messages and notes of the
 // current exchange are marked as its answers, which the budget cuts last.
-func (c view) history(ctx context.Context, a ens.Agent, msgs []memory.Message, withNotes bool) []HistoryMessage {
+func (c view) history(ctx context.Context, a ens.Agent, msgs []turn.Message, withNotes bool) []HistoryMessage {
 	var notes []conversation.Note
 	if withNotes {
 		notes = c.st.Notes()
@@ -168,7 +168,7 @@ func (c view) members(ctx context.Context, self ens.Agent) []templates.Member {
 }
 
 // data fills the template fields of a turn of agent a that sees visible.
-func (c view) data(ctx context.Context, a ens.Agent, visible []memory.Message, sessionID string, count int) templates.Data {
+func (c view) data(ctx context.Context, a ens.Agent, visible []turn.Message, sessionID string, count int) templates.Data {
 	max := c.opts.MaxMessageChars
 	d := templates.Data{
 		ConversationId:           c.conv.ID,
@@ -184,12 +184,12 @@ func (c view) data(ctx context.Context, a ens.Agent, visible []memory.Message, s
 			d.CloneOf = c.memberOf(human)
 		}
 	}
-	request := func(m memory.Message) templates.Request {
+	request := func(m turn.Message) templates.Request {
 		return templates.Request{Content: capText(m.Text, max), Author: c.member(ctx, m)}
 	}
 	initial := -1
 	for i, m := range visible {
-		if a.Role == ens.RoleFacilitator || slices.Contains(c.mentions(m), a.EnsDomain) {
+		if a.Role == ens.RoleFacilitator || slices.Contains(c.mentions(m.Text), a.EnsDomain) {
 			initial = i
 			break
 		}
@@ -227,7 +227,7 @@ func (c view) data(ctx context.Context, a ens.Agent, visible []memory.Message, s
 // clone's or human agent's reply) nor a bare :end:. A person's answer to
 // the facilitator's question comes after the opening message, so it is
 // never the request while the opening message is there.
-func (c view) exchangeRequest(visible []memory.Message) (memory.Message, bool) {
+func (c view) exchangeRequest(visible []turn.Message) (turn.Message, bool) {
 	inExchange := c.inExchange()
 	var opening string
 	for _, m := range c.msgs {
@@ -248,7 +248,7 @@ func (c view) exchangeRequest(visible []memory.Message) (memory.Message, bool) {
 		}
 		return m, true
 	}
-	return memory.Message{}, false
+	return turn.Message{}, false
 }
 
 // inExchange tells, per message ts of the thread, whether it belongs to
@@ -273,7 +273,7 @@ func (c view) inExchange() map[string]bool {
 // discussion is .Messages for an agent that sees visible, and how many of
 // them belong to the current exchange: those from the message that began
 // it (the root, or the person's message that last reopened the thread).
-func (c view) discussion(ctx context.Context, visible []memory.Message) ([]templates.Message, int) {
+func (c view) discussion(ctx context.Context, visible []turn.Message) ([]templates.Message, int) {
 	inExchange := c.inExchange()
 	out := make([]templates.Message, len(visible))
 	count := 0
@@ -291,7 +291,7 @@ func (c view) discussion(ctx context.Context, visible []memory.Message) ([]templ
 // conversation as a person wrote it: by a person or human agent, more than
 // :end: with a signature, and not an acknowledgement the facilitator
 // closed silently.
-func (c view) isPersonRequest(m memory.Message) bool {
+func (c view) isPersonRequest(m turn.Message) bool {
 	if !isPersonKind(m.Kind) || c.st.Acknowledged(m.TS) {
 		return false
 	}
@@ -316,3 +316,18 @@ func TemplateMember(a ens.Agent, o *Options) templates.Member {
 // keyFormatAttribute is the agent attribute that describes its memory
 // keys in words ("claim number, e.g. CLM-123456").
 const keyFormatAttribute = "key_format"
+
+// threadOf is the thread as a turn reads it: the store's messages
+// converted at the engine's edge.
+func threadOf(msgs []memory.Message) []turn.Message {
+	out := make([]turn.Message, len(msgs))
+	for i, m := range msgs {
+		out[i] = turnMessage(m)
+	}
+	return out
+}
+
+// turnMessage is a stored message as a turn reads it.
+func turnMessage(m memory.Message) turn.Message {
+	return turn.Message{TS: m.TS, Kind: m.Kind, Agent: m.Agent, Name: m.Name, Text: m.Text, At: m.At}
+}

@@ -6,7 +6,9 @@
 // where a reply's :end: counts (HasEnd, StripEnd), the reason a failed
 // turn's notice gives (NoticeReason), the pacing of a reply shown while
 // it is written (Stream, through the one-method Shower port the engine
-// implements), and what a turn produced, as a value (Result).
+// implements), what a turn reads of its conversation (Input: the thread
+// as its own Message values, the channel's description, its session's
+// entries …) and what it produced, as a value (Result).
 //
 // It imports neither the store (memory) nor a transport (bot), and
 // nothing of the engine (agents) but the model client (agents/llm): the
