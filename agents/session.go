@@ -174,7 +174,7 @@ func otherConversations(ctx context.Context, sessions Sessions, conv, namespace,
 	if err != nil {
 		return nil, err
 	}
-	var out []turn.SessionEntry
+	out := make([]turn.SessionEntry, 0, len(entries))
 	for _, e := range entries {
 		if e.ConversationID != conv {
 			out = append(out, turn.SessionEntry{Role: e.Role, Author: e.Author, Content: e.Content, At: e.At})

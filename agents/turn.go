@@ -417,7 +417,8 @@ func (c runner) sessionTurn(ctx context.Context, t *turnRun, in turn.Input, key,
 	v := c.view(in)
 	visible := v.visibleTo(a)
 	data := v.data(ctx, a, visible, key, len(visible))
-	history := append(turn.SessionHistory(in.Entries), v.history(ctx, a, visible, false)...)
+	history := turn.AppendSessionHistory(make([]turn.HistoryMessage, 0, len(in.Entries)+len(visible)), in.Entries)
+	history = append(history, v.history(ctx, a, visible, false)...)
 	req, err := c.build(t, prompt, data, history, nil)
 	if err != nil {
 		return t.result(turnResult{}), err

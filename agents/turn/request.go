@@ -326,7 +326,12 @@ type SessionEntry struct {
 // it was stored: entries from a conversation carry their author; hydrated
 // ones keep their role and text.
 func SessionHistory(entries []SessionEntry) []HistoryMessage {
-	out := make([]HistoryMessage, 0, len(entries))
+	return AppendSessionHistory(make([]HistoryMessage, 0, len(entries)), entries)
+}
+
+// AppendSessionHistory appends SessionHistory(entries) to out, so that a
+// caller sizing out for what follows the entries copies them once.
+func AppendSessionHistory(out []HistoryMessage, entries []SessionEntry) []HistoryMessage {
 	for _, e := range entries {
 		role := e.Role
 		switch role {
