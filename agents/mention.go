@@ -1,98 +1,22 @@
 package agents
 
 import (
-	"sort"
 	"strings"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/conclavehq/conclave/agents/turn"
 	"github.com/conclavehq/conclave/ens"
 )
 
-// nameForm is one lowercase spelling of a registered agent's name (a name
-// under a base domain can be written under any configured base) and the
-// agent's canonical name.
-type nameForm struct {
-	form, agent string
-}
+// The name matching rules live in agents/turn; these are their engine
+// names.
+type nameForm = turn.NameForm
 
-// findMentions returns the agents whose names appear in text, each once, in
-// the order their names first appear. A name counts only between mention
-// boundaries: before it the start of the text, white space, "@", "<", "|",
-// "(" or punctuation other than ".", "-", "_"; after it nothing of
-// [a-z0-9-] and no "." followed by a letter or digit. Matching ignores ASCII
-// case only.
-func findMentions(text string, forms []nameForm) []string {
-	low := turn.LowerASCII(text)
-	first := make(map[string]int)
-	for _, f := range forms {
-		if f.form == "" {
-			continue
-		}
-		for from := 0; from < len(low); {
-			i := strings.Index(low[from:], f.form)
-			if i < 0 {
-				break
-			}
-			i += from
-			if mentionStarts(low, i) && mentionEnds(low, i+len(f.form)) {
-				if p, ok := first[f.agent]; !ok || i < p {
-					first[f.agent] = i
-				}
-				break
-			}
-			from = i + 1
-		}
-	}
-	found := make([]string, 0, len(first))
-	for a := range first {
-		found = append(found, a)
-	}
-	sort.Slice(found, func(i, j int) bool {
-		if first[found[i]] != first[found[j]] {
-			return first[found[i]] < first[found[j]]
-		}
-		return found[i] < found[j]
-	})
-	return found
-}
-
-// mentionStarts reports whether a name may start at byte i of s.
-func mentionStarts(s string, i int) bool {
-	if i == 0 {
-		return true
-	}
-	r, _ := utf8.DecodeLastRuneInString(s[:i])
-	switch r {
-	case '.', '-', '_':
-		return false
-	case '@', '<', '|', '(':
-		return true
-	}
-	return unicode.IsSpace(r) || unicode.IsPunct(r) || unicode.IsSymbol(r)
-}
-
-// mentionEnds reports whether a name may end at byte j of s.
-func mentionEnds(s string, j int) bool {
-	if j >= len(s) {
-		return true
-	}
-	if isLabelByte(s[j]) || ('A' <= s[j] && s[j] <= 'Z') {
-		return false
-	}
-	if s[j] == '.' {
-		r, _ := utf8.DecodeRuneInString(s[j+1:])
-		if unicode.IsLetter(r) || unicode.IsDigit(r) {
-			return false
-		}
-	}
-	return true
-}
-
-func isLabelByte(c byte) bool {
-	return 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-'
-}
+var (
+	findMentions  = turn.FindMentions
+	mentionStarts = turn.MentionStarts
+	mentionEnds   = turn.MentionEnds
+	isLabelByte   = turn.IsLabelByte
+)
 
 // attemptedNames returns the lowercase names in text that look like agent
 // names: "<label>.<label>.<digits>.<base>" for a configured base, or

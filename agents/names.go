@@ -30,10 +30,10 @@ func (n naming) forms(names []string) []nameForm {
 	var out []nameForm
 	first := "." + n.bases[0]
 	for _, name := range names {
-		out = append(out, nameForm{form: name, agent: name})
+		out = append(out, nameForm{Form: name, Agent: name})
 		if prefix, ok := strings.CutSuffix(name, first); ok {
 			for _, b := range n.bases[1:] {
-				out = append(out, nameForm{form: prefix + "." + b, agent: name})
+				out = append(out, nameForm{Form: prefix + "." + b, Agent: name})
 			}
 		}
 	}

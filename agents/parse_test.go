@@ -149,16 +149,16 @@ func FuzzFindMentions(f *testing.F) {
 			seen[a] = true
 			first := -1
 			for _, f := range forms {
-				if f.agent != a {
+				if f.Agent != a {
 					continue
 				}
 				for from := 0; ; {
-					i := strings.Index(low[from:], f.form)
+					i := strings.Index(low[from:], f.Form)
 					if i < 0 {
 						break
 					}
 					i += from
-					if mentionStarts(low, i) && mentionEnds(low, i+len(f.form)) {
+					if mentionStarts(low, i) && mentionEnds(low, i+len(f.Form)) {
 						if first < 0 || i < first {
 							first = i
 						}

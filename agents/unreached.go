@@ -54,7 +54,7 @@ func unreachedCalls(text string, agents []ens.Agent, forms []nameForm, self stri
 	}
 	byForm := make(map[string]string, len(forms))
 	for _, f := range forms {
-		byForm[f.form] = f.agent
+		byForm[f.Form] = f.Agent
 	}
 	var out []miss
 	seen := make(map[string]bool)
