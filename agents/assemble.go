@@ -26,6 +26,8 @@ type (
 	TurnPrompt = turn.TurnPrompt
 	// BuildInfo says how a request was fitted (turn.BuildInfo).
 	BuildInfo = turn.BuildInfo
+	// Toolbox is the MCP tools agents may use (turn.Toolbox).
+	Toolbox = turn.Toolbox
 )
 
 // BuildRequest renders and fits the request a turn sends
@@ -85,4 +87,11 @@ func withSelfFirst(a ens.Agent, members []templates.Member) []templates.Member {
 // the text after the label.
 func SpeakerOf(content string) (name, ensDomain, text string, ok bool) {
 	return turn.SpeakerOf(content)
+}
+
+// TemplateMember is the template member for agent a under the engine's
+// options o, with the format of its memory keys (.SessionFormat): its
+// key_format attribute, else its session_pattern (turn.Member).
+func TemplateMember(a ens.Agent, o *Options) templates.Member {
+	return turn.Member(a, o.Agents[a.EnsDomain].SessionPattern)
 }

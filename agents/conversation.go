@@ -2,17 +2,14 @@ package agents
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sort"
-	"strings"
 
 	"github.com/conclavehq/conclave/agents/conversation"
 	"github.com/conclavehq/conclave/agents/turn"
 	"github.com/conclavehq/conclave/ens"
 	"github.com/conclavehq/conclave/memory"
-	"github.com/conclavehq/conclave/templates"
 )
 
 // convo is one conversation loaded under its lock for one step: the thread,
@@ -45,15 +42,16 @@ type convo struct {
 
 // roster is the channel's agents as a loaded conversation serves them.
 type roster struct {
-	names       []string             // registered agents served, canonical, in registration order
-	forms       []nameForm           // their spellings
-	registered  map[string]bool      // every registered agent, served or not
-	unresolved  []nameForm           // spellings of registered agents whose identity cannot be resolved now
-	agents      map[string]ens.Agent // resolved identities (registered agents and human agents)
-	facilitator string               // the channel's facilitator ("" when none)
-	start       string
-	resolve     func(ctx context.Context, name string) (ens.Agent, error)
-	log         *slog.Logger
+	// The channel's agents served, canonical, in registration order,
+	// their spellings, its facilitator ("" when none) and the resolved
+	// identities (registered agents and those the thread names): what a
+	// turn reads of them.
+	turn.Team
+	registered map[string]bool // every registered agent, served or not
+	unresolved []nameForm      // spellings of registered agents whose identity cannot be resolved now
+	start      string
+	resolve    func(ctx context.Context, name string) (ens.Agent, error)
+	log        *slog.Logger
 }
 
 // notice is an ephemeral notice for the author of a message.
@@ -133,7 +131,7 @@ func (e *Engine) load(ctx context.Context, lock memory.Lock, snap memory.Snapsho
 	if c.conv.ID == "" {
 		c.conv.ID = lock.ConversationID
 	}
-	c.roster = roster{agents: make(map[string]ens.Agent), registered: make(map[string]bool), resolve: e.resolve, log: c.log}
+	c.roster = roster{Team: turn.Team{Agents: make(map[string]ens.Agent)}, registered: make(map[string]bool), resolve: e.resolve, log: c.log}
 	sort.SliceStable(c.msgs, func(i, j int) bool { return lessTS(c.msgs[i].TS, c.msgs[j].TS) })
 	home := e.opts.rosterOf(c.conv.Channel)
 	if added == nil {
@@ -157,19 +155,19 @@ func (e *Engine) load(ctx context.Context, lock memory.Lock, snap memory.Snapsho
 			unresolved = append(unresolved, n)
 			continue
 		}
-		c.agents[n] = a
-		c.names = append(c.names, n)
+		c.Agents[n] = a
+		c.Names = append(c.Names, n)
 		if a.Role == ens.RoleFacilitator {
-			if c.facilitator != "" {
+			if c.Facilitator != "" {
 				c.log.Error("a second facilitator in the channel is ignored", slog.String(logAgent, n))
 				continue
 			}
-			c.facilitator = n
+			c.Facilitator = n
 		}
 	}
-	c.forms = e.forms(c.names)
+	c.Forms = e.forms(c.Names)
 	c.unresolved = e.forms(unresolved)
-	if c.m, err = conversation.Load(snap.Conversation.State, limitsOf(&e.opts), c.facilitator, c.conv.ID[:min(8, len(c.conv.ID))]); err != nil {
+	if c.m, err = conversation.Load(snap.Conversation.State, limitsOf(&e.opts), c.Facilitator, c.conv.ID[:min(8, len(c.conv.ID))]); err != nil {
 		return nil, fmt.Errorf("agents: conversation %s: %w", snap.Conversation.ID, err)
 	}
 	c.out = c.newOutbox()
@@ -244,9 +242,30 @@ func (c *convo) sendNotices(ctx context.Context) {
 	c.notices = nil
 }
 
+// gather resolves the identities a turn of agent a may read, so that its
+// input holds them (turn.Team): the authors of the thread's agents' and
+// human agents' messages, the participants paired with human agents, and
+// the human a clone answers for.
+func (s turnStep) gather(ctx context.Context, a ens.Agent) {
+	c := s.c
+	for _, m := range c.msgs {
+		if m.Kind == kindAgent || m.Kind == kindHuman {
+			c.agent(ctx, m.Agent)
+		}
+	}
+	for _, p := range c.m.Read().Participants() {
+		if p.Agent != "" {
+			c.agent(ctx, p.Agent)
+		}
+	}
+	if a.Role == ens.RoleClone && a.CloneOf != "" {
+		c.agent(ctx, a.CloneOf)
+	}
+}
+
 // agent returns the identity of a registered or human agent.
 func (r *roster) agent(ctx context.Context, name string) (ens.Agent, bool) {
-	if a, ok := r.agents[name]; ok {
+	if a, ok := r.Agents[name]; ok {
 		return a, true
 	}
 	a, err := r.resolve(ctx, name)
@@ -254,21 +273,16 @@ func (r *roster) agent(ctx context.Context, name string) (ens.Agent, bool) {
 		r.log.Warn("agent cannot be resolved", slog.String(logAgent, name), slog.Any(logError, err))
 		return a, false
 	}
-	r.agents[name] = a
+	r.Agents[name] = a
 	return a, true
-}
-
-// mentions lists the registered agents a message names, in order.
-func (r *roster) mentions(text string) []string {
-	return findMentions(text, r.forms)
 }
 
 // inbound is a thread message as the state machine sees it.
 func (c *convo) inbound(m memory.Message) inbound {
 	in := inbound{TS: m.TS, Kind: m.Kind, Author: author(m), UserID: m.UserID, Name: m.Name, At: m.At,
 		End: turn.HasEnd(m.Text)}
-	for _, n := range c.mentions(m.Text) {
-		in.Named = append(in.Named, namedAgent{Agent: n, Role: conversation.Role(c.agents[n].Role)})
+	for _, n := range c.Mentions(m.Text) {
+		in.Named = append(in.Named, namedAgent{Agent: n, Role: conversation.Role(c.Agents[n].Role)})
 	}
 	return in
 }
@@ -335,14 +349,14 @@ func (c *convo) open(ctx context.Context, fresh []memory.Message) bool {
 			root = &c.msgs[i]
 		}
 	}
-	if root != nil && c.m.Read().Status() == statusNew && !c.m.Read().Routed(root.TS) && conversation.StartsOnRoot(c.inbound(*root), c.start, c.facilitator != "") {
+	if root != nil && c.m.Read().Status() == statusNew && !c.m.Read().Routed(root.TS) && conversation.StartsOnRoot(c.inbound(*root), c.start, c.Facilitator != "") {
 		c.m.Opened(true)
 		return true
 	}
 	// A direct message's thread that Slack opened (an assistant thread)
 	// has no root of the person's: their first message there stands for it.
 	if root == nil && c.m.Read().Status() == statusNew && len(fresh) > 0 && c.e.opts.rosterOf(c.conv.Channel) != c.conv.Channel &&
-		conversation.StartsOnRoot(c.inbound(fresh[0]), c.start, c.facilitator != "") {
+		conversation.StartsOnRoot(c.inbound(fresh[0]), c.start, c.Facilitator != "") {
 		c.m.Opened(true)
 		return true
 	}
@@ -432,7 +446,7 @@ func (c *convo) routeOne(ctx context.Context, m memory.Message, triggers bool) {
 				if x.agent.EnsDomain != "" {
 					c.notice(ctx, m, "unreached:"+x.agent.EnsDomain, x.agent.EnsDomain, x.hint())
 				}
-			} else if m.Kind == kindAgent && c.facilitator != "" {
+			} else if m.Kind == kindAgent && c.Facilitator != "" {
 				// The facilitator is told at once, whoever wrote it.
 				c.log.Info("a call reaches no one; the facilitator is told", slog.String("wrote", x.wrote),
 					slog.String(logAgent, x.agent.EnsDomain), slog.String("by", m.Agent), slog.String("ts", m.TS))
@@ -443,7 +457,7 @@ func (c *convo) routeOne(ctx context.Context, m memory.Message, triggers bool) {
 	// A message naming an agent is visible to it, content or not.
 	for _, n := range in.Named {
 		if n.Agent != in.Author {
-			c.appendVisible(ctx, c.agents[n.Agent], m)
+			c.appendVisible(ctx, c.Agents[n.Agent], m)
 		}
 	}
 	if r.Restarted {
@@ -491,23 +505,6 @@ func (c *convo) notice(ctx context.Context, m memory.Message, key, agent, text s
 		return
 	}
 	c.notices = append(c.notices, notice{user: m.UserID, agent: agent, text: text})
-}
-
-// noticeOverload posts the one ⚠️ of an overload (until the queue has
-// room again), as the facilitator when there is one.
-func (s turnStep) noticeOverload(ctx context.Context) {
-	c := s.c
-	name := c.overloaded
-	c.overloaded = ""
-	if !c.m.OverloadNotice() {
-		return
-	}
-	if c.facilitator != "" {
-		name = c.facilitator
-	}
-	a, _ := c.agent(ctx, name)
-	t := s.run.newTurn(c.m.TurnID(), a, "")
-	s.notify(ctx, t, fmt.Sprintf("this conversation is overloaded (%d turns waiting); write again once they are answered", c.m.Read().Queued()))
 }
 
 // conclude asks the machine for the conclusion.
@@ -559,350 +556,4 @@ func (c *convo) turnIDFor(agent, prompt string) string {
 		return id
 	}
 	return c.m.TurnID()
-}
-
-// turnStep carries one turn out for the step: it asks the machine
-// whether and how the turn runs, runs the turn's function (runner), and
-// feeds what the turn produced into the machine and the conversation,
-// its posts last (convo.deliver).
-type turnStep struct {
-	c   *convo
-	run runner
-	// description is the channel's description, gathered before a turn
-	// runs (describe) for its input.
-	description string
-}
-
-// input is what a turn of agent a reads of the conversation as it stands:
-// the thread and the channel's description, converted at the engine's
-// edge. The step adds what the kind of turn reads besides.
-func (s turnStep) input(a ens.Agent) turn.Input {
-	return turn.Input{Agent: a, Thread: threadOf(s.c.msgs), Description: s.description}
-}
-
-// sessionTurn runs a turn of t's agent in the memory session key of
-// namespace ns, with the session's entries from other conversations in
-// its input.
-func (s turnStep) sessionTurn(ctx context.Context, t *turnRun, ns, key, prompt string) (turnResult, error) {
-	entries, err := otherConversations(ctx, s.c.e.sessions, s.c.conv.ID, ns, key)
-	if err != nil {
-		return t.result(turnResult{}), err
-	}
-	in := s.input(t.agent)
-	in.Entries = entries
-	return s.run.sessionTurn(ctx, t, in, key, prompt)
-}
-
-func (c *convo) turns() turnStep { return turnStep{c: c, run: c.runner()} }
-
-// finish logs and reports a turn, and hands its trace to the next commit.
-func (s turnStep) finish(t *turnRun) {
-	if tr, ok := s.run.done(t); ok {
-		s.c.traces = append(s.c.traces, tr)
-	}
-	person, name := exchangePerson(s.c.m.Read().SinceReopen(), s.c.conv, s.c.msgs)
-	s.c.usage = append(s.c.usage, turnUsage(t, s.c.conv.Channel, person, name)...)
-}
-
-// apply feeds what a turn produced so far into the machine: the history
-// notes of the tools it used, and the markers of its streamed replies.
-func (s turnStep) apply(r turnResult) {
-	for _, n := range r.Notes {
-		s.c.m.AddNote(n.Text, n.At, false)
-	}
-	for id, m := range r.Streamed {
-		s.c.m.Book().Streamed(id, streamMark(m))
-	}
-}
-
-// post makes a reply of turn t (prepared by the turn) through the
-// outbox; the time it took goes in the turn's trace.
-func (s turnStep) post(ctx context.Context, t *turnRun, a ens.Agent, postID, text string, p pendingPost) error {
-	p.Turn = t.id
-	p, ok := s.run.prepare(ctx, a, postID, text, p)
-	if !ok {
-		return nil
-	}
-	began := s.c.e.now()
-	err := s.c.deliver(ctx, p)
-	if tr := t.trace; tr != nil {
-		took := s.c.e.now().Sub(began)
-		tr.Timings.PostMS += took.Milliseconds()
-		tr.posts = append(tr.posts, timeSpan{began, took})
-	}
-	return err
-}
-
-// notify posts a turn's ⚠️ notice through the outbox. One that cannot be
-// posted now stays pending there; a lost lock leaves it to the next
-// holder, which must not see it twice.
-func (s turnStep) notify(ctx context.Context, t *turnRun, reason string) {
-	p, ok := s.run.notice(t, reason)
-	if !ok {
-		return
-	}
-	if err := s.c.deliver(ctx, p); err != nil {
-		s.c.log.Warn("post a failure notice", slog.String(logTurn, t.id), slog.Any(logError, err))
-	}
-}
-
-// failed records a failed turn and posts its notice; it returns why the
-// turn stopped when it is to be run again (runner.failed).
-func (s turnStep) failed(ctx context.Context, t *turnRun, err error) error {
-	if stop := s.run.failed(ctx, t, err); stop != nil {
-		return stop
-	}
-	s.notify(ctx, t, turn.NoticeReason(err))
-	return nil
-}
-
-// couldNotAnswer records that a named agent cannot answer, and why, in a
-// history line never posted, which wakes the facilitator at once: it can
-// ask someone else or tell the person.
-func (s turnStep) couldNotAnswer(agent, reason string) {
-	s.c.m.AddNote(fmt.Sprintf("(%s could not answer: %s)", agent, reason), s.c.e.now(), true)
-}
-
-// call runs the first queued turn: an expert or clone answering the
-// message that named it, unless its call timed out while waiting or it is
-// at its turn cap.
-func (s turnStep) call(ctx context.Context) error {
-	c := s.c
-	q := c.m.Read().FirstQueued()
-	now := c.e.now()
-	a, registered := c.agents[q.Agent]
-	if !registered {
-		a = ens.Agent{Name: firstLabel(q.Agent), EnsDomain: q.Agent, Role: ens.RoleExpert}
-	}
-	t := s.run.newTurn(q.ID, a, "")
-	t.report.Wait = now.Sub(q.Queued)
-	s.run.working(t)
-	defer s.finish(t)
-	endCall := func() {
-		c.m.EndCall(q, c.e.now())
-		c.react(ctx)
-	}
-	switch c.m.Admit(q, registered, now) {
-	case conversation.NotServed:
-		endCall()
-		s.couldNotAnswer(q.Agent, "it is no longer served in this channel")
-		t.report.Outcome = "failed"
-		t.report.Err = errors.New("agent no longer served in this channel")
-		return nil
-	case conversation.CallExpired:
-		endCall()
-		c.m.AddNote(fmt.Sprintf("(%s did not answer: timeout)", q.Agent), c.e.now(), true)
-		t.report.Outcome = "timeout"
-		return nil
-	case conversation.AtCap:
-		endCall()
-		reason := fmt.Sprintf("it reached its limit of %d turns in this conversation", c.e.opts.MaxTurnsPerAgent)
-		s.couldNotAnswer(q.Agent, reason)
-		t.report.Outcome = "skipped"
-		if c.m.CapNotice(q.Agent) {
-			s.notify(ctx, t, reason)
-		}
-		return nil
-	}
-	c.m.StartTurn(q.Agent)
-	s.description = describe(ctx, c)
-
-	var text, unanswered string
-	var meta map[string]string
-	var err error
-	if a.Role == ens.RoleClone {
-		// A clone answers on its human's group session.
-		ns, key, _ := c.sessionOf(a)
-		var res turnResult
-		res, err = s.sessionTurn(ctx, t, ns, key, templates.PromptDefault)
-		s.apply(res)
-		text = res.Text
-	} else {
-		text, meta, unanswered, err = s.expert(ctx, t)
-	}
-	if err != nil && ctx.Err() != nil {
-		return s.failed(ctx, t, err) // to be run again: the call goes on
-	}
-	endCall()
-	if err != nil {
-		if err := s.failed(ctx, t, err); err != nil {
-			return err
-		}
-		s.couldNotAnswer(q.Agent, turn.NoticeReason(err))
-		return nil
-	}
-	if unanswered != "" {
-		s.couldNotAnswer(q.Agent, unanswered)
-	}
-	if strings.TrimSpace(text) == "" {
-		t.report.Outcome = "empty"
-	}
-	return s.post(ctx, t, a, t.id, text, pendingPost{Meta: meta})
-}
-
-// expert runs an expert: context-found when it is bound; otherwise
-// threading (context-not-found), then, once bound, context-found in the
-// same turn, after posting the threading message. unanswered says why an
-// expert left unbound cannot answer (no key found, or its policy refused
-// a new session); it is empty when the expert answered or asked for the
-// key in its message.
-func (s turnStep) expert(ctx context.Context, t *turnRun) (text string, meta map[string]string, unanswered string, err error) {
-	c, a := s.c, t.agent
-	ns := c.expertNamespace(a.EnsDomain)
-	if key := c.m.Read().Binding(a.EnsDomain); key != "" {
-		res, err := s.sessionTurn(ctx, t, ns, key, templates.PromptContextFound)
-		s.apply(res)
-		return res.Text, nil, "", err
-	}
-	known, err := c.e.sessions.RecentSessions(ctx, ns, maxKnownSessions)
-	if err != nil {
-		return "", nil, "", fmt.Errorf("list sessions of %s: %w", a.EnsDomain, err)
-	}
-	in := s.input(a)
-	in.Known = known
-	res, err := s.run.threading(ctx, t, in)
-	s.apply(res)
-	th := res.Threading
-	if err != nil {
-		return "", nil, "", err
-	}
-	if th.Key == "" {
-		return th.Text, th.Meta, th.Unanswered, nil
-	}
-	c.bind(ctx, a, th.Key)
-	meta = th.Meta
-	if th.Text != "" {
-		// A threading message that cannot be posted now stays first in
-		// the outbox; the answer goes after it.
-		if err := s.post(ctx, t, a, t.id+"-threading", th.Text, pendingPost{Meta: meta}); err != nil {
-			return "", nil, "", err
-		}
-		meta = nil // recorded on the threading message
-	}
-	res, err = s.sessionTurn(ctx, t, ns, th.Key, templates.PromptContextFound)
-	s.apply(res)
-	return res.Text, meta, "", err
-}
-
-// facilitator runs the facilitator's turn over the whole thread. A reply
-// holding :end: asks for the conclusion; what is left of it is posted
-// first.
-func (s turnStep) facilitator(ctx context.Context) error {
-	c := s.c
-	f := c.agents[c.roster.facilitator]
-	s.description = describe(ctx, c)
-	t := s.run.newTurn(c.turnIDFor(f.EnsDomain, templates.PromptDefault), f, templates.PromptDefault)
-	s.run.working(t)
-	defer s.finish(t)
-	// Messages that arrive during the turn are routed after it and wake
-	// the facilitator again.
-	wake := c.m.StartFacilitator()
-	res, err := s.run.facilitator(ctx, t, s.input(f))
-	s.apply(res)
-	text, prompt := res.Text, res.Prompt
-	if err != nil && ctx.Err() != nil {
-		return s.failed(ctx, t, err) // to be run again: the messages keep their reaction
-	}
-	c.m.FacilitatorDone(wake, c.e.now())
-	c.react(ctx)
-	if err != nil {
-		return s.failed(ctx, t, err)
-	}
-	rest, hadEnd := turn.StripEnd(text)
-	if hadEnd && c.callsAgents(rest, f.EnsDomain) {
-		// A call beats an :end: in the same reply: the agent answers first.
-		c.log.Info("the facilitator's reply calls an agent and holds :end:; the :end: is ignored", slog.String(logTurn, t.id))
-		hadEnd = false
-	}
-	if !hadEnd {
-		if why := c.stalled(rest, f.EnsDomain, c.m.Read().Recent(), c.m.Read().AgentTurns(), c.e.opts.MaxTurnsPerAgent); why != "" {
-			return s.stall(ctx, t, why)
-		}
-		c.m.Book().Remember(rest)
-	}
-	if hadEnd {
-		// :end: always concludes (SPEC §14.2); conclude may close silently.
-		c.m.RequestConclude(&concludeRequest{Reason: concludeByEnd, EndReply: text, PrevPrompt: prompt})
-		c.react(ctx)
-		if !turn.HasWords(rest) {
-			rest = "" // a lone signature ("🧭 :end:") is not worth a post
-		}
-	}
-	if strings.TrimSpace(rest) == "" {
-		t.report.Outcome = "empty"
-	}
-	return s.post(ctx, t, f, t.id, rest, pendingPost{EndReply: hadEnd})
-}
-
-// conclude runs the facilitator's conclude prompt once. The conversation
-// is concluded even when the turn fails.
-func (s turnStep) conclude(ctx context.Context) error {
-	c := s.c
-	r, _ := c.m.Read().Conclude()
-	f, ok := c.agents[c.roster.facilitator]
-	if !ok {
-		c.m.Concluded(c.e.now(), false, false)
-		c.react(ctx)
-		return nil
-	}
-	s.description = describe(ctx, c)
-	t := s.run.newTurn(c.turnIDFor(f.EnsDomain, templates.PromptConclude), f, templates.PromptConclude)
-	s.run.working(t)
-	defer s.finish(t)
-	in := s.input(f)
-	in.Conclude = turn.Conclude{Reason: concludeReasons[r.Reason], ByEnd: r.Reason == concludeByEnd,
-		EndReply: r.EndReply, PrevPrompt: r.PrevPrompt, EndTS: r.EndTS}
-	res, err := s.run.conclusion(ctx, t, in)
-	s.apply(res)
-	text := res.Text
-	if err != nil && ctx.Err() != nil {
-		t.report.Outcome = "cancelled"
-		return ctx.Err()
-	}
-	// A conclusion without words (only :end:, emoji or white space) closes
-	// silently: nothing is posted, the root still gets its ✅.
-	rest, _ := turn.StripEnd(text)
-	silent := err == nil && !turn.HasWords(rest)
-	c.m.Concluded(c.e.now(), true, silent)
-	c.react(ctx)
-	c.log.Info("conversation concluded", slog.String("reason", r.Reason), slog.Bool("silent", silent))
-	if err != nil {
-		return s.failed(ctx, t, err)
-	}
-	if silent {
-		t.report.Outcome = "empty"
-		return nil
-	}
-	return s.post(ctx, t, f, t.id, text, pendingPost{Conclusion: true})
-}
-
-// refuse concludes the conversation without a model call, a daily budget
-// of scope being spent, and gives the budget's notice once per
-// conversation and day: in the thread, or, for a person's budget, to
-// that person alone once the step commits.
-func (s turnStep) refuse(ctx context.Context, scope, person string) error {
-	c := s.c
-	now := c.e.now()
-	if !c.m.Read().Concluding() {
-		// A conclusion already asked for (by :end:) keeps its trigger,
-		// whose working reaction concluded takes off.
-		c.m.RequestConclude(&concludeRequest{Reason: concludeByBudget})
-	}
-	c.m.Concluded(now, true, false)
-	c.react(ctx)
-	c.log.Info("conversation concluded", slog.String("reason", concludeByBudget), slog.String("scope", scope))
-	key := "budget:" + scope + ":" + memory.UsageDay(now)
-	if !c.m.Book().Notice(key) {
-		return nil
-	}
-	name := c.facilitator
-	if name == "" && len(c.names) > 0 {
-		name = c.names[0]
-	}
-	if scope == budgetPerson {
-		c.notices = append(c.notices, notice{user: person, agent: name, text: budgetNotice(scope)})
-		return nil
-	}
-	id := c.m.TurnID()
-	return c.deliver(ctx, pendingPost{PostID: id + "-budget", Turn: id, Agent: name, Text: budgetNotice(scope), Notice: true})
 }

@@ -9,21 +9,13 @@ import (
 	"time"
 
 	"github.com/conclavehq/conclave/agents/conversation"
-	"github.com/conclavehq/conclave/agents/llm"
+	"github.com/conclavehq/conclave/agents/turn"
 	"github.com/conclavehq/conclave/memory"
 )
 
 // Price is what a model costs, in USD per million tokens
-// ([llm.prices."<model>"]).
-type Price struct {
-	Input  float64
-	Output float64
-}
-
-// Cost is what in input and out output tokens cost at p, in USD.
-func (p Price) Cost(in, out int64) float64 {
-	return (float64(in)*p.Input + float64(out)*p.Output) / 1e6
-}
+// ([llm.prices."<model>"]) (turn.Price).
+type Price = turn.Price
 
 // Budgets are the daily token budgets ([budget]); 0 is unlimited. A
 // channel's own budget ([[channels]] daily_tokens) is in its
@@ -42,71 +34,24 @@ type Spending interface {
 	Spent(ctx context.Context, person, channel string) (memory.Spent, error)
 }
 
-// ModelUsage is what a turn spent on one model, as the endpoint reported
-// it.
-type ModelUsage struct {
-	Model        string
-	InputTokens  int64
-	OutputTokens int64
-	Calls        int64
-	// CostUSD is the cost at the configured price; Priced is false when
-	// the model has none (CostUSD is then 0).
-	CostUSD float64
-	Priced  bool
-}
-
-// modelName is the model a request asks for: its own, else its
-// profile's.
-func modelName(m Model, req llm.Request) string {
-	if req.Model != "" {
-		return req.Model
-	}
-	if p, err := m.Profile(req.Profile); err == nil {
-		return p.Model
-	}
-	return ""
-}
-
-// spend adds one model call's tokens to the turn's usage. A call that
-// failed without a reply costs nothing and is not counted.
-func (c runner) spend(t *turnRun, model string, resp llm.Response, err error) {
-	if err != nil && resp.PromptTokens == 0 && resp.CompletionTokens == 0 {
-		return
-	}
-	in, out := int64(resp.PromptTokens), int64(resp.CompletionTokens)
-	var u *ModelUsage
-	for i := range t.report.Usage {
-		if t.report.Usage[i].Model == model {
-			u = &t.report.Usage[i]
-		}
-	}
-	if u == nil {
-		t.report.Usage = append(t.report.Usage, ModelUsage{Model: model})
-		u = &t.report.Usage[len(t.report.Usage)-1]
-	}
-	u.InputTokens += in
-	u.OutputTokens += out
-	u.Calls++
-	if p, ok := c.opts.Prices[model]; ok {
-		u.Priced = true
-		u.CostUSD += p.Cost(in, out)
-	}
-}
+// ModelUsage is what a turn spent on one model, as the endpoint
+// reported it (turn.ModelUsage).
+type ModelUsage = turn.ModelUsage
 
 // turnUsage is what a finished turn of a conversation in channel adds
 // to the usage counters, on behalf of the exchange's person.
-func turnUsage(t *turnRun, channel, person, name string) []memory.Usage {
-	if len(t.report.Usage) == 0 {
+func turnUsage(t *turn.Turn, channel, person, name string) []memory.Usage {
+	if len(t.Report.Usage) == 0 {
 		return nil
 	}
-	out := make([]memory.Usage, 0, len(t.report.Usage))
-	for _, u := range t.report.Usage {
+	out := make([]memory.Usage, 0, len(t.Report.Usage))
+	for _, u := range t.Report.Usage {
 		if u.Model == "" {
 			continue
 		}
 		out = append(out, memory.Usage{
 			Person: person, PersonName: name, Channel: channel,
-			Agent: t.agent.EnsDomain, AgentName: t.agent.Name, Model: u.Model,
+			Agent: t.Agent.EnsDomain, AgentName: t.Agent.Name, Model: u.Model,
 			InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, Calls: u.Calls,
 		})
 	}

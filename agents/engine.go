@@ -21,7 +21,6 @@ import (
 	"github.com/conclavehq/conclave/ens"
 	"github.com/conclavehq/conclave/internal/redact"
 	"github.com/conclavehq/conclave/memory"
-	"github.com/conclavehq/conclave/templates"
 )
 
 // Start policies of a channel.
@@ -32,9 +31,9 @@ const (
 
 // Session policies: may an expert create a new memory session?
 const (
-	SessionAny     = "any"
-	SessionPattern = "pattern" // only keys fully matching SessionPattern
-	SessionNever   = "never"
+	SessionAny     = turn.SessionAny
+	SessionPattern = turn.SessionPattern // only keys fully matching SessionPattern
+	SessionNever   = turn.SessionNever
 )
 
 // Session scopes of experts' memory.
@@ -253,23 +252,8 @@ type Resolver interface {
 	Resolve(ctx context.Context, name string) (ens.Agent, error)
 }
 
-// TurnReport describes one turn, for logs and metrics.
-type TurnReport struct {
-	Conversation     string
-	TurnID           string
-	Agent            string
-	Role             string
-	Phase            string // default, conclude, context-not-found, context-found
-	Outcome          string // ok, empty, failed, skipped, timeout, cancelled
-	Wait             time.Duration
-	Duration         time.Duration
-	PromptTokens     int
-	CompletionTokens int
-	ToolCalls        int // tools the model called in this turn
-	// Usage is what the turn spent, per model.
-	Usage []ModelUsage
-	Err   error
-}
+// TurnReport describes one turn, for logs and metrics (turn.Report).
+type TurnReport = turn.Report
 
 // Errors of the run-time registry.
 var (
@@ -282,11 +266,14 @@ var (
 // Engine runs conversations. Build it with New; feed it events with Record
 // and run its workers with Run.
 type Engine struct {
-	opts     Options
-	deps     Deps
-	log      *slog.Logger
-	patterns map[string]*regexp.Regexp
-	naming   // how agents are named: base domains, the configuration's channels
+	opts   Options
+	deps   Deps
+	log    *slog.Logger
+	naming // how agents are named: base domains, the configuration's channels
+	// turns runs a conversation's turns (given its log and place per
+	// conversation); tracer finishes their traces.
+	turns  turn.Runner
+	tracer turnTracer
 
 	nudge chan struct{}
 	ready chan task // conversations this replica just recorded a message of
@@ -330,7 +317,6 @@ func New(opts Options, deps Deps) *Engine {
 	e := &Engine{
 		deps:     deps,
 		log:      deps.Logger.With(slog.String("component", "agents")),
-		patterns: make(map[string]*regexp.Regexp),
 		naming:   naming{static: make(map[string]ChannelConfig)},
 		nudge:    make(chan struct{}, 1),
 		ready:    make(chan task, 256),
@@ -357,11 +343,29 @@ func New(opts Options, deps Deps) *Engine {
 	e.bases = bases
 	e.opts = opts
 	e.budgets = newBudgetKeeper(&e.opts, &e.deps)
-	e.opts.Agents = agentSettings(opts.Agents, e.naming, e.patterns, e.log)
+	var agentCfg map[string]turn.AgentConfig
+	e.opts.Agents, agentCfg = agentSettings(opts.Agents, e.naming, e.log)
 	for _, c := range opts.Channels {
 		e.static[c.ID] = canonicalChannel(c, e.canonical)
 	}
+	e.turns = turn.Runner{
+		Model: deps.Model, Prompts: deps.Prompts, Tools: deps.Tools, Config: turnConfig(&e.opts, agentCfg, deps.Tracer != nil),
+		Now: deps.Now, Off: e.cpu.off, Ticker: deps.StreamTicker, Log: e.log,
+	}
+	e.tracer = turnTracer{opts: &e.opts, deps: tracePorts{Tracer: deps.Tracer, CaptureContent: deps.CaptureContent}, log: e.log}
 	return e
+}
+
+// turnConfig is what a turn reads of the options: agents are their
+// settings as a turn reads them, spans says whether spans are sent (a
+// turn then builds its trace even when none is kept).
+func turnConfig(o *Options, agents map[string]turn.AgentConfig, spans bool) *turn.Config {
+	return &turn.Config{
+		Timeout: o.TurnTimeout, MaxToolRounds: o.MaxToolRounds, MaxToolCallsPerRound: o.MaxToolCallsPerRound,
+		MaxMessageChars: o.MaxMessageChars, MaxInputTokens: o.MaxInputTokens, MatchThreshold: o.MatchThreshold,
+		Stream: o.Stream, StreamInterval: o.StreamInterval, Mask: o.Mask, Vars: o.TemplateVars, BotUserID: o.BotUserID,
+		Prices: o.Prices, Trace: o.Traces || spans, Replica: o.Replica, Agents: agents,
+	}
 }
 
 // withDefaults takes DefaultOptions for the options left zero (negative
@@ -404,24 +408,26 @@ func orDefault[T int | float64 | time.Duration](v *T, d T) {
 	}
 }
 
-// agentSettings keys the agents' settings by canonical name and compiles
-// their session patterns into patterns; an invalid pattern is logged and
-// its agent creates no session.
-func agentSettings(in map[string]AgentSettings, n naming, patterns map[string]*regexp.Regexp, log *slog.Logger) map[string]AgentSettings {
+// agentSettings keys the agents' settings by canonical name, and gives
+// them as a turn reads them, their session patterns compiled; an invalid
+// pattern is logged and its agent creates no session.
+func agentSettings(in map[string]AgentSettings, n naming, log *slog.Logger) (map[string]AgentSettings, map[string]turn.AgentConfig) {
 	out := make(map[string]AgentSettings, len(in))
+	cfg := make(map[string]turn.AgentConfig, len(in))
 	for name, s := range in {
 		name = n.canonical(name)
 		out[name] = s
+		a := turn.AgentConfig{Profile: s.LLMProfile, Tools: s.Tools, SessionPolicy: s.SessionPolicy, SessionPattern: s.SessionPattern}
 		if s.SessionPolicy == SessionPattern {
 			re, err := regexp.Compile(`^(?:` + s.SessionPattern + `)$`)
 			if err != nil {
 				log.Error("invalid session_pattern; the agent creates no session", slog.String(logAgent, name), slog.Any(logError, err))
-				continue
 			}
-			patterns[name] = re
+			a.Pattern = re
 		}
+		cfg[name] = a
 	}
-	return out
+	return out, cfg
 }
 
 // canonicalChannel is a configured channel with its agents canonical,
@@ -607,23 +613,4 @@ func (e *Engine) resolve(ctx context.Context, name string) (ens.Agent, error) {
 func firstLabel(name string) string {
 	l, _, _ := strings.Cut(name, ".")
 	return l
-}
-
-// memberWithFormat is the template member for an agent whose memory keys
-// have the given format ("" when unknown); a clone's says whom it stands
-// for.
-func memberWithFormat(a ens.Agent, format string) templates.Member {
-	standsFor := ""
-	if a.Role == ens.RoleClone {
-		standsFor = a.CloneOf
-	}
-	return templates.Agent(templates.AgentInfo{
-		Name:          a.Name,
-		EnsDomain:     a.EnsDomain,
-		Owner:         a.Owner,
-		Addresses:     a.Addresses,
-		Attributes:    a.Attributes,
-		SessionFormat: format,
-		StandsFor:     standsFor,
-	})
 }

@@ -53,14 +53,15 @@ func ParseFeedbackRef(s string) (FeedbackRef, error) {
 // feedbackFor is the reference a post's buttons carry, "" when it gets
 // none: notices and threading messages never do; slack.feedback says
 // which replies do.
-func (c runner) feedbackFor(a ens.Agent, p pendingPost) string {
+func (s turnStep) feedbackFor(a ens.Agent, p pendingPost) string {
+	c := s.c
 	if p.Notice || p.Turn == "" || p.PostID != p.Turn {
 		return "" // a notice, or a threading message (<turn>-threading)
 	}
-	switch c.opts.Feedback {
+	switch c.e.opts.Feedback {
 	case FeedbackAll:
 	case FeedbackAnswers:
-		if a.Role != ens.RoleFacilitator || !p.Conclusion && c.callsAgent(p.Text) {
+		if a.Role != ens.RoleFacilitator || !p.Conclusion && s.callsAgent(p.Text) {
 			return ""
 		}
 	default:
@@ -71,9 +72,10 @@ func (c runner) feedbackFor(a ens.Agent, p pendingPost) string {
 
 // callsAgent reports whether a reply names an agent other than a human
 // one: it is then a call, not an answer to the people.
-func (c runner) callsAgent(text string) bool {
-	for _, n := range findMentions(text, c.roster.forms) {
-		if c.roster.agents[n].Role != ens.RoleHuman {
+func (s turnStep) callsAgent(text string) bool {
+	c := s.c
+	for _, n := range c.Mentions(text) {
+		if c.Agents[n].Role != ens.RoleHuman {
 			return true
 		}
 	}

@@ -5,7 +5,9 @@ import (
 	"context"
 	"time"
 
+	"github.com/conclavehq/conclave/agents/turn"
 	"github.com/conclavehq/conclave/internal/clip"
+	"github.com/conclavehq/conclave/memory"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
@@ -51,7 +53,7 @@ const genAIProvider = "openai"
 // another replica), and under it one `chat <model>` span per model call,
 // one `execute_tool <name>` span per tool call and one slack.post span
 // per post. Prompt and reply text only with Deps.CaptureContent.
-func (c turnTracer) emitSpans(tr *Trace) {
+func (c turnTracer) emitSpans(tr *Trace, msgs []memory.Message) {
 	opts := []trace.SpanStartOption{
 		trace.WithNewRoot(), trace.WithTimestamp(tr.Started), trace.WithSpanKind(trace.SpanKindInternal),
 		trace.WithAttributes(
@@ -60,18 +62,18 @@ func (c turnTracer) emitSpans(tr *Trace) {
 			attrChannel.String(tr.Channel), attrThread.String(tr.ThreadTS),
 		),
 	}
-	if link := c.eventSpan(); link.IsValid() {
+	if link := eventSpan(msgs); link.IsValid() {
 		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: link}))
 	}
-	ctx, turn := c.deps.Tracer.Start(context.Background(), "conclave.turn", opts...)
+	ctx, root := c.deps.Tracer.Start(context.Background(), "conclave.turn", opts...)
 	if tr.Notice != "" {
-		turn.SetAttributes(attrNotice.String(tr.Notice))
+		root.SetAttributes(attrNotice.String(tr.Notice))
 	}
 	if tr.PromptsCommit != "" {
-		turn.SetAttributes(attrCommit.String(tr.PromptsCommit))
+		root.SetAttributes(attrCommit.String(tr.PromptsCommit))
 	}
 	if tr.Outcome == "failed" {
-		turn.SetStatus(codes.Error, cmp.Or(tr.Notice, "failed"))
+		root.SetStatus(codes.Error, cmp.Or(tr.Notice, "failed"))
 	}
 	for _, call := range tr.Calls {
 		c.chatSpan(ctx, tr, call)
@@ -82,18 +84,18 @@ func (c turnTracer) emitSpans(tr *Trace) {
 			attrs = append(attrs, contentAttr(attrToolArgs, tl.Arguments), contentAttr(attrToolResult, tl.Result))
 		}
 		_, s := c.deps.Tracer.Start(ctx, "execute_tool "+tl.Name, trace.WithTimestamp(tl.Started), trace.WithAttributes(attrs...))
-		if tl.Outcome != toolOK {
+		if tl.Outcome != turn.ToolOK {
 			s.SetStatus(codes.Error, tl.Outcome)
 			s.SetAttributes(attrErrorType.String(tl.Outcome))
 		}
 		s.End(trace.WithTimestamp(tl.Started.Add(time.Duration(tl.DurationMS) * time.Millisecond)))
 	}
-	for _, p := range tr.posts {
-		_, s := c.deps.Tracer.Start(ctx, "slack.post", trace.WithTimestamp(p.began), trace.WithSpanKind(trace.SpanKindClient),
+	for _, p := range tr.Posts {
+		_, s := c.deps.Tracer.Start(ctx, "slack.post", trace.WithTimestamp(p.Began), trace.WithSpanKind(trace.SpanKindClient),
 			trace.WithAttributes(attrChannel.String(tr.Channel), attrThread.String(tr.ThreadTS)))
-		s.End(trace.WithTimestamp(p.began.Add(p.took)))
+		s.End(trace.WithTimestamp(p.Began.Add(p.Took)))
 	}
-	turn.End(trace.WithTimestamp(tr.Started.Add(time.Duration(tr.Timings.TotalMS) * time.Millisecond)))
+	root.End(trace.WithTimestamp(tr.Started.Add(time.Duration(tr.Timings.TotalMS) * time.Millisecond)))
 }
 
 // maxAttrBytes bounds a content attribute of a span (a prompt, a reply,
@@ -138,8 +140,7 @@ func (c turnTracer) chatSpan(ctx context.Context, tr *Trace, call TraceCall) {
 
 // eventSpan is the span of the newest message of the thread received
 // with one: the event that woke the turn.
-func (c turnTracer) eventSpan() trace.SpanContext {
-	msgs := *c.msgs
+func eventSpan(msgs []memory.Message) trace.SpanContext {
 	for i := len(msgs) - 1; i >= 0; i-- {
 		if tp := msgs[i].Trace; tp != "" {
 			return SpanContextOf(tp)

@@ -73,18 +73,19 @@ func (c *convo) newOutbox() *outbox {
 // prepare makes an agent's reply a post: :end: stripped, the paired
 // users of the human agents it calls, its feedback buttons. An empty
 // reply makes no post.
-func (c runner) prepare(ctx context.Context, a ens.Agent, postID, text string, p pendingPost) (pendingPost, bool) {
+func (s turnStep) prepare(ctx context.Context, a ens.Agent, postID, text string, p pendingPost) (pendingPost, bool) {
+	c := s.c
 	text, _ = turn.StripEnd(text)
 	if strings.TrimSpace(text) == "" {
 		return p, false
 	}
 	p.PostID, p.Agent, p.Text = postID, a.EnsDomain, text
-	if !p.Conclusion && !c.st.Concluding() && c.st.Status() == statusOpen {
+	if st := c.m.Read(); !p.Conclusion && !st.Concluding() && st.Status() == statusOpen {
 		// Only a post that may call agents mentions the paired users of
 		// the human agents it names.
 		p.Mention = c.mentionUsers(ctx, text, a.EnsDomain)
 	}
-	p.Feedback = c.feedbackFor(a, p)
+	p.Feedback = s.feedbackFor(a, p)
 	return p, true
 }
 
@@ -184,7 +185,7 @@ func (o *outbox) attempt(ctx context.Context, p *pendingPost) error {
 			return fmt.Errorf("agents: post %s: %w", p.PostID, err)
 		}
 	}
-	posted, err := o.chat.PostReply(ctx, o.reply(o.who.agents[p.Agent], p))
+	posted, err := o.chat.PostReply(ctx, o.reply(o.who.Agents[p.Agent], p))
 	if len(posted) > len(p.Posted) {
 		p.Posted = posted
 	}

@@ -59,14 +59,14 @@ func (c *convo) groupID() string {
 		return g
 	}
 	human := func(name string) string {
-		if a, ok := c.agents[name]; ok {
+		if a, ok := c.Agents[name]; ok {
 			return humanOf(a)
 		}
 		return name // a human agent, or an agent no longer served
 	}
 	var names []string
-	if c.facilitator != "" {
-		names = append(names, c.facilitator)
+	if c.Facilitator != "" {
+		names = append(names, c.Facilitator)
 	}
 	for _, m := range c.msgs {
 		if !c.m.Read().Routed(m.TS) {
@@ -75,7 +75,7 @@ func (c *convo) groupID() string {
 		if a := author(m); a != "" {
 			names = append(names, human(a))
 		}
-		for _, n := range c.mentions(m.Text) {
+		for _, n := range c.Mentions(m.Text) {
 			names = append(names, human(n))
 		}
 	}
@@ -106,7 +106,10 @@ func (c *convo) entryOf(ctx context.Context, self string, m turn.Message) memory
 		e.Role = llm.RoleAssistant
 		return e
 	}
-	e.Author = c.label(ctx, m)
+	if m.Kind == kindHuman || m.Kind == kindAgent {
+		c.agent(ctx, m.Agent) // resolved for its label
+	}
+	e.Author = c.Label(m)
 	return e
 }
 
@@ -159,7 +162,7 @@ func (c *convo) bind(ctx context.Context, a ens.Agent, key string) {
 	c.m.Book().Bind(a.EnsDomain, key)
 	ns := c.expertNamespace(a.EnsDomain)
 	var entries []memory.SessionEntry
-	for _, m := range c.view().visibleTo(a) {
+	for _, m := range c.VisibleTo(a, threadOf(c.msgs)) {
 		entries = append(entries, c.entryOf(ctx, a.EnsDomain, m))
 	}
 	c.appendSession(ns, key, entries...)

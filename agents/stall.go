@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"strings"
 
+	"github.com/conclavehq/conclave/agents/turn"
+
 	"github.com/conclavehq/conclave/ens"
 )
 
@@ -39,11 +41,11 @@ func (r *roster) stalled(reply, self string, recent []string, turns map[string]i
 		}
 	}
 	capped := 0
-	for _, n := range findMentions(reply, r.forms) {
+	for _, n := range findMentions(reply, r.Forms) {
 		if n == self {
 			continue
 		}
-		switch r.agents[n].Role {
+		switch r.Agents[n].Role {
 		case ens.RoleExpert, ens.RoleClone:
 			if turns[n] >= maxTurns {
 				capped++
@@ -60,7 +62,7 @@ func (r *roster) stalled(reply, self string, recent []string, turns map[string]i
 
 // callsAgents reports whether text calls an agent other than self.
 func (r *roster) callsAgents(text, self string) bool {
-	for _, n := range findMentions(text, r.forms) {
+	for _, n := range findMentions(text, r.Forms) {
 		if n != self {
 			return true
 		}
@@ -71,12 +73,12 @@ func (r *roster) callsAgents(text, self string) bool {
 // stall ends the exchange on a facilitator reply that goes round in
 // circles: nothing is posted (a reply already streamed is replaced by
 // the turn's notice), and the conclusion runs with reason "stalled".
-func (s turnStep) stall(ctx context.Context, t *turnRun, why string) error {
+func (s turnStep) stall(ctx context.Context, t *turn.Turn, why string) error {
 	c := s.c
 	c.log.Warn("the facilitator goes round in circles; its reply is not posted and the conversation concludes",
-		slog.String(logTurn, t.id), slog.String("why", why))
-	t.report.Outcome = "stalled"
-	if _, ok := s.run.st.Streamed(t.id); ok {
+		slog.String(logTurn, t.ID), slog.String("why", why))
+	t.Report.Outcome = "stalled"
+	if _, ok := c.m.Read().Streamed(t.ID); ok {
 		s.notify(ctx, t, "it was going round in circles ("+why+"); concluding")
 	}
 	c.conclude(ctx, &concludeRequest{Reason: concludeByStall})

@@ -4,10 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"time"
 
 	"github.com/conclavehq/conclave/agents/conversation"
-	"github.com/conclavehq/conclave/agents/llm"
 	"github.com/conclavehq/conclave/agents/turn"
 	"github.com/conclavehq/conclave/memory"
 )
@@ -33,11 +31,10 @@ type StreamModel = turn.StreamModel
 // streamer is the engine's side of a reply shown while the model writes
 // it: the turn.Shower its pacing (turn.Stream) shows through. It runs
 // beside the model call and touches nothing of the conversation's state:
-// it commits from copies taken when it starts, and the turn reads what it
-// did once the pacing has stopped.
+// it commits from copies taken when it starts, and the step reads what it
+// did once the turn returned.
 type streamer struct {
-	c       runner
-	model   StreamModel
+	c       *convo
 	postID  string
 	agent   string
 	prompt  string
@@ -47,84 +44,62 @@ type streamer struct {
 	conv    memory.Conversation
 	lock    memory.Lock
 
-	pace *turn.Stream
-
-	// Set while it is shown; read by the turn after the pacing stopped.
+	// Set while it is shown; read by the step after the turn.
 	marked bool   // the marker is committed (or was there already)
 	looked bool   // the message of an earlier run was looked for
 	ts     string // the streamed message, when known
 }
 
-// askStreamed is ask, with the reply shown while it is written when
-// streaming is on and the model can stream. mention: the reply may call
-// agents, so its paired users are mentioned as in the final post.
-func (c runner) askStreamed(ctx context.Context, t *turnRun, req llm.Request, mention bool) (string, error) {
-	sm, ok := c.deps.Model.(StreamModel)
-	if !c.opts.Stream || !ok || req.JSON {
-		return c.ask(ctx, t, req)
+// shower is what turn t's reply to prompt is shown through while it is
+// written (turn.Input.Show): nil when replies are not streamed. mention:
+// the reply may call agents, so its paired users are mentioned as in the
+// final post.
+func (s turnStep) shower(t *turn.Turn, prompt string, mention bool) *streamer {
+	c := s.c
+	if !c.e.opts.Stream {
+		return nil
 	}
-	s := c.newStreamer(t, sm, mention)
-	tick, stopTick := streamTicker(c.deps.StreamTicker, c.opts)
-	s.pace = turn.StartStream(ctx, s, c.opts.Mask, tick)
-	t.stream = s
-	text, err := c.ask(ctx, t, req)
-	s.pace.Stop()
-	stopTick()
-	t.stream = nil
-	if s.marked {
-		if t.streamed == nil {
-			t.streamed = make(map[string]turn.StreamMark)
-		}
-		t.streamed[s.postID] = turn.StreamMark(s.mark())
+	sh := &streamer{
+		c: c, postID: t.ID, agent: t.Agent.EnsDomain, prompt: prompt, mention: mention,
+		base: c.conv.State, conv: c.conv, lock: c.lock,
 	}
-	return text, err
-}
-
-// committer commits a conversation under its lock: a streamed reply's
-// marker (Conversations.Commit).
-type committer interface {
-	Commit(ctx context.Context, l memory.Lock, c memory.Commit) (pending bool, err error)
-}
-
-func (c runner) newStreamer(t *turnRun, sm StreamModel, mention bool) *streamer {
-	s := &streamer{
-		c: c, model: sm, postID: t.id, agent: t.agent.EnsDomain, prompt: t.report.Phase, mention: mention,
-		base: c.conv.State, conv: *c.conv, lock: c.lock,
+	sh.reply = Reply{
+		Channel: c.conv.Channel, ThreadTS: c.conv.ThreadTS, Username: t.Agent.Name, IconURL: t.Agent.Avatar,
+		TurnID: t.ID, Partial: true, Recipient: lastPerson(c.msgs),
 	}
-	s.reply = Reply{
-		Channel: c.conv.Channel, ThreadTS: c.conv.ThreadTS, Username: t.agent.Name, IconURL: t.agent.Avatar,
-		TurnID: t.id, Partial: true, Recipient: c.lastPerson(),
-	}
-	if m, ok := c.st.Streamed(t.id); ok {
+	if m, ok := c.m.Read().Streamed(t.ID); ok {
 		// An earlier run of this turn streamed (or tried to): its message
 		// is the one to show this run in.
-		s.marked, s.ts = true, m.TS
+		sh.marked, sh.ts = true, m.TS
+	}
+	return sh
+}
+
+// showing is s as a turn's input holds it: no Shower when s is nil.
+func showing(s *streamer) turn.Shower {
+	if s == nil {
+		return nil
 	}
 	return s
 }
 
+// shown feeds what s did into the machine: the marker of the message the
+// reply was streamed in, when one was committed.
+func (s turnStep) shown(sh *streamer) {
+	if sh != nil && sh.marked {
+		s.c.m.Book().Streamed(sh.postID, sh.mark())
+	}
+}
+
 // lastPerson is the Slack user who wrote last in the thread: whom a
 // reply streamed natively in a channel is streamed to.
-func (c runner) lastPerson() string {
-	msgs := *c.msgs
+func lastPerson(msgs []memory.Message) string {
 	for i := len(msgs) - 1; i >= 0; i-- {
 		if isPersonKind(msgs[i].Kind) && msgs[i].UserID != "" {
 			return msgs[i].UserID
 		}
 	}
 	return ""
-}
-
-// complete's model call: streamed when the turn streams.
-func (c runner) callModel(ctx context.Context, t *turnRun, req llm.Request) (resp llm.Response, err error) {
-	c.cpu.off(func() {
-		if s := t.stream; s != nil {
-			resp, err = s.model.Stream(ctx, req, s.pace.OnText)
-			return
-		}
-		resp, err = c.deps.Model.Complete(ctx, req)
-	})
-	return resp, err
 }
 
 // Show posts or updates the streamed message with text (turn.Shower).
@@ -143,7 +118,7 @@ func (s *streamer) Show(ctx context.Context, text string, ending bool) (shown, m
 	case s.ts == "" && !s.looked:
 		// An earlier run may have posted it without recording its ts.
 		s.looked = true
-		found, err := c.replies.FindPost(ctx, s.conv.Channel, s.conv.ThreadTS, s.postID)
+		found, err := c.e.deps.Chat.FindPost(ctx, s.conv.Channel, s.conv.ThreadTS, s.postID)
 		if err != nil {
 			c.log.Info("streamed reply not shown", slog.String(logPost, s.postID), slog.Any(logError, err))
 			return false, false
@@ -158,8 +133,8 @@ func (s *streamer) Show(ctx context.Context, text string, ending bool) (shown, m
 	if s.mention && !ending {
 		r.Mention = c.mentionUsers(ctx, text, s.agent)
 	}
-	pctx, cancel := context.WithTimeout(ctx, c.opts.PostTimeout)
-	posted, err := c.replies.PostReply(pctx, r)
+	pctx, cancel := context.WithTimeout(ctx, c.e.opts.PostTimeout)
+	posted, err := c.e.deps.Chat.PostReply(pctx, r)
 	cancel()
 	if err != nil || len(posted) == 0 {
 		c.log.Info("streamed reply not updated", slog.String(logPost, s.postID), slog.Any(logError, err))
@@ -188,9 +163,9 @@ func (s *streamer) commit(ctx context.Context) error {
 	}
 	conv := s.conv
 	conv.State = state
-	_, err = c.marks.Commit(ctx, s.lock, memory.Commit{
+	_, err = c.e.convs.Commit(ctx, s.lock, memory.Commit{
 		Conversation: conv,
-		Deadline:     c.now().Add(c.opts.LockTTL),
+		Deadline:     c.e.now().Add(c.e.opts.LockTTL),
 		PendingPosts: pending,
 	})
 	if err != nil {
@@ -201,17 +176,6 @@ func (s *streamer) commit(ctx context.Context) error {
 
 func (s *streamer) mark() streamMark {
 	return streamMark{TS: s.ts, Agent: s.agent, Prompt: s.prompt}
-}
-
-// streamTicker ticks once per stream interval (Deps.StreamTicker in
-// tests).
-func streamTicker(ticker func(d time.Duration) (<-chan time.Time, func()), opts *Options) (<-chan time.Time, func()) {
-	d := opts.StreamInterval
-	if ticker != nil {
-		return ticker(d)
-	}
-	t := time.NewTicker(d)
-	return t.C, t.Stop
 }
 
 // findStreamed looks up the streamed message of p by its post id when its

@@ -85,7 +85,7 @@ func TestTurnTraces(t *testing.T) {
 					t.Errorf("tools = %s, want %q in it", tools, want)
 				}
 			}
-			wantPrompts := []agents.TracePrompt{{"system", "built-in", ""}, {"context-not-found", "built-in", ""}, {"context-found", "built-in", ""}}
+			wantPrompts := []agents.TracePrompt{{Prompt: "system", File: "built-in"}, {Prompt: "context-not-found", File: "built-in"}, {Prompt: "context-found", File: "built-in"}}
 			if !slices.Equal(cora.Prompts, wantPrompts) {
 				t.Errorf("prompts = %+v, want %+v", cora.Prompts, wantPrompts)
 			}

@@ -172,9 +172,9 @@ func agentOf(agents []ens.Agent, name string) ens.Agent {
 
 // served is the channel's served agents, in registration order.
 func (r *roster) served() []ens.Agent {
-	out := make([]ens.Agent, 0, len(r.names))
-	for _, n := range r.names {
-		out = append(out, r.agents[n])
+	out := make([]ens.Agent, 0, len(r.Names))
+	for _, n := range r.Names {
+		out = append(out, r.Agents[n])
 	}
 	return out
 }
@@ -183,6 +183,6 @@ func (r *roster) served() []ens.Agent {
 // leaving out the facilitator, which sees every message: naming it only
 // wakes it.
 func (r *roster) unreached(m memory.Message) []miss {
-	out := unreachedCalls(m.Text, r.served(), r.forms, author(m))
+	out := unreachedCalls(m.Text, r.served(), r.Forms, author(m))
 	return slices.DeleteFunc(out, func(x miss) bool { return x.agent.Role == ens.RoleFacilitator })
 }

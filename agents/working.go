@@ -1,6 +1,9 @@
 package agents
 
-import "github.com/conclavehq/conclave/ens"
+import (
+	"github.com/conclavehq/conclave/agents/turn"
+	"github.com/conclavehq/conclave/ens"
+)
 
 // Working is told when a conversation's turns start and end, so that the
 // transport can show who is working in the thread (Slack's thread
@@ -23,16 +26,18 @@ type Work struct {
 }
 
 // work is t as Working sees it.
-func (c runner) work(t *turnRun) Work {
+func (s turnStep) work(t *turn.Turn) Work {
+	c := s.c
 	return Work{
-		Channel: c.conv.Channel, ThreadTS: c.conv.ThreadTS, TurnID: t.id,
-		Agent: t.agent.Name, Facilitator: t.agent.Role == ens.RoleFacilitator,
+		Channel: c.conv.Channel, ThreadTS: c.conv.ThreadTS, TurnID: t.ID,
+		Agent: t.Agent.Name, Facilitator: t.Agent.Role == ens.RoleFacilitator,
 	}
 }
 
 // working tells Working that t started; done tells it that t ended.
-func (c runner) working(t *turnRun) {
-	if c.deps.Working != nil {
-		c.deps.Working.TurnStarted(c.work(t))
+func (s turnStep) working(t *turn.Turn) {
+	c := s.c
+	if c.e.deps.Working != nil {
+		c.e.deps.Working.TurnStarted(s.work(t))
 	}
 }

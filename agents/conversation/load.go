@@ -125,6 +125,10 @@ func (r Reader) ExchangeStart() string { return r.m.st.ExchangeStart }
 // not a request.
 func (r Reader) Acknowledged(ts string) bool { return slices.Contains(r.m.st.Acknowledged, ts) }
 
+// Acknowledgements are the ts of the acknowledgements the facilitator
+// closed silently.
+func (r Reader) Acknowledgements() []string { return slices.Clone(r.m.st.Acknowledged) }
+
 // SinceReopen are the messages people wrote since the thread was
 // reopened, the reopening one first.
 func (r Reader) SinceReopen() []string { return slices.Clone(r.m.st.SinceReopen) }

@@ -91,4 +91,3 @@ func MentionEnds(s string, j int) bool {
 func IsLabelByte(c byte) bool {
 	return 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-'
 }
-

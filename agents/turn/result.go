@@ -5,8 +5,7 @@ import "time"
 // Result is what a turn produced, as a value: the engine feeds it into
 // the conversation's machine and its outbox, and never reads the turn
 // back. A turn that failed still returns what it produced before
-// failing (a tool it used, a message its reply was streamed in), which
-// the engine applies first.
+// failing (a tool it used), which the engine applies first.
 type Result struct {
 	Text   string // the reply, to post
 	Prompt string // the facilitator's: the phase prompt its reply answered
@@ -15,9 +14,6 @@ type Result struct {
 	Threading Threading
 	// Notes are history lines never posted (the tools it used).
 	Notes []Note
-	// Streamed are the markers of the messages its replies were streamed
-	// in, by post id.
-	Streamed map[string]StreamMark
 }
 
 // Threading is what an unbound expert's threading request produced.
@@ -32,12 +28,4 @@ type Threading struct {
 type Note struct {
 	Text string
 	At   time.Time
-}
-
-// StreamMark names the message a reply was streamed in: its ts once
-// known, and the agent and prompt of the turn that streamed it.
-type StreamMark struct {
-	TS     string
-	Agent  string
-	Prompt string
 }

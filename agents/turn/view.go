@@ -1,85 +1,75 @@
-package agents
+package turn
 
 import (
-	"context"
-	"log/slog"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/conclavehq/conclave/agents/conversation"
 	"github.com/conclavehq/conclave/agents/llm"
-	"github.com/conclavehq/conclave/agents/turn"
 	"github.com/conclavehq/conclave/ens"
-	"github.com/conclavehq/conclave/memory"
 	"github.com/conclavehq/conclave/templates"
 )
 
-// view builds what a turn's prompts see of a loaded conversation: the
-// messages visible to an agent, its history, the channel's members and
-// the template fields (templates.Data). It changes nothing of the
-// conversation (the roster learns identities it resolves).
+// Message kinds (Message.Kind), the conversation's.
+const (
+	kindPerson = conversation.KindPerson
+	kindHuman  = conversation.KindHuman
+	kindBot    = conversation.KindBot
+	kindAgent  = conversation.KindAgent
+)
+
+// view builds what a turn's prompts see of its input: the messages
+// visible to an agent, its history, the channel's members and the
+// template fields (templates.Data).
 type view struct {
-	*roster
-	conv memory.Conversation
-	msgs []turn.Message      // the thread, in ts order, as a turn reads it
-	st   conversation.Reader // participants and notes
-	opts *Options
-	// description is the channel's description, gathered by the step
-	// before the turn (describe).
-	description string
-	log         *slog.Logger
+	*Team
+	in   Input
+	msgs []Message // the thread, in ts order
+	cfg  *Config
+	conv string // the conversation's id
 }
 
-// view is the conversation as it stands, for a turn's prompts.
-func (c *convo) view() view {
-	return view{roster: &c.roster, conv: c.conv, msgs: threadOf(c.msgs), st: c.m.Read(), opts: &c.e.opts, log: c.log}
+// view is the conversation as a turn's input gives it, for its prompts.
+func (r Runner) view(in Input) view {
+	return view{Team: in.Team, in: in, msgs: in.Thread, cfg: r.Config, conv: r.Place.Conversation}
 }
 
-// describe is the channel's description for a turn's prompts, read from
-// Slack (the transport caches it) before the turn runs; "" when it cannot
-// be read.
-func describe(ctx context.Context, c *convo) string {
-	desc, err := c.e.deps.Chat.ChannelDescription(ctx, c.e.opts.rosterOf(c.conv.Channel))
-	if err != nil {
-		c.log.Warn("channel description", slog.Any(logError, err))
-	}
-	return desc
-}
+func (c view) visibleTo(a ens.Agent) []Message { return c.Team.VisibleTo(a, c.msgs) }
 
-// visibleTo returns the thread messages an agent sees: every one for the
-// facilitator; for the others the messages that name them and their own
-// replies.
-func (c view) visibleTo(a ens.Agent) []turn.Message {
+// VisibleTo returns the messages of thread an agent sees: every one for
+// the facilitator; for the others the messages that name them and their
+// own replies.
+func (t *Team) VisibleTo(a ens.Agent, thread []Message) []Message {
 	if a.Role == ens.RoleFacilitator {
-		return c.msgs
+		return thread
 	}
-	var out []turn.Message
-	for _, m := range c.msgs {
-		if m.Kind == kindAgent && m.Agent == a.EnsDomain || slices.Contains(c.mentions(m.Text), a.EnsDomain) {
+	var out []Message
+	for _, m := range thread {
+		if m.Kind == kindAgent && m.Agent == a.EnsDomain || slices.Contains(t.Mentions(m.Text), a.EnsDomain) {
 			out = append(out, m)
 		}
 	}
 	return out
 }
 
-// label is how a message's author is written for other agents.
-func (r *roster) label(ctx context.Context, m turn.Message) string {
+// Label is how a message's author is written for other agents.
+func (t *Team) Label(m Message) string {
 	if m.Kind == kindAgent || m.Kind == kindHuman {
-		a, _ := r.agent(ctx, m.Agent)
-		return turn.SpeakerLabel(a.Name, m.Agent)
+		a, _ := t.agent(m.Agent)
+		return SpeakerLabel(a.Name, m.Agent)
 	}
 	name := m.Name
 	if name == "" {
 		name = "someone"
 	}
-	return turn.SpeakerLabel(name, "")
+	return SpeakerLabel(name, "")
 }
 
 // member is a message's author as templates see it.
-func (c view) member(ctx context.Context, m turn.Message) templates.Member {
+func (c view) member(m Message) templates.Member {
 	if m.Kind == kindAgent || m.Kind == kindHuman {
-		a, _ := c.agent(ctx, m.Agent)
+		a, _ := c.agent(m.Agent)
 		return c.memberOf(a)
 	}
 	return templates.Person(m.Name)
@@ -89,10 +79,10 @@ func (c view) member(ctx context.Context, m turn.Message) templates.Member {
 // as assistant, the others as user with their author; with notes, the
 // unposted history lines in time order. Agents' messages and notes of the
 // current exchange are marked as its answers, which the budget cuts last.
-func (c view) history(ctx context.Context, a ens.Agent, msgs []turn.Message, withNotes bool) []HistoryMessage {
+func (c view) history(a ens.Agent, msgs []Message, withNotes bool) []HistoryMessage {
 	var notes []conversation.Note
 	if withNotes {
-		notes = c.st.Notes()
+		notes = c.in.Notes
 	}
 	inExchange := c.inExchange()
 	began := c.exchangeBegan()
@@ -111,7 +101,7 @@ func (c view) history(ctx context.Context, a ens.Agent, msgs []turn.Message, wit
 			out = append(out, HistoryMessage{Role: llm.RoleAssistant, Content: m.Text, Answer: answer})
 			continue
 		}
-		out = append(out, HistoryMessage{Role: llm.RoleUser, Author: c.label(ctx, m), Content: m.Text, Answer: answer})
+		out = append(out, HistoryMessage{Role: llm.RoleUser, Author: c.Label(m), Content: m.Text, Answer: answer})
 	}
 	for ; n < len(notes); n++ {
 		out = append(out, noteLine(notes[n]))
@@ -123,11 +113,11 @@ func (c view) history(ctx context.Context, a ens.Agent, msgs []turn.Message, wit
 // person's message that last reopened the thread; zero (every note
 // belongs to it) before a reopening or when that message is gone.
 func (c view) exchangeBegan() time.Time {
-	if c.st.ExchangeStart() == "" {
+	if c.in.ExchangeStart == "" {
 		return time.Time{}
 	}
 	for _, m := range c.msgs {
-		if m.TS == c.st.ExchangeStart() {
+		if m.TS == c.in.ExchangeStart {
 			return m.At
 		}
 	}
@@ -137,25 +127,25 @@ func (c view) exchangeBegan() time.Time {
 // members is ChannelMembers for agent self: itself, the channel's other
 // agents in registration order, then human agents and people in the order
 // they first wrote; no duplicates, never conclave's own bot user.
-func (c view) members(ctx context.Context, self ens.Agent) []templates.Member {
+func (c view) members(self ens.Agent) []templates.Member {
 	out := []templates.Member{c.memberOf(self)}
 	seen := map[string]bool{self.EnsDomain: true}
-	for _, n := range c.names {
+	for _, n := range c.Names {
 		if !seen[n] {
 			seen[n] = true
-			out = append(out, c.memberOf(c.agents[n]))
+			out = append(out, c.memberOf(c.Agents[n]))
 		}
 	}
-	for _, p := range c.st.Participants() {
+	for _, p := range c.in.Participants {
 		switch {
 		case p.Agent != "":
 			if seen[p.Agent] {
 				continue
 			}
 			seen[p.Agent] = true
-			a, _ := c.agent(ctx, p.Agent)
+			a, _ := c.agent(p.Agent)
 			out = append(out, c.memberOf(a))
-		case p.UserID == "" || p.UserID == c.opts.BotUserID:
+		case p.UserID == "" || p.UserID == c.cfg.BotUserID:
 		default:
 			if seen["user:"+p.UserID] {
 				continue
@@ -168,28 +158,28 @@ func (c view) members(ctx context.Context, self ens.Agent) []templates.Member {
 }
 
 // data fills the template fields of a turn of agent a that sees visible.
-func (c view) data(ctx context.Context, a ens.Agent, visible []turn.Message, sessionID string, count int) templates.Data {
-	max := c.opts.MaxMessageChars
+func (c view) data(a ens.Agent, visible []Message, sessionID string, count int) templates.Data {
+	max := c.cfg.MaxMessageChars
 	d := templates.Data{
-		ConversationId:           c.conv.ID,
-		ChannelDescription:       capText(c.description, max),
-		ChannelMembers:           c.members(ctx, a),
+		ConversationId:           c.conv,
+		ChannelDescription:       capText(c.in.Description, max),
+		ChannelMembers:           c.members(a),
 		ConversationMessageCount: count,
 		MemorySessionId:          sessionID,
-		Vars:                     c.opts.TemplateVars,
+		Vars:                     c.cfg.Vars,
 	}
-	d.Messages, d.ExchangeMessageCount = c.discussion(ctx, visible)
+	d.Messages, d.ExchangeMessageCount = c.discussion(visible)
 	if a.Role == ens.RoleClone && a.CloneOf != "" {
-		if human, ok := c.agent(ctx, a.CloneOf); ok {
+		if human, ok := c.agent(a.CloneOf); ok {
 			d.CloneOf = c.memberOf(human)
 		}
 	}
-	request := func(m turn.Message) templates.Request {
-		return templates.Request{Content: capText(m.Text, max), Author: c.member(ctx, m)}
+	request := func(m Message) templates.Request {
+		return templates.Request{Content: capText(m.Text, max), Author: c.member(m)}
 	}
 	initial := -1
 	for i, m := range visible {
-		if a.Role == ens.RoleFacilitator || slices.Contains(c.mentions(m.Text), a.EnsDomain) {
+		if a.Role == ens.RoleFacilitator || slices.Contains(c.Mentions(m.Text), a.EnsDomain) {
 			initial = i
 			break
 		}
@@ -227,7 +217,7 @@ func (c view) data(ctx context.Context, a ens.Agent, visible []turn.Message, ses
 // clone's or human agent's reply) nor a bare :end:. A person's answer to
 // the facilitator's question comes after the opening message, so it is
 // never the request while the opening message is there.
-func (c view) exchangeRequest(visible []turn.Message) (turn.Message, bool) {
+func (c view) exchangeRequest(visible []Message) (Message, bool) {
 	inExchange := c.inExchange()
 	var opening string
 	for _, m := range c.msgs {
@@ -243,12 +233,12 @@ func (c view) exchangeRequest(visible []turn.Message) (turn.Message, bool) {
 	}
 	for _, m := range visible {
 		if !inExchange[m.TS] || m.Kind == kindHuman || m.Kind == kindBot ||
-			(m.Kind == kindAgent && m.Agent != c.facilitator) || (m.Kind == kindPerson && !c.isPersonRequest(m)) {
+			(m.Kind == kindAgent && m.Agent != c.Facilitator) || (m.Kind == kindPerson && !c.isPersonRequest(m)) {
 			continue
 		}
 		return m, true
 	}
-	return turn.Message{}, false
+	return Message{}, false
 }
 
 // inExchange tells, per message ts of the thread, whether it belongs to
@@ -257,9 +247,9 @@ func (c view) exchangeRequest(visible []turn.Message) (turn.Message, bool) {
 // the reopening message is gone.
 func (c view) inExchange() map[string]bool {
 	in := make(map[string]bool, len(c.msgs))
-	started := c.st.ExchangeStart() == ""
+	started := c.in.ExchangeStart == ""
 	for _, m := range c.msgs {
-		started = started || m.TS == c.st.ExchangeStart()
+		started = started || m.TS == c.in.ExchangeStart
 		in[m.TS] = started
 	}
 	if !started {
@@ -273,7 +263,7 @@ func (c view) inExchange() map[string]bool {
 // discussion is .Messages for an agent that sees visible, and how many of
 // them belong to the current exchange: those from the message that began
 // it (the root, or the person's message that last reopened the thread).
-func (c view) discussion(ctx context.Context, visible []turn.Message) ([]templates.Message, int) {
+func (c view) discussion(visible []Message) ([]templates.Message, int) {
 	inExchange := c.inExchange()
 	out := make([]templates.Message, len(visible))
 	count := 0
@@ -282,7 +272,7 @@ func (c view) discussion(ctx context.Context, visible []turn.Message) ([]templat
 		if in {
 			count++
 		}
-		out[i] = templates.Message{Author: c.member(ctx, m), Content: capText(m.Text, c.opts.MaxMessageChars), Time: m.At, InExchange: in}
+		out[i] = templates.Message{Author: c.member(m), Content: capText(m.Text, c.cfg.MaxMessageChars), Time: m.At, InExchange: in}
 	}
 	return out, count
 }
@@ -291,43 +281,42 @@ func (c view) discussion(ctx context.Context, visible []turn.Message) ([]templat
 // conversation as a person wrote it: by a person or human agent, more than
 // :end: with a signature, and not an acknowledgement the facilitator
 // closed silently.
-func (c view) isPersonRequest(m turn.Message) bool {
-	if !isPersonKind(m.Kind) || c.st.Acknowledged(m.TS) {
+func (c view) isPersonRequest(m Message) bool {
+	if !conversation.IsPersonKind(m.Kind) || slices.Contains(c.in.Acknowledged, m.TS) {
 		return false
 	}
-	rest, hadEnd := turn.StripEnd(m.Text)
-	return !hadEnd || turn.HasWords(rest)
+	rest, hadEnd := StripEnd(m.Text)
+	return !hadEnd || HasWords(rest)
 }
 
-// memberOf is the template member for an agent (TemplateMember).
-func (c view) memberOf(a ens.Agent) templates.Member { return TemplateMember(a, c.opts) }
+// memberOf is the template member for an agent.
+func (c view) memberOf(a ens.Agent) templates.Member {
+	return Member(a, c.cfg.Agents[a.EnsDomain].SessionPattern)
+}
 
-// TemplateMember is the template member for agent a under the engine's
-// options o, with the format of its memory keys (.SessionFormat): its
-// key_format attribute, else its session_pattern.
-func TemplateMember(a ens.Agent, o *Options) templates.Member {
+// Member is the template member for agent a, with the format of its
+// memory keys (.SessionFormat): its key_format attribute, else pattern
+// (its session_pattern).
+func Member(a ens.Agent, pattern string) templates.Member {
 	format := strings.TrimSpace(a.Attribute(keyFormatAttribute))
 	if format == "" {
-		format = o.Agents[a.EnsDomain].SessionPattern
+		format = pattern
 	}
-	return memberWithFormat(a, format)
+	standsFor := ""
+	if a.Role == ens.RoleClone {
+		standsFor = a.CloneOf
+	}
+	return templates.Agent(templates.AgentInfo{
+		Name:          a.Name,
+		EnsDomain:     a.EnsDomain,
+		Owner:         a.Owner,
+		Addresses:     a.Addresses,
+		Attributes:    a.Attributes,
+		SessionFormat: format,
+		StandsFor:     standsFor,
+	})
 }
 
 // keyFormatAttribute is the agent attribute that describes its memory
 // keys in words ("claim number, e.g. CLM-123456").
 const keyFormatAttribute = "key_format"
-
-// threadOf is the thread as a turn reads it: the store's messages
-// converted at the engine's edge.
-func threadOf(msgs []memory.Message) []turn.Message {
-	out := make([]turn.Message, len(msgs))
-	for i, m := range msgs {
-		out[i] = turnMessage(m)
-	}
-	return out
-}
-
-// turnMessage is a stored message as a turn reads it.
-func turnMessage(m memory.Message) turn.Message {
-	return turn.Message{TS: m.TS, Kind: m.Kind, Agent: m.Agent, Name: m.Name, Text: m.Text, At: m.At}
-}

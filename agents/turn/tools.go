@@ -1,4 +1,4 @@
-package agents
+package turn
 
 import (
 	"context"
@@ -9,26 +9,22 @@ import (
 	"sync"
 
 	"github.com/conclavehq/conclave/agents/llm"
-	"github.com/conclavehq/conclave/agents/turn"
 )
-
-// Toolbox is the MCP tools agents may use (turn.Toolbox).
-type Toolbox = turn.Toolbox
 
 // toolsFor lists the tools a turn's request offers: the selection of the
 // prompt's settings when they have one, else the agent's configuration.
-func toolsFor(tools Toolbox, opts *Options, agent string, fromSettings *[]string) []llm.Tool {
-	if tools == nil {
+func (r Runner) toolsFor(agent string, fromSettings *[]string) []llm.Tool {
+	if r.Tools == nil {
 		return nil
 	}
-	selection := opts.Agents[agent].Tools
+	selection := r.Config.Agents[agent].Tools
 	if fromSettings != nil {
 		selection = *fromSettings
 	}
 	if len(selection) == 0 {
 		return nil
 	}
-	return tools.Tools(selection)
+	return r.Tools.Tools(selection)
 }
 
 // complete asks the model, running the tools it calls: each round's calls
@@ -36,18 +32,18 @@ func toolsFor(tools Toolbox, opts *Options, agent string, fromSettings *[]string
 // asked again, at most max_tool_rounds times; the request after the last
 // round offers no tools, so the model has to answer. Each call leaves one
 // history line "(used <tool>)".
-func (c runner) complete(ctx context.Context, t *turnRun, req llm.Request) (llm.Response, error) {
+func (r Runner) complete(ctx context.Context, t *Turn, req llm.Request) (llm.Response, error) {
 	for round := 0; ; round++ {
-		if round >= c.opts.MaxToolRounds {
+		if round >= r.Config.MaxToolRounds {
 			req.Tools = nil
 		}
-		began := c.now()
-		resp, err := c.callModel(ctx, t, req)
-		c.tracer.traceCall(t, req, resp, err, began)
-		c.tracer.logBodies(ctx, req, resp, err)
-		c.spend(t, modelName(c.deps.Model, req), resp, err)
-		t.report.PromptTokens += resp.PromptTokens
-		t.report.CompletionTokens += resp.CompletionTokens
+		began := r.Now()
+		resp, err := r.callModel(ctx, t, req)
+		r.traceCall(t, req, resp, err, began)
+		r.logBodies(ctx, req, resp, err)
+		r.spend(t, ModelName(r.Model, req), resp, err)
+		t.Report.PromptTokens += resp.PromptTokens
+		t.Report.CompletionTokens += resp.CompletionTokens
 		if err != nil || len(req.Tools) == 0 || len(resp.ToolCalls) == 0 {
 			return resp, err
 		}
@@ -57,7 +53,7 @@ func (c runner) complete(ctx context.Context, t *turnRun, req llm.Request) (llm.
 				calls[i].ID = fmt.Sprintf("call_%d_%d", round+1, i+1)
 			}
 		}
-		results := c.runTools(ctx, t, req.Tools, calls)
+		results := r.runTools(ctx, t, req.Tools, calls)
 		if err := ctx.Err(); err != nil {
 			return llm.Response{}, err
 		}
@@ -74,50 +70,50 @@ const errTooManyToolCalls = "error: too many tool calls in one round"
 // another tool of the same server gets an error, so an agent never uses
 // more than its selection. Only the first max_tool_calls_per_round calls
 // run; the rest are answered errTooManyToolCalls.
-func (c runner) runTools(ctx context.Context, t *turnRun, offered []llm.Tool, calls []llm.ToolCall) []string {
+func (r Runner) runTools(ctx context.Context, t *Turn, offered []llm.Tool, calls []llm.ToolCall) []string {
 	results := make([]string, len(calls))
 	ran := make([]bool, len(calls))
 	traced := make([]TraceTool, len(calls))
-	began := c.now()
+	began := r.Now()
 	var wg sync.WaitGroup
 	for i, call := range calls {
-		if i >= c.opts.MaxToolCallsPerRound {
+		if i >= r.Config.MaxToolCallsPerRound {
 			results[i] = errTooManyToolCalls
 			continue
 		}
 		if !slices.ContainsFunc(offered, func(o llm.Tool) bool { return o.Name == call.Name }) {
 			results[i] = fmt.Sprintf("error: no tool named %q is available", call.Name)
-			traced[i] = t.traceTool(call, results[i], toolUnavailable, c.now(), 0)
+			traced[i] = traceTool(call, results[i], ToolUnavailable, r.Now(), 0)
 			continue
 		}
 		ran[i] = true
 		wg.Go(func() {
-			called := c.now()
-			text, err := c.deps.Tools.Call(ctx, call.Name, call.Arguments)
-			outcome := toolOK
+			called := r.Now()
+			text, err := r.Tools.Call(ctx, call.Name, call.Arguments)
+			outcome := ToolOK
 			if err != nil {
-				outcome = toolError
+				outcome = ToolError
 				text = "error: " + firstLine(err.Error()) // the toolbox keeps servers' secrets out of it
-				c.log.Info("tool call failed", slog.String(logAgent, t.agent.EnsDomain), slog.String(logTurn, t.id),
+				r.Log.Info("tool call failed", slog.String(logAgent, t.Agent.EnsDomain), slog.String(logTurn, t.ID),
 					slog.String("tool", call.Name), slog.Any(logError, err))
 			}
 			if strings.TrimSpace(text) == "" {
 				text = "(no output)"
 			}
-			results[i] = capText(text, c.opts.MaxMessageChars)
-			traced[i] = t.traceTool(call, results[i], outcome, called, c.now().Sub(called))
+			results[i] = capText(text, r.Config.MaxMessageChars)
+			traced[i] = traceTool(call, results[i], outcome, called, r.Now().Sub(called))
 		})
 	}
-	c.cpu.off(wg.Wait)
-	if t.trace != nil {
-		t.trace.Tools = append(t.trace.Tools, traced...)
-		t.trace.Timings.ToolsMS += c.now().Sub(began).Milliseconds()
+	r.off(wg.Wait)
+	if t.Trace != nil {
+		t.Trace.Tools = append(t.Trace.Tools, traced...)
+		t.Trace.Timings.ToolsMS += r.Now().Sub(began).Milliseconds()
 	}
 	for i, call := range calls {
 		if ran[i] {
 			t.toolResults = append(t.toolResults, results[i])
-			t.notes = append(t.notes, turn.Note{Text: fmt.Sprintf("(used %s)", call.Name), At: c.now()})
-			t.report.ToolCalls++
+			t.notes = append(t.notes, Note{Text: fmt.Sprintf("(used %s)", call.Name), At: r.Now()})
+			t.Report.ToolCalls++
 		}
 	}
 	return results
