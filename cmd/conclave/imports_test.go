@@ -59,8 +59,8 @@ var onlyRules = []struct {
 	allowed []string
 	why     string
 }{
-	{[]string{"agents/turn"}, []string{"agents/llm", "agents/tools", "templates", "ens"},
-		"a turn uses the model client, the tools, the prompts and identities; nothing else of the engine"},
+	{[]string{"agents/turn"}, []string{"agents/llm", "agents/conversation", "templates", "ens"},
+		"a turn uses the model client, the prompts, identities and the conversation's values (kinds, participants, notes); nothing else of the engine"},
 }
 
 // stdRules are the packages of the standard library a package must not
