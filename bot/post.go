@@ -36,7 +36,10 @@ var ErrEmptyReply = errors.New("bot: empty reply")
 // (parts) as needed, each with a markdown block, a plain-text fallback,
 // unfurling off and message metadata carrying the post id (r.TurnID) and
 // the part's index. The parts in r.Posted are not posted again. Rate
-// limits are waited out for as long as ctx allows. It returns the ts of
+// limits are waited out for as long as ctx allows. With a thread status
+// (NewStatus), the post first waits, a little at most, for the status
+// changes of its thread asked before it (Status.await), so that a turn's
+// status comes before its post. It returns the ts of
 // every part posted, r.Posted's first; when a part fails, those before it
 // and the error, a *agents.PostError saying whether trying again may help.
 func (w *WebAPI) PostReply(ctx context.Context, r agents.Reply) ([]string, error) {
@@ -60,6 +63,9 @@ func (w *WebAPI) PostReply(ctx context.Context, r agents.Reply) ([]string, error
 	}
 	if len(parts) == 0 {
 		parts = []string{""}
+	}
+	if st := w.status.Load(); st != nil && r.ThreadTS != "" {
+		st.await(ctx, r.Channel, r.ThreadTS)
 	}
 	common := []slack.MsgOption{
 		slack.MsgOptionDisableLinkUnfurl(),
