@@ -73,14 +73,8 @@ type templatesTestFlags struct {
 
 // parseTemplatesTest reads the flags of `conclave templates test`.
 func parseTemplatesTest(args []string, e env) (templatesTestFlags, error) {
-	fs := newFlags("templates test", e)
-	usage := fs.Usage
-	fs.Usage = func() {
-		usage()
-		fmt.Fprintln(fs.Output(), "\nAn argument after the flags names the templates directory, as --dir does (default: templates.dir of the configuration).")
-	}
-	load := configFlag(fs, e)
-	dir := fs.String("dir", "", templatesDirUsage)
+	fs, load, dir := dirFlags("templates test",
+		"An argument after the flags names the templates directory, as --dir does (default: templates.dir of the configuration).", e)
 	channel := fs.String("channel", "", "the channel the conversations are held in (default: the first [[channels]])")
 	update := fs.Bool("update", false, "write the golden files (and remove those no request matches) instead of comparing")
 	verbose := fs.Bool("v", false, "print every conversation, not only a failed one's")
