@@ -36,31 +36,70 @@ var ErrEmptyReply = errors.New("bot: empty reply")
 // (parts) as needed, each with a markdown block, a plain-text fallback,
 // unfurling off and message metadata carrying the post id (r.TurnID) and
 // the part's index. The parts in r.Posted are not posted again. Rate
-// limits are waited out for as long as ctx allows. It returns the ts of
+// limits are waited out for as long as ctx allows. With a thread status
+// (NewStatus), the post first waits, a little at most, for the status
+// changes of its thread asked before it (Status.await), so that a turn's
+// status comes before its post. It returns the ts of
 // every part posted, r.Posted's first; when a part fails, those before it
 // and the error, a *agents.PostError saying whether trying again may help.
 func (w *WebAPI) PostReply(ctx context.Context, r agents.Reply) ([]string, error) {
 	if r.Channel == "" {
 		return nil, &agents.PostError{Err: errors.New("bot: post reply: no channel"), Permanent: true}
 	}
-	var mentions []string
-	for _, u := range r.Mention {
-		if IsUserID(u) {
-			mentions = append(mentions, "<@"+u+">")
-		} else {
-			w.log.Warn("not a Slack user id; not mentioned", slog.String("user", u))
-		}
-	}
-	parts := splitText(w.inertMarkdown(ctx, strings.TrimSpace(r.Text)), blockLimit)
-	if r.Partial && len(parts) > 1 {
-		parts = parts[:1] // a reply being streamed shows its first part only
-	}
+	mentions := w.mentions(r.Mention)
+	parts := w.replyParts(ctx, r)
 	if len(parts) == 0 && len(mentions) == 0 {
 		return nil, &agents.PostError{Err: ErrEmptyReply, Permanent: true}
 	}
 	if len(parts) == 0 {
 		parts = []string{""}
 	}
+	if st := w.status.Load(); st != nil && r.ThreadTS != "" {
+		st.await(ctx, r.Channel, r.ThreadTS)
+	}
+	common := w.commonOptions(r)
+	posted := slices.Clone(r.Posted)
+	for i := len(posted); i < len(parts); i++ {
+		p := replyPart{i: i, n: len(parts), text: parts[i]}
+		if i == 0 {
+			p.mentions = mentions
+		}
+		ts, err := w.postPart(ctx, r, p, common)
+		if err != nil {
+			return posted, postError(r, p, err)
+		}
+		posted = append(posted, ts)
+	}
+	return posted, nil
+}
+
+// mentions are the users a reply names first, as Slack mentions; anything
+// not a user id is left out, logged.
+func (w *WebAPI) mentions(users []string) []string {
+	var out []string
+	for _, u := range users {
+		if IsUserID(u) {
+			out = append(out, "<@"+u+">")
+		} else {
+			w.log.Warn("not a Slack user id; not mentioned", slog.String("user", u))
+		}
+	}
+	return out
+}
+
+// replyParts is a reply's text made inert and split to fit a markdown
+// block each; a reply being streamed shows its first part only.
+func (w *WebAPI) replyParts(ctx context.Context, r agents.Reply) []string {
+	parts := splitText(w.inertMarkdown(ctx, strings.TrimSpace(r.Text)), blockLimit)
+	if r.Partial && len(parts) > 1 {
+		parts = parts[:1]
+	}
+	return parts
+}
+
+// commonOptions are what every part of a reply is posted with: unfurling
+// and link names off, the thread, the agent's name and icon.
+func (w *WebAPI) commonOptions(r agents.Reply) []slack.MsgOption {
 	common := []slack.MsgOption{
 		slack.MsgOptionDisableLinkUnfurl(),
 		slack.MsgOptionDisableMediaUnfurl(),
@@ -75,61 +114,86 @@ func (w *WebAPI) PostReply(ctx context.Context, r agents.Reply) ([]string, error
 	if icon := w.avatarURL(r.IconURL); icon != "" {
 		common = append(common, slack.MsgOptionIconURL(icon))
 	}
+	return common
+}
 
-	posted := slices.Clone(r.Posted)
-	for i := len(posted); i < len(parts); i++ {
-		part := parts[i]
-		var blocks []slack.Block
-		fallback := fallbackText(escapeLeftovers(part))
-		if i == 0 && len(mentions) > 0 {
-			who := strings.Join(mentions, " ")
-			blocks = append(blocks, slack.NewSectionBlock(slack.NewTextBlockObject(slack.MarkdownType, who, false, true), nil, nil))
-			fallback = strings.TrimSpace(who + " " + fallback)
-		}
-		if part != "" {
-			blocks = append(blocks, slack.NewMarkdownBlock("", part))
-		}
-		if i == len(parts)-1 && !r.Partial {
-			blocks = append(blocks, w.feedbackBlock(r.Feedback)...)
-		}
-		content := []slack.MsgOption{slack.MsgOptionText(fallback, false), slack.MsgOptionBlocks(blocks...)}
-		var meta *slack.SlackMetadata
-		if r.TurnID != "" {
-			meta = &slack.SlackMetadata{
-				EventType: turnEventType,
-				EventPayload: map[string]any{
-					"turn_id": r.TurnID, "part": i + 1, "parts": len(parts),
-					"post_id": fmt.Sprintf("%s/%d", r.TurnID, i+1),
-				},
-			}
-			content = append(content, slack.MsgOptionMetadata(*meta))
-		}
-		var ts string
-		var err error
-		done := false
-		if i == 0 {
-			ts, done, err = w.streamFirst(ctx, streamArgs{
-				reply: r, text: part, mentions: len(mentions) > 0, metadata: meta, common: common,
-				extra: slices.DeleteFunc(slices.Clone(blocks), func(b slack.Block) bool { return b.BlockType() != slack.MBTContextActions }),
-			})
-		}
-		if !done {
-			ts, err = w.sendPart(ctx, r, i, common, content)
-			if i == 0 && err == nil {
-				w.trackFallback(r, ts)
-			}
-		}
-		if err != nil {
-			_, after := rateLimit(err)
-			return posted, &agents.PostError{
-				Err:        fmt.Errorf("bot: post reply in %s (part %d of %d): %w", r.Channel, i+1, len(parts), err),
-				Permanent:  permanentPostErrors[errorCode(err)],
-				RetryAfter: after,
-			}
-		}
-		posted = append(posted, ts)
+// replyPart is one message of a reply: its index i among n, its markdown
+// made inert, and the mentions that open it (the first part's only).
+type replyPart struct {
+	i, n     int
+	text     string
+	mentions []string
+}
+
+// postPart makes one part of r: the first natively streamed when it can
+// be, any other posted, or updated (sendPart). It returns the part's ts.
+func (w *WebAPI) postPart(ctx context.Context, r agents.Reply, p replyPart, common []slack.MsgOption) (string, error) {
+	blocks, fallback := w.partBlocks(r, p)
+	content := []slack.MsgOption{slack.MsgOptionText(fallback, false), slack.MsgOptionBlocks(blocks...)}
+	meta := partMetadata(r, p)
+	if meta != nil {
+		content = append(content, slack.MsgOptionMetadata(*meta))
 	}
-	return posted, nil
+	if p.i == 0 {
+		ts, done, err := w.streamFirst(ctx, streamArgs{
+			reply: r, text: p.text, mentions: len(p.mentions) > 0, metadata: meta, common: common,
+			extra: slices.DeleteFunc(slices.Clone(blocks), func(b slack.Block) bool { return b.BlockType() != slack.MBTContextActions }),
+		})
+		if done {
+			return ts, err
+		}
+	}
+	ts, err := w.sendPart(ctx, r, p.i, common, content)
+	if p.i == 0 && err == nil {
+		w.trackFallback(r, ts)
+	}
+	return ts, err
+}
+
+// partBlocks are a part's blocks — its mentions, its markdown, and under
+// the last part of a complete reply the feedback buttons — and its
+// plain-text fallback.
+func (w *WebAPI) partBlocks(r agents.Reply, p replyPart) ([]slack.Block, string) {
+	var blocks []slack.Block
+	fallback := fallbackText(escapeLeftovers(p.text))
+	if len(p.mentions) > 0 {
+		who := strings.Join(p.mentions, " ")
+		blocks = append(blocks, slack.NewSectionBlock(slack.NewTextBlockObject(slack.MarkdownType, who, false, true), nil, nil))
+		fallback = strings.TrimSpace(who + " " + fallback)
+	}
+	if p.text != "" {
+		blocks = append(blocks, slack.NewMarkdownBlock("", p.text))
+	}
+	if p.i == p.n-1 && !r.Partial {
+		blocks = append(blocks, w.feedbackBlock(r.Feedback)...)
+	}
+	return blocks, fallback
+}
+
+// partMetadata is the message metadata of a part, carrying the post id
+// (r.TurnID) and the part's index; nil without a post id.
+func partMetadata(r agents.Reply, p replyPart) *slack.SlackMetadata {
+	if r.TurnID == "" {
+		return nil
+	}
+	return &slack.SlackMetadata{
+		EventType: turnEventType,
+		EventPayload: map[string]any{
+			"turn_id": r.TurnID, "part": p.i + 1, "parts": p.n,
+			"post_id": fmt.Sprintf("%s/%d", r.TurnID, p.i+1),
+		},
+	}
+}
+
+// postError is the failure of part p of r, saying whether trying again
+// may help and when.
+func postError(r agents.Reply, p replyPart, err error) *agents.PostError {
+	_, after := rateLimit(err)
+	return &agents.PostError{
+		Err:        fmt.Errorf("bot: post reply in %s (part %d of %d): %w", r.Channel, p.i+1, p.n, err),
+		Permanent:  permanentPostErrors[errorCode(err)],
+		RetryAfter: after,
+	}
 }
 
 // actionFeedback is the action id of a post's 👍/👎 buttons; their

@@ -24,16 +24,26 @@ import (
 // the status off for that channel, logged once.
 //
 // The engine tells it of turns (agents.Working) without waiting: Run
-// makes the calls.
+// makes the calls. A turn's status reaches Slack before the turn's post:
+// a reply posted in a thread through the WebAPI first waits for the
+// status changes asked in that thread before it (await), for at most
+// statusWait, so that a slow or stalled setStatus delays a post by that
+// much at worst and never loses it.
 type Status struct {
 	web    *WebAPI
 	log    *slog.Logger
 	ticker func(time.Duration) (<-chan time.Time, func())
+	// wait bounds how long a post waits for its thread's status
+	// (statusWait; tests shorten it).
+	wait time.Duration
 
 	mu      sync.Mutex
 	threads map[string]*threadWork // by channel/thread
 	off     map[string]bool        // channels where the method failed
 	wake    chan struct{}
+	asked   uint64        // changes asked for so far, in all threads
+	settled chan struct{} // closed and replaced when changes are made
+	stopped bool          // Run has returned: nothing more is made
 }
 
 var _ agents.Working = (*Status)(nil)
@@ -46,6 +56,10 @@ const (
 	statusCheck = 15 * time.Second
 	// statusThinking is the status itself; the loading messages say who.
 	statusThinking = "is thinking…"
+	// statusWait bounds how long a reply waits for the status changes
+	// of its thread asked before it (a setStatus slow, rate limited or
+	// behind another thread's): about one ordinary Slack call.
+	statusWait = 2 * time.Second
 )
 
 // threadWork is what a thread shows.
@@ -54,10 +68,14 @@ type threadWork struct {
 	turns           []agents.Work // running, oldest first
 	shown           []string      // the loading messages set; nil: none
 	setAt           time.Time
+	// asked numbers the thread's latest change (Status.asked); made, the
+	// latest one Slack has seen (or that needed no call).
+	asked, made uint64
 }
 
-// NewStatus builds the thread status over web. ticker, optional (tests),
-// makes Run's checks; nil: a time.Ticker.
+// NewStatus builds the thread status over web, whose replies then wait
+// for their thread's status (see Status). ticker, optional (tests), makes
+// Run's checks; nil: a time.Ticker.
 func NewStatus(web *WebAPI, ticker func(time.Duration) (<-chan time.Time, func())) *Status {
 	if ticker == nil {
 		ticker = func(d time.Duration) (<-chan time.Time, func()) {
@@ -65,10 +83,13 @@ func NewStatus(web *WebAPI, ticker func(time.Duration) (<-chan time.Time, func()
 			return t.C, t.Stop
 		}
 	}
-	return &Status{
-		web: web, log: web.log, ticker: ticker,
+	s := &Status{
+		web: web, log: web.log, ticker: ticker, wait: statusWait,
 		threads: make(map[string]*threadWork), off: make(map[string]bool), wake: make(chan struct{}, 1),
+		settled: make(chan struct{}),
 	}
+	web.status.Store(s)
+	return s
 }
 
 // TurnStarted shows w's turn in its thread.
@@ -95,10 +116,13 @@ func (s *Status) change(w agents.Work, f func(*threadWork)) {
 	key := streamKey(w.Channel, w.ThreadTS)
 	tw := s.threads[key]
 	if tw == nil {
-		tw = &threadWork{channel: w.Channel, thread: w.ThreadTS}
+		// Every change of the thread before it was made.
+		tw = &threadWork{channel: w.Channel, thread: w.ThreadTS, made: s.asked}
 		s.threads[key] = tw
 	}
 	f(tw)
+	s.asked++
+	tw.asked = s.asked
 	s.mu.Unlock()
 	select {
 	case s.wake <- struct{}{}:
@@ -110,6 +134,12 @@ func (s *Status) change(w agents.Work, f func(*threadWork)) {
 func (s *Status) Run(ctx context.Context) error {
 	tick, stop := s.ticker(statusCheck)
 	defer stop()
+	defer func() {
+		s.mu.Lock()
+		s.stopped = true
+		s.notifyLocked()
+		s.mu.Unlock()
+	}()
 	for {
 		select {
 		case <-ctx.Done():
@@ -128,6 +158,7 @@ type statusCall struct {
 	thread   string
 	username string
 	loading  []string // nil: clear
+	asked    uint64   // the thread's latest change it makes
 }
 
 // sync makes the calls that bring each thread's status up to date, in
@@ -148,12 +179,15 @@ func (s *Status) sync(ctx context.Context) {
 		case len(want) == 0 && tw.shown == nil:
 			delete(s.threads, k)
 		case len(want) == 0:
-			calls = append(calls, statusCall{key: k, channel: tw.channel, thread: tw.thread})
+			calls = append(calls, statusCall{key: k, channel: tw.channel, thread: tw.thread, asked: tw.asked})
 		case !slices.Equal(want, tw.shown) || now.Sub(tw.setAt) >= statusRefresh:
 			calls = append(calls, statusCall{key: k, channel: tw.channel, thread: tw.thread,
-				username: tw.turns[len(tw.turns)-1].Agent, loading: want})
+				username: tw.turns[len(tw.turns)-1].Agent, loading: want, asked: tw.asked})
+		default:
+			tw.made = tw.asked // Slack shows it already
 		}
 	}
+	s.notifyLocked()
 	s.mu.Unlock()
 	for _, c := range calls {
 		err := s.set(ctx, c)
@@ -172,13 +206,58 @@ func (s *Status) sync(ctx context.Context) {
 			}
 		case err == nil:
 			if tw := s.threads[c.key]; tw != nil {
-				tw.shown, tw.setAt = c.loading, now
+				tw.shown, tw.setAt, tw.made = c.loading, now, max(tw.made, c.asked)
 				if c.loading == nil && len(tw.turns) == 0 {
 					delete(s.threads, c.key)
 				}
 			}
 		}
+		s.notifyLocked()
 		s.mu.Unlock()
+	}
+}
+
+// notifyLocked wakes the posts waiting for their thread's status (await);
+// s.mu must be held.
+func (s *Status) notifyLocked() {
+	close(s.settled)
+	s.settled = make(chan struct{})
+}
+
+// await waits until the status changes asked in a thread so far have
+// reached Slack (or been given up: the channel's status is off, Run has
+// returned), for at most s.wait and while ctx lasts. A thread with
+// nothing asked does not wait.
+func (s *Status) await(ctx context.Context, channel, thread string) {
+	key := streamKey(channel, thread)
+	s.mu.Lock()
+	tw := s.threads[key]
+	if tw == nil || tw.made >= tw.asked {
+		s.mu.Unlock()
+		return
+	}
+	target := tw.asked
+	s.mu.Unlock()
+	timer := time.NewTimer(s.wait)
+	defer timer.Stop()
+	for {
+		s.mu.Lock()
+		tw := s.threads[key]
+		done := tw == nil || tw.made >= target || s.off[channel] || s.stopped
+		settled := s.settled
+		s.mu.Unlock()
+		if done {
+			return
+		}
+		select {
+		case <-settled:
+		case <-ctx.Done():
+			return
+		case <-timer.C:
+			s.log.Debug("posting before the thread status reached Slack",
+				slog.String(logChannel, channel), slog.Duration("waited", s.wait))
+			return
+		}
 	}
 }
 

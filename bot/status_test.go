@@ -116,3 +116,55 @@ func TestStatusOffAfterAnError(t *testing.T) {
 		t.Errorf("%d logs of the error, want 1", n)
 	}
 }
+
+// A turn's status reaches Slack before the turn's post, however late the
+// status call gets there: here it is held until a post has arrived (or
+// for a quarter of statusWait), so a post that did not wait for it would
+// come first.
+func TestStatusComesBeforeTheTurnsPost(t *testing.T) {
+	s := newStatusRig(t)
+	thread := s.fake.SendMessage(fakeslack.Message{Channel: "C1", User: "U1", Text: "q"}).TS
+	s.fake.Delay("assistant.threads.setStatus", func(ctx context.Context) {
+		ctx, cancel := context.WithTimeout(ctx, statusWait/4)
+		defer cancel()
+		_, _ = s.fake.WaitPosts(ctx, 1)
+	})
+
+	s.status.TurnStarted(agents.Work{Channel: "C1", ThreadTS: thread, TurnID: "t1", Agent: "Claudine"})
+	if _, err := s.web.PostReply(testContext(t), agents.Reply{Channel: "C1", ThreadTS: thread, Text: "Covered.", Username: "Claudine"}); err != nil {
+		t.Fatal(err)
+	}
+	st, posts := s.fake.Statuses(), s.fake.Posts()
+	if len(st) != 1 || len(posts) != 1 {
+		t.Fatalf("%d statuses, %d posts: want one of each", len(st), len(posts))
+	}
+	if st[0].Seq > posts[0].Seq {
+		t.Errorf("Claudine asked (status %d) after her post (%d)", st[0].Seq, posts[0].Seq)
+	}
+}
+
+// A setStatus that never answers delays a post in its thread by the
+// bound only; a thread with no status asked does not wait at all.
+func TestStatusDelaysAPostByTheBoundAtMost(t *testing.T) {
+	s := newStatusRig(t)
+	s.status.wait = 50 * time.Millisecond
+	thread := s.fake.SendMessage(fakeslack.Message{Channel: "C1", User: "U1", Text: "q"}).TS
+	other := s.fake.SendMessage(fakeslack.Message{Channel: "C1", User: "U1", Text: "q"}).TS
+	s.fake.FailNext("assistant.threads.setStatus", fakeslack.Failure{Hang: true})
+
+	s.status.TurnStarted(agents.Work{Channel: "C1", ThreadTS: thread, TurnID: "t1", Agent: "Elen", Facilitator: true})
+	if _, err := s.fake.WaitCalls(testContext(t), "assistant.threads.setStatus", 1); err != nil {
+		t.Fatal(err)
+	}
+	for _, ts := range []string{other, thread} {
+		if _, err := s.web.PostReply(testContext(t), agents.Reply{Channel: "C1", ThreadTS: ts, Text: "Thinking.", Username: "Elen"}); err != nil {
+			t.Fatalf("post in %s: %v", ts, err)
+		}
+	}
+	if posts := s.fake.Posts(); len(posts) != 2 || posts[0].ThreadTS != other || posts[1].ThreadTS != thread {
+		t.Errorf("posts %+v: want one in each thread", posts)
+	}
+	if !strings.Contains(s.logs.String(), "posting before the thread status reached Slack") {
+		t.Errorf("the post past the bound is not logged:\n%s", s.logs)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/slack-go/slack"
@@ -37,6 +38,9 @@ type WebAPI struct {
 	opts    Options
 	names   *directory
 	streams *streams
+	// status, set by NewStatus, shows who works in threads; a reply
+	// waits for its thread's (Status.await).
+	status atomic.Pointer[Status]
 
 	mu         sync.Mutex
 	self       Identity

@@ -174,6 +174,8 @@ type state struct {
 	// refusedStreams are the channel types where chat.startStream is
 	// refused (Faults.RefuseStreams).
 	refusedStreams map[string]bool
+	// delays hold a method's calls before Slack sees them (Faults.Delay).
+	delays map[string]func(context.Context)
 }
 
 // New starts a fake Slack that is shut down when the test ends.
@@ -223,6 +225,7 @@ func New(t testing.TB, opts Options) *Server {
 		messages:  map[string][]*stored{},
 
 		refusedStreams: map[string]bool{},
+		delays:         map[string]func(context.Context){},
 	}
 	sock := &Socket{st}
 	faults := &Faults{st}
@@ -375,6 +378,20 @@ func (s *Faults) FailNext(method string, f Failure) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.failures[method] = append(s.failures[method], f)
+}
+
+// Delay makes every later call of method wait for hold, given the
+// request's context, before Slack sees it: the call is recorded, numbered
+// and answered only once hold returns, as over a slow network. A nil hold
+// ends the delay.
+func (s *Faults) Delay(method string, hold func(ctx context.Context)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if hold == nil {
+		delete(s.delays, method)
+		return
+	}
+	s.delays[method] = hold
 }
 
 // Call is one recorded Web API request.

@@ -69,6 +69,12 @@ func (s *webAPI) serveAPI(w http.ResponseWriter, r *http.Request) {
 	}
 
 	s.mu.Lock()
+	hold := s.delays[name]
+	s.mu.Unlock()
+	if hold != nil {
+		hold(r.Context())
+	}
+	s.mu.Lock()
 	call := Call{Seq: s.nextSeqLocked(), At: time.Now(), Method: name, Form: form, Auth: auth, Status: http.StatusOK}
 	var a answer
 	if f, failing := s.faults.takeFailureLocked(name, form); failing && f.Hang {

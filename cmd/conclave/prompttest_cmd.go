@@ -20,44 +20,17 @@ import (
 // tests/*.chat conversations, played through the engine against a
 // scripted model, each request compared with its golden file.
 func runTemplatesTest(ctx context.Context, args []string, e env) error {
-	fs := newFlags("templates test", e)
-	usage := fs.Usage
-	fs.Usage = func() {
-		usage()
-		fmt.Fprintln(fs.Output(), "\nAn argument after the flags names the templates directory, as --dir does (default: templates.dir of the configuration).")
-	}
-	load := configFlag(fs, e)
-	dirFlag := fs.String("dir", "", templatesDirUsage)
-	channel := fs.String("channel", "", "the channel the conversations are held in (default: the first [[channels]])")
-	update := fs.Bool("update", false, "write the golden files (and remove those no request matches) instead of comparing")
-	verbose := fs.Bool("v", false, "print every conversation, not only a failed one's")
-	live := fs.Bool("live", false, "play the conversations against the configured model: check the \"?\" assertions, not the scripted replies and golden files")
-	arg, err := parseFlagsDir(fs, args, e)
+	f, err := parseTemplatesTest(args, e)
 	if err != nil {
 		return err
 	}
-	cfg, _, err := load()
+	cfg, _, err := f.load()
 	if err != nil {
 		return configError{err}
 	}
-	flagDir, err := dirOrArgument(*dirFlag, arg)
+	dir, channel, err := f.target(cfg)
 	if err != nil {
 		return err
-	}
-	dir, err := existingTemplatesDir(templatesDir(cfg, flagDir))
-	if err != nil {
-		return configError{err}
-	}
-	if *channel == "" {
-		if len(cfg.Channels) == 0 {
-			return fmt.Errorf("%w: no channel: pass --channel or declare one in [[channels]]", errUsage)
-		}
-		*channel = cfg.Channels[0].ID
-	}
-	// A test's store starts empty: the channel's agents are those the
-	// configuration declares.
-	if i := slices.IndexFunc(cfg.Channels, func(c ChannelConfig) bool { return c.ID == *channel }); i < 0 || len(cfg.Channels[i].Agents) == 0 {
-		return fmt.Errorf("%w: channel %q has no agents: declare them in its [[channels]] entry", errUsage, *channel)
 	}
 	lib, _, err := openTemplates(dir, templates.Options{Clock: templates.FixedClock}, func(string) {})
 	if err != nil {
@@ -68,31 +41,88 @@ func runTemplatesTest(ctx context.Context, args []string, e env) error {
 	if err != nil {
 		return configError{err}
 	}
-	// Only the configured agents: the chain is never asked, so a test
-	// needs no network.
-	ensOpts := ensOptions(cfg.ENS, nil)
-	ensOpts.Chains, ensOpts.MainnetRPCURL = nil, ""
 	static := staticAgents(cfg.Agents)
-	directory, err := ens.New(ensOpts, static)
+	directory, err := configuredDirectory(cfg, static)
 	if err != nil {
 		return configError{err}
 	}
 	defer directory.Close()
 	o := prompttest.Options{
-		Dir: dir, Channel: *channel, Agents: static, Profiles: profiles,
-		Now: templates.FixedClock, Update: *update, Verbose: *verbose, Out: e.stdout,
+		Dir: dir, Channel: channel, Agents: static, Profiles: profiles,
+		Now: templates.FixedClock, Update: f.update, Verbose: f.verbose, Out: e.stdout,
 		Start: func(p prompttest.Ports) (prompttest.Wiring, error) {
 			return testEngine(cfg, p, lib.Current(), directory), nil
 		},
 	}
-	if *live {
-		if *update {
+	if f.live {
+		if f.update {
 			return fmt.Errorf("%w: --live writes no golden files; drop -update", errUsage)
 		}
 		o.Live = &prompttest.Live{Model: profiles, JudgeProfile: cfg.Templates.JudgeProfile}
 		o.StepTimeout = liveStepTimeout
 	}
-	sum, err := prompttest.Run(ctx, o)
+	return testsOutcome(prompttest.Run(ctx, o))
+}
+
+// templatesTestFlags are what `conclave templates test` was given.
+type templatesTestFlags struct {
+	load                  func() (Config, []string, error)
+	dir, arg, channel     string // --dir, the argument after the flags, --channel
+	update, verbose, live bool
+}
+
+// parseTemplatesTest reads the flags of `conclave templates test`.
+func parseTemplatesTest(args []string, e env) (templatesTestFlags, error) {
+	fs, load, dir := dirFlags("templates test",
+		"An argument after the flags names the templates directory, as --dir does (default: templates.dir of the configuration).", e)
+	channel := fs.String("channel", "", "the channel the conversations are held in (default: the first [[channels]])")
+	update := fs.Bool("update", false, "write the golden files (and remove those no request matches) instead of comparing")
+	verbose := fs.Bool("v", false, "print every conversation, not only a failed one's")
+	live := fs.Bool("live", false, "play the conversations against the configured model: check the \"?\" assertions, not the scripted replies and golden files")
+	arg, err := parseFlagsDir(fs, args, e)
+	if err != nil {
+		return templatesTestFlags{}, err
+	}
+	return templatesTestFlags{load: load, dir: *dir, arg: arg, channel: *channel, update: *update, verbose: *verbose, live: *live}, nil
+}
+
+// target is the templates directory the tests are read from and the
+// channel they are held in (default: the first of cfg's), which must
+// declare agents: a test's store starts empty, so the channel's agents
+// are those the configuration declares.
+func (f templatesTestFlags) target(cfg Config) (dir, channel string, err error) {
+	flagDir, err := dirOrArgument(f.dir, f.arg)
+	if err != nil {
+		return "", "", err
+	}
+	dir, err = existingTemplatesDir(templatesDir(cfg, flagDir))
+	if err != nil {
+		return "", "", configError{err}
+	}
+	channel = f.channel
+	if channel == "" {
+		if len(cfg.Channels) == 0 {
+			return "", "", fmt.Errorf("%w: no channel: pass --channel or declare one in [[channels]]", errUsage)
+		}
+		channel = cfg.Channels[0].ID
+	}
+	if i := slices.IndexFunc(cfg.Channels, func(c ChannelConfig) bool { return c.ID == channel }); i < 0 || len(cfg.Channels[i].Agents) == 0 {
+		return "", "", fmt.Errorf("%w: channel %q has no agents: declare them in its [[channels]] entry", errUsage, channel)
+	}
+	return dir, channel, nil
+}
+
+// configuredDirectory resolves the configured agents only: the chain is
+// never asked, so a test needs no network.
+func configuredDirectory(cfg Config, static []ens.Agent) (*ens.Directory, error) {
+	opts := ensOptions(cfg.ENS, nil)
+	opts.Chains, opts.MainnetRPCURL = nil, ""
+	return ens.New(opts, static)
+}
+
+// testsOutcome is the command's result for the tests' summary: a usage
+// error when there were none, errFailed when one failed.
+func testsOutcome(sum prompttest.Summary, err error) error {
 	switch {
 	case errors.Is(err, prompttest.ErrNoTests):
 		return fmt.Errorf("%w: %v (write a conversation there, see docs/authoring.md)", errUsage, err)

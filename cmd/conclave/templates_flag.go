@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"io/fs"
 	"os"
@@ -49,4 +50,19 @@ func dirOrArgument(flagDir, arg string) (string, error) {
 		return arg, nil
 	}
 	return flagDir, nil
+}
+
+// dirFlags is the flag set of a templates command that takes the
+// directory as --dir or as the argument after the flags (note, shown
+// under the usage, says how), with the configuration's flags: load reads
+// the configuration once they are parsed.
+func dirFlags(name, note string, e env) (fset *flag.FlagSet, load func() (Config, []string, error), dir *string) {
+	fset = newFlags(name, e)
+	usage := fset.Usage
+	fset.Usage = func() {
+		usage()
+		fmt.Fprintln(fset.Output(), "\n"+note)
+	}
+	load = configFlag(fset, e)
+	return fset, load, fset.String("dir", "", templatesDirUsage)
 }

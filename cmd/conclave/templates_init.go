@@ -19,14 +19,8 @@ import (
 // to render with, a first prompt test with its golden files, and a CI
 // workflow that checks and tests the repository on every change.
 func runTemplatesInit(ctx context.Context, args []string, e env) error {
-	fs := newFlags("templates init", e)
-	usage := fs.Usage
-	fs.Usage = func() {
-		usage()
-		fmt.Fprintln(fs.Output(), "\nAn argument after the flags may name the directory instead of --dir; it must be new or empty.")
-	}
-	load := configFlag(fs, e)
-	dirFlag := fs.String("dir", "", templatesDirUsage)
+	fs, load, dirFlag := dirFlags("templates init",
+		"An argument after the flags may name the directory instead of --dir; it must be new or empty.", e)
 	arg, err := parseFlagsDir(fs, args, e)
 	if err != nil {
 		return err
