@@ -1,16 +1,23 @@
-// Package turn holds what one agent's turn reads and decides apart from
-// the conversation it runs in: how its request is built and fitted into
-// its input budget (BuildRequest), how an expert's threading reply is
-// read (ParseThreading), which of its sessions a key names
-// (MatchSession) and which keys are refused (CheckKey, KeyWritten),
-// where a reply's :end: counts (HasEnd, StripEnd), the reason a failed
-// turn's notice gives (NoticeReason), the pacing of a reply shown while
-// it is written (Stream, through the one-method Shower port the engine
-// implements), what a turn reads of its conversation (Input: the thread
-// as its own Message values, the channel's description, its session's
-// entries …) and what it produced, as a value (Result).
+// Package turn runs one agent's turn apart from the conversation it runs
+// in: an Input value in (the agent, the thread as its own Message values,
+// the team with identities resolved, what the state says of the
+// exchange, the channel's description, its session's entries, the keys
+// it is offered …), a Result value out (its reply, notes, threading
+// outcome), with its Report and Trace read from the Turn once it ended.
 //
-// It imports neither the store (memory) nor a transport (bot), and
-// nothing of the engine (agents) but the model client (agents/llm): the
-// engine gathers what a turn needs and converts at its edge.
+// The Runner renders and fits its requests (BuildRequest), calls the
+// model and the tools it asks for, retries a request the model's context
+// window refused with half the history, reads an expert's threading
+// reply (ParseThreading), matches its key against its sessions
+// (MatchSession) and refuses those it may not use (CheckKey,
+// KeyWritten), and shows a reply while it is written (Stream) through
+// the one-method Shower port the engine implements. The rules a reply is
+// read by live here too: where :end: counts (HasEnd, StripEnd), which
+// agents a text names (FindMentions), the reason a failed turn's notice
+// gives (NoticeReason).
+//
+// It imports neither the store (memory) nor a transport (bot), and of
+// the engine only the model client (agents/llm) and the conversation's
+// values (agents/conversation): the engine gathers what a turn needs and
+// converts at its edge.
 package turn
