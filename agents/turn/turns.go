@@ -20,7 +20,8 @@ func (r Runner) Threading(ctx context.Context, t *Turn, in Input) (Result, error
 	return t.result(Result{Text: th.Text, Threading: th}), err
 }
 
-// readThreading asks and reads the threading request (Threading).
+// readThreading asks and reads the threading request (Threading), then
+// chooses the session its key names.
 func (r Runner) readThreading(ctx context.Context, t *Turn, in Input) (Threading, error) {
 	a := t.Agent
 	v := r.view(in)
@@ -31,38 +32,9 @@ func (r Runner) readThreading(ctx context.Context, t *Turn, in Input) (Threading
 	if err != nil {
 		return Threading{}, err
 	}
-	resp, err := r.askResponse(ctx, t, req)
-	if err == nil && resp.Truncated() {
-		// A cut reply is asked again, not repaired: a repaired cut
-		// would bind half a key.
-		r.Log.Info("threading reply cut by the length limit; asking again", slog.String(logAgent, a.EnsDomain))
-		resp, err = r.askResponse(ctx, t, req)
-		if err == nil && resp.Truncated() {
-			r.Log.Warn("threading reply cut by the length limit twice; the expert stays unbound", slog.String(logAgent, a.EnsDomain))
-			return Threading{Meta: map[string]string{"threading": ThreadingFailed},
-				Unanswered: "its reply was cut by the model's length limit"}, nil
-		}
-	}
-	if err != nil {
-		return Threading{}, err
-	}
-	raw := MarkCut(r.Config.Mask, resp)
-	reply, outcome, perr := ParseThreading(raw)
-	if perr != nil {
-		r.Log.Info("threading reply unreadable; retrying", slog.String(logAgent, a.EnsDomain), slog.Any(logError, perr))
-		retry := req
-		retry.Messages = append(slices.Clone(req.Messages),
-			llm.Message{Role: llm.RoleAssistant, Content: raw},
-			llm.Message{Role: llm.RoleUser, Content: ThreadingReminder})
-		raw, err = r.ask(ctx, t, retry)
-		if err != nil {
-			return Threading{}, err
-		}
-		reply, outcome, perr = ParseThreading(raw)
-		if perr != nil {
-			r.Log.Warn("threading reply unreadable twice; posting it as it is", slog.String(logAgent, a.EnsDomain), slog.Any(logError, perr))
-			return Threading{Text: raw, Meta: map[string]string{"threading": ThreadingFailed}}, nil
-		}
+	reply, outcome, failed, err := r.askThreading(ctx, t, req)
+	if err != nil || failed != nil {
+		return *failed, err
 	}
 	r.Log.Info("threading reply read", slog.String(logAgent, a.EnsDomain), slog.String(logTurn, t.ID),
 		slog.String("outcome", outcome), slog.String("key", reply.Session))
@@ -72,6 +44,58 @@ func (r Runner) readThreading(ctx context.Context, t *Turn, in Input) (Threading
 		reply.Message = ""
 	}
 	th := Threading{Text: reply.Message, Meta: map[string]string{"threading": outcome}}
+	r.bindKey(t, in, visible, reply, ps, &th)
+	return th, nil
+}
+
+// askThreading asks the threading request and reads its reply: a reply
+// cut by the length limit is asked again, not repaired (a repaired cut
+// would bind half a key); an unreadable one is asked again with a
+// reminder. failed is the threading's outcome when the reply could not
+// be read at all (the expert stays unbound, or the reply is posted as it
+// is).
+func (r Runner) askThreading(ctx context.Context, t *Turn, req llm.Request) (reply ThreadingReply, outcome string, failed *Threading, err error) {
+	a := t.Agent
+	fail := func(th Threading, e error) (ThreadingReply, string, *Threading, error) {
+		return ThreadingReply{}, "", &th, e
+	}
+	resp, err := r.askResponse(ctx, t, req)
+	if err == nil && resp.Truncated() {
+		r.Log.Info("threading reply cut by the length limit; asking again", slog.String(logAgent, a.EnsDomain))
+		resp, err = r.askResponse(ctx, t, req)
+		if err == nil && resp.Truncated() {
+			r.Log.Warn("threading reply cut by the length limit twice; the expert stays unbound", slog.String(logAgent, a.EnsDomain))
+			return fail(Threading{Meta: map[string]string{"threading": ThreadingFailed},
+				Unanswered: "its reply was cut by the model's length limit"}, nil)
+		}
+	}
+	if err != nil {
+		return fail(Threading{}, err)
+	}
+	raw := MarkCut(r.Config.Mask, resp)
+	reply, outcome, perr := ParseThreading(raw)
+	if perr == nil {
+		return reply, outcome, nil, nil
+	}
+	r.Log.Info("threading reply unreadable; retrying", slog.String(logAgent, a.EnsDomain), slog.Any(logError, perr))
+	retry := req
+	retry.Messages = append(slices.Clone(req.Messages),
+		llm.Message{Role: llm.RoleAssistant, Content: raw},
+		llm.Message{Role: llm.RoleUser, Content: ThreadingReminder})
+	if raw, err = r.ask(ctx, t, retry); err != nil {
+		return fail(Threading{}, err)
+	}
+	if reply, outcome, perr = ParseThreading(raw); perr != nil {
+		r.Log.Warn("threading reply unreadable twice; posting it as it is", slog.String(logAgent, a.EnsDomain), slog.Any(logError, perr))
+		return fail(Threading{Text: raw, Meta: map[string]string{"threading": ThreadingFailed}}, nil)
+	}
+	return reply, outcome, nil, nil
+}
+
+// bindKey checks the key of a threading reply and chooses the session it
+// names (chooseSession), or says in th why the expert cannot answer.
+func (r Runner) bindKey(t *Turn, in Input, visible []Message, reply ThreadingReply, ps Placeholders, th *Threading) {
+	a := t.Agent
 	wrote := reply.Session
 	var why string
 	reply.Session, why = CheckKey(reply.Session, ps, r.Config.Agents[a.EnsDomain].Pattern)
@@ -79,7 +103,7 @@ func (r Runner) readThreading(ctx context.Context, t *Turn, in Input) (Threading
 		r.Log.Warn("threading key refused", slog.String(logAgent, a.EnsDomain), slog.String("key", wrote), slog.String("why", why))
 		if reply.Message == "" {
 			th.Text, th.Unanswered = "", fmt.Sprintf("its key %q was refused: %s", wrote, why)
-			return th, nil
+			return
 		}
 	}
 	// A key the expert already has is bound only when the messages it
@@ -111,7 +135,6 @@ func (r Runner) readThreading(ctx context.Context, t *Turn, in Input) (Threading
 		th.Text, th.Unanswered = "", "it found no memory key in the messages that name it"
 	}
 	th.Key = key
-	return th, nil
 }
 
 // chooseSession matches a threading key against the expert's sessions
