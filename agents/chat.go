@@ -127,3 +127,39 @@ type (
 		RemoveReaction(ctx context.Context, channel, ts, name string) error
 	}
 )
+
+// workerChat is Slack as the worker that holds a conversation calls it
+// (the step, the outbox): the worker gives its CPU token back while it
+// waits on a call (see Engine.cpu). The accounting is applied here once,
+// around the port; only the worker's goroutine, which holds a token,
+// calls through it (a streamed reply's updates and the reactor's emoji
+// run on goroutines of their own, and call Chat as it is).
+type workerChat struct {
+	chat Chat
+	cpu  cpuTokens
+}
+
+func (c workerChat) PostReply(ctx context.Context, r Reply) (posted []string, err error) {
+	c.cpu.off(func() { posted, err = c.chat.PostReply(ctx, r) })
+	return posted, err
+}
+
+func (c workerChat) FindPost(ctx context.Context, channel, threadTS, postID string) (posted []string, err error) {
+	c.cpu.off(func() { posted, err = c.chat.FindPost(ctx, channel, threadTS, postID) })
+	return posted, err
+}
+
+func (c workerChat) PostEphemeral(ctx context.Context, channel, user, text string) (err error) {
+	c.cpu.off(func() { err = c.chat.PostEphemeral(ctx, channel, user, text) })
+	return err
+}
+
+func (c workerChat) ThreadHistory(ctx context.Context, channel, threadTS string, limit int) (events []Event, err error) {
+	c.cpu.off(func() { events, err = c.chat.ThreadHistory(ctx, channel, threadTS, limit) })
+	return events, err
+}
+
+func (c workerChat) ChannelDescription(ctx context.Context, channel string) (desc string, err error) {
+	c.cpu.off(func() { desc, err = c.chat.ChannelDescription(ctx, channel) })
+	return desc, err
+}

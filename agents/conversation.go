@@ -19,6 +19,7 @@ import (
 type convo struct {
 	e    *Engine
 	lock memory.Lock
+	chat workerChat // Slack, as the worker calls it
 	conv memory.Conversation
 	msgs []memory.Message      // the thread, in ts order
 	m    *conversation.Machine // the state machine: the only writer of the state
@@ -131,7 +132,12 @@ func (e *Engine) load(ctx context.Context, lock memory.Lock, snap memory.Snapsho
 	if c.conv.ID == "" {
 		c.conv.ID = lock.ConversationID
 	}
-	c.roster = roster{Team: turn.Team{Agents: make(map[string]ens.Agent)}, registered: make(map[string]bool), resolve: e.resolve, log: c.log}
+	c.chat = workerChat{chat: e.deps.Chat, cpu: e.cpu}
+	resolve := func(ctx context.Context, name string) (a ens.Agent, err error) {
+		e.cpu.off(func() { a, err = e.resolve(ctx, name) }) // the worker waits on an identity
+		return a, err
+	}
+	c.roster = roster{Team: turn.Team{Agents: make(map[string]ens.Agent)}, registered: make(map[string]bool), resolve: resolve, log: c.log}
 	sort.SliceStable(c.msgs, func(i, j int) bool { return lessTS(c.msgs[i].TS, c.msgs[j].TS) })
 	home := e.opts.rosterOf(c.conv.Channel)
 	if added == nil {
@@ -147,9 +153,7 @@ func (e *Engine) load(ctx context.Context, lock memory.Lock, snap memory.Snapsho
 	var unresolved []string
 	for _, n := range names {
 		c.registered[n] = true
-		var a ens.Agent
-		var err error
-		e.cpu.off(func() { a, err = e.resolve(ctx, n) })
+		a, err := resolve(ctx, n)
 		if err != nil {
 			c.log.Warn("agent of the channel cannot be resolved; it is not served", slog.String(logAgent, n), slog.Any(logError, err))
 			unresolved = append(unresolved, n)
@@ -233,9 +237,7 @@ func (c *convo) commit(ctx context.Context, mode commitMode) (bool, error) {
 // that records them (Noticed) is written: they are not sent twice.
 func (c *convo) sendNotices(ctx context.Context) {
 	for _, n := range c.notices {
-		var err error
-		c.e.cpu.off(func() { err = c.e.deps.Chat.PostEphemeral(ctx, c.conv.Channel, n.user, n.text) })
-		if err != nil {
+		if err := c.chat.PostEphemeral(ctx, c.conv.Channel, n.user, n.text); err != nil {
 			c.log.Warn("post a notice of an agent that cannot be called", slog.String(logAgent, n.agent), slog.Any(logError, err))
 		}
 	}
@@ -385,11 +387,7 @@ func (c *convo) open(ctx context.Context, fresh []memory.Message) bool {
 // loadHistory adds the latest replies of a thread conclave does not know,
 // as already routed content.
 func (c *convo) loadHistory(ctx context.Context) {
-	var events []Event
-	var err error
-	c.e.cpu.off(func() {
-		events, err = c.e.deps.Chat.ThreadHistory(ctx, c.conv.Channel, c.conv.ThreadTS, threadHistoryLimit)
-	})
+	events, err := c.chat.ThreadHistory(ctx, c.conv.Channel, c.conv.ThreadTS, threadHistoryLimit)
 	if err != nil {
 		c.log.Warn("load the history of an adopted thread", slog.Any(logError, err))
 		return

@@ -16,7 +16,7 @@ import (
 // Slack (the transport caches it) before the turn runs; "" when it cannot
 // be read.
 func describe(ctx context.Context, c *convo) string {
-	desc, err := c.e.deps.Chat.ChannelDescription(ctx, c.e.opts.rosterOf(c.conv.Channel))
+	desc, err := c.chat.ChannelDescription(ctx, c.e.opts.rosterOf(c.conv.Channel))
 	if err != nil {
 		c.log.Warn("channel description", slog.Any(logError, err))
 	}

@@ -58,7 +58,7 @@ type flushed struct {
 func (c *convo) newOutbox() *outbox {
 	return &outbox{
 		book:    c.m.Book(),
-		chat:    offCPUChat{replyPoster: c.e.deps.Chat, cpu: c.e.cpu},
+		chat:    c.chat,
 		locks:   c.e.locks,
 		lock:    c.lock,
 		channel: c.conv.Channel,
@@ -281,21 +281,4 @@ func (c *convo) posted(ctx context.Context, p *pendingPost) {
 		c.m.Book().EndPosted(ts)
 	}
 	c.routeOne(ctx, m, !p.Conclusion)
-}
-
-// offCPUChat is the outbox's Chat: a worker waiting on a post or on a
-// look-up of one gives its CPU token back meanwhile (see Engine.cpu).
-type offCPUChat struct {
-	replyPoster
-	cpu cpuTokens
-}
-
-func (c offCPUChat) PostReply(ctx context.Context, r Reply) (posted []string, err error) {
-	c.cpu.off(func() { posted, err = c.replyPoster.PostReply(ctx, r) })
-	return posted, err
-}
-
-func (c offCPUChat) FindPost(ctx context.Context, channel, threadTS, postID string) (posted []string, err error) {
-	c.cpu.off(func() { posted, err = c.replyPoster.FindPost(ctx, channel, threadTS, postID) })
-	return posted, err
 }

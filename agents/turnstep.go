@@ -237,8 +237,7 @@ func (s turnStep) expert(ctx context.Context, t *turn.Turn) (text string, meta m
 	}
 	// Its sessions, most recent first: all are matched against the key
 	// it writes, the first maxKnownSessions offered.
-	var recent []string
-	c.e.cpu.off(func() { recent, err = c.e.sessions.RecentSessions(ctx, ns, 0) })
+	recent, err := c.e.sessions.RecentSessions(ctx, ns, 0)
 	if err != nil {
 		return "", nil, "", fmt.Errorf("list sessions of %s: %w", a.EnsDomain, err)
 	}
