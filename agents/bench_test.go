@@ -44,7 +44,7 @@ func processCPU(b *testing.B) time.Duration {
 
 // notRecorder hides a store's memory.Recorder: Record then looks up and
 // records in two calls, as it does on stores that are no Recorder.
-type notRecorder struct{ agents.Store }
+type notRecorder struct{ storePorts }
 
 // BenchmarkRecord records a person's reply in a known thread, as the
 // transport has the engine do before each ack: one store round trip
@@ -56,10 +56,10 @@ func BenchmarkRecord(b *testing.B) {
 	}{{"in-process", nil}, {"redis", []func(*rig){withRedis}}} {
 		for _, way := range []struct {
 			name string
-			wrap func(agents.Store) agents.Store
+			wrap func(storePorts) storePorts
 		}{
-			{"one-round-trip", func(s agents.Store) agents.Store { return s }},
-			{"two-round-trips", func(s agents.Store) agents.Store { return notRecorder{s} }},
+			{"one-round-trip", func(s storePorts) storePorts { return s }},
+			{"two-round-trips", func(s storePorts) storePorts { return notRecorder{s} }},
 		} {
 			b.Run(store.name+"/"+way.name, func(b *testing.B) {
 				r := newRig(b, store.rig...)

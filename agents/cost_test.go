@@ -218,14 +218,14 @@ func (s ledgerSpending) Spent(ctx context.Context, person, channel string) (memo
 }
 
 type ledgerStore struct {
-	agents.Store
+	storePorts
 	l *budgetLedger
 }
 
 func (s ledgerStore) AcquireAndLoad(ctx context.Context, convID string, ttl time.Duration, q memory.Lookup) (memory.Lock, memory.Snapshot, memory.Found, error) {
 	s.l.mu.Lock()
 	defer s.l.mu.Unlock()
-	lk, snap, found, err := s.Store.AcquireAndLoad(ctx, convID, ttl, q)
+	lk, snap, found, err := s.storePorts.AcquireAndLoad(ctx, convID, ttl, q)
 	if spent, ok := found.Spent[""]; err == nil && ok && spent.Workspace < s.l.limit {
 		s.l.read[lk.Token] = true
 	}
@@ -235,7 +235,7 @@ func (s ledgerStore) AcquireAndLoad(ctx context.Context, convID string, ttl time
 func (s ledgerStore) Commit(ctx context.Context, lk memory.Lock, c memory.Commit) (bool, error) {
 	s.l.mu.Lock()
 	defer s.l.mu.Unlock()
-	pending, err := s.Store.Commit(ctx, lk, c)
+	pending, err := s.storePorts.Commit(ctx, lk, c)
 	if err == nil && len(c.Usage) > 0 {
 		delete(s.l.read, lk.Token)
 		if s.l.outstanding[lk.Token] {

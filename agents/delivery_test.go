@@ -112,7 +112,7 @@ func answerLatest(req llmfake.Request) llmfake.Reply {
 // or its transport (to make it die at a point). It returns once it is
 // connected.
 type replica struct {
-	store agents.Store
+	store storePorts
 	chat  agents.Chat
 }
 
@@ -155,7 +155,6 @@ func (r *deliveryRig) replica(parent context.Context, change ...func(*replica)) 
 		LockTTL:         r.lockTTL,
 	}
 	deps := agents.Deps{
-		Store:           rep.store,
 		Chat:            rep.chat,
 		Model:           model,
 		Prompts:         func() agents.Prompts { return lib.Current() },
@@ -165,6 +164,7 @@ func (r *deliveryRig) replica(parent context.Context, change ...func(*replica)) 
 		Jitter:          func() float64 { return 1 },
 		OnPostAbandoned: func() { r.abandoned.Add(1) },
 	}
+	withPorts(&deps, rep.store)
 	if r.engine != nil {
 		r.engine(&opts, &deps)
 	}
@@ -508,7 +508,7 @@ func TestTwoReplicasRetryOnePendingPost(t *testing.T) {
 // dead set) every call fails and nothing more is written or released, as
 // if the process had died at that point.
 type dyingStore struct {
-	agents.Store
+	storePorts
 	dead atomic.Bool
 }
 
@@ -527,56 +527,56 @@ func (s *dyingStore) Load(ctx context.Context, l memory.Lock) (memory.Snapshot, 
 	if err := s.check(); err != nil {
 		return memory.Snapshot{}, err
 	}
-	return s.Store.Load(ctx, l)
+	return s.storePorts.Load(ctx, l)
 }
 
 func (s *dyingStore) Commit(ctx context.Context, l memory.Lock, c memory.Commit) (bool, error) {
 	if err := s.check(); err != nil {
 		return false, err
 	}
-	return s.Store.Commit(ctx, l, c)
+	return s.storePorts.Commit(ctx, l, c)
 }
 
 func (s *dyingStore) RenewLock(ctx context.Context, l memory.Lock, ttl time.Duration) error {
 	if err := s.check(); err != nil {
 		return err
 	}
-	return s.Store.RenewLock(ctx, l, ttl)
+	return s.storePorts.RenewLock(ctx, l, ttl)
 }
 
 func (s *dyingStore) CheckLock(ctx context.Context, l memory.Lock) error {
 	if err := s.check(); err != nil {
 		return err
 	}
-	return s.Store.CheckLock(ctx, l)
+	return s.storePorts.CheckLock(ctx, l)
 }
 
 func (s *dyingStore) ReleaseLock(ctx context.Context, l memory.Lock) (bool, error) {
 	if err := s.check(); err != nil {
 		return false, err
 	}
-	return s.Store.ReleaseLock(ctx, l)
+	return s.storePorts.ReleaseLock(ctx, l)
 }
 
 func (s *dyingStore) MarkPending(ctx context.Context, id string) error {
 	if err := s.check(); err != nil {
 		return err
 	}
-	return s.Store.MarkPending(ctx, id)
+	return s.storePorts.MarkPending(ctx, id)
 }
 
 func (s *dyingStore) Due(ctx context.Context, now time.Time, limit int) ([]string, error) {
 	if err := s.check(); err != nil {
 		return nil, err
 	}
-	return s.Store.Due(ctx, now, limit)
+	return s.storePorts.Due(ctx, now, limit)
 }
 
 func (s *dyingStore) AcquireAndLoad(ctx context.Context, id string, ttl time.Duration, q memory.Lookup) (memory.Lock, memory.Snapshot, memory.Found, error) {
 	if err := s.check(); err != nil {
 		return memory.Lock{}, memory.Snapshot{}, memory.Found{}, err
 	}
-	return s.Store.AcquireAndLoad(ctx, id, ttl, q)
+	return s.storePorts.AcquireAndLoad(ctx, id, ttl, q)
 }
 
 // crashingChat kills its process around a post.
@@ -620,7 +620,7 @@ func TestCrashWithAPendingPost(t *testing.T) {
 			first, kill := runCtx(t)
 			var dying *dyingStore
 			r.replica(first, func(rep *replica) {
-				dying = &dyingStore{Store: rep.store}
+				dying = &dyingStore{storePorts: rep.store}
 				rep.store = dying
 				rep.chat = &crashingChat{Chat: rep.chat, store: dying, afterPost: tt.afterPost}
 			})

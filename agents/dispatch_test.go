@@ -15,7 +15,7 @@ import (
 // dueless is a store whose Due lists nothing, so that only the hand-off
 // from Record can start a turn; it counts the Due calls.
 type dueless struct {
-	agents.Store
+	storePorts
 	dues atomic.Int64
 }
 
@@ -30,7 +30,7 @@ func (s *dueless) Due(context.Context, time.Time, int) ([]string, error) {
 func TestRecordHandsTheConversationToAWorker(t *testing.T) {
 	r := newRig(t)
 	r.opts.SweepInterval = time.Hour
-	store := &dueless{Store: r.store}
+	store := &dueless{storePorts: r.store}
 	reports := make(chan agents.TurnReport, 1)
 	e := r.engine(fakePrompts{}, onStore(store), reportTo(reports))
 	runEngine(t, e)
@@ -62,7 +62,7 @@ func TestTicketWaitsForTheAcknowledgement(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newRig(t)
 		r.opts.SweepInterval = time.Hour
-		store := &dueless{Store: r.store}
+		store := &dueless{storePorts: r.store}
 		reports := make(chan agents.TurnReport, 1)
 		e := r.engine(fakePrompts{}, onStore(store), reportTo(reports))
 		runEngine(t, e)
@@ -142,7 +142,7 @@ func (s *handOverOnRelease) AcquireAndLoad(ctx context.Context, id string, ttl t
 func TestHandOverWhileItsWorkerFinishes(t *testing.T) {
 	r := newRig(t)
 	r.opts.SweepInterval = time.Hour
-	store := &handOverOnRelease{dueless: dueless{Store: r.store}, marker: "marker", loaded: make(chan struct{})}
+	store := &handOverOnRelease{dueless: dueless{storePorts: r.store}, marker: "marker", loaded: make(chan struct{})}
 	reports := make(chan agents.TurnReport, 2)
 	e := r.engine(fakePrompts{}, onStore(store), reportTo(reports))
 	ctx := context.Background()

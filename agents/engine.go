@@ -205,7 +205,15 @@ func DefaultOptions() Options {
 
 // Deps are the engine's collaborators.
 type Deps struct {
-	Store    Store
+	// The store's ports, each passed on its own (ports.go);
+	// memory.InProcess and memory.Redis satisfy them all.
+	Inbound       Inbound       // recording events (Record)
+	Conversations Conversations // a turn's load and commits
+	Locks         Locks         // a conversation's lock, kept and given back
+	Sessions      Sessions      // the memory sessions a turn reads
+	Registry      Registry      // the agents added to channels at run time
+	Pairings      Pairings      // who is paired with whom
+
 	Chat     Chat
 	Model    Model
 	Prompts  func() Prompts // the current prompt set; called once per turn
@@ -280,7 +288,7 @@ type Engine struct {
 
 	reactions *reactor
 
-	// The store (Deps.Store), as each part uses it: recording, the
+	// The store's ports (Deps), as each part uses them: recording, the
 	// workers' load and commits, their locks, the sessions a turn reads,
 	// the channels' run-time agents, pairings.
 	inbound  Inbound
@@ -321,12 +329,12 @@ func New(opts Options, deps Deps) *Engine {
 		nudge:    make(chan struct{}, 1),
 		ready:    make(chan task, 256),
 		workers:  newWorkers(),
-		inbound:  deps.Store,
-		convs:    deps.Store,
-		locks:    deps.Store,
-		sessions: deps.Store,
-		registry: deps.Store,
-		pairings: deps.Store,
+		inbound:  deps.Inbound,
+		convs:    deps.Conversations,
+		locks:    deps.Locks,
+		sessions: deps.Sessions,
+		registry: deps.Registry,
+		pairings: deps.Pairings,
 	}
 	switch {
 	case opts.ComputeWorkers == 0:

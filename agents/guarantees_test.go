@@ -97,7 +97,7 @@ func TestRecordIsDurableBeforeItReturns(t *testing.T) {
 		t.Errorf("Due = %v, %v; want the conversation", ids, err)
 	}
 
-	failing := &failingStore{Store: r.store, fail: "RecordMessage"}
+	failing := &failingStore{storePorts: r.store, fail: "RecordMessage"}
 	e := r.engine(fakePrompts{}, onStore(failing))
 	ev := agents.Event{ID: "Ev9", Team: team, Channel: chanA, TS: r.nextTS(), ThreadTS: root.TS, UserID: "U1", Text: "more"}
 	if err := handle(context.Background(), e, ev); err == nil {
@@ -122,7 +122,7 @@ func TestRecordSaysWhenTheStoreDidNotAnswer(t *testing.T) {
 		{"other", errors.New("memory: message ts is empty"), false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			e := r.engine(fakePrompts{}, onStore(&failingStore{Store: r.store, fail: "RecordMessage", err: c.err}))
+			e := r.engine(fakePrompts{}, onStore(&failingStore{storePorts: r.store, fail: "RecordMessage", err: c.err}))
 			ev := agents.Event{ID: "Ev-" + c.name, Team: team, Channel: chanA, TS: r.nextTS(), ThreadTS: root.TS, UserID: "U1", Text: "more"}
 			err := handle(context.Background(), e, ev)
 			if err == nil {
@@ -143,7 +143,7 @@ func TestRecordSaysWhenTheStoreDidNotAnswer(t *testing.T) {
 
 // failingStore fails one method, with err (default "store unreachable").
 type failingStore struct {
-	agents.Store
+	storePorts
 	fail string
 	err  error
 }
@@ -155,7 +155,7 @@ func (s *failingStore) RecordMessage(ctx context.Context, c memory.Conversation,
 		}
 		return false, errors.New("store unreachable")
 	}
-	return s.Store.RecordMessage(ctx, c, m, ev)
+	return s.storePorts.RecordMessage(ctx, c, m, ev)
 }
 
 // TestReplicaDiesAnywhere: a replica that dies at any point of a turn
@@ -183,7 +183,7 @@ func TestReplicaDiesAnywhere(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := newRig(t)
-			dying := &dyingStore{Store: r.store}
+			dying := &dyingStore{storePorts: r.store}
 			replica := r.engine(fakePrompts{}, onStore(dying))
 			root := r.send("", "U1", "Alice", "hello")
 			id := agents.ConversationID(team, chanA, root.TS)
@@ -369,7 +369,7 @@ func TestTurnsNeverOverlap(t *testing.T) {
 // turn does not make another replica send it again.
 func TestNoticeOnceWhenAReplicaDies(t *testing.T) {
 	r := newRig(t)
-	dying := &dyingStore{Store: r.store}
+	dying := &dyingStore{storePorts: r.store}
 	replica := r.engine(fakePrompts{}, onStore(dying))
 	root := r.send("", "U1", "Alice", "hello "+ghost)
 	r.model.hook = func(llm.Request) { dying.die() }
@@ -390,7 +390,7 @@ func TestNoticeOnceWhenAReplicaDies(t *testing.T) {
 // being lost, while failing is set; it counts the renewals that failed
 // and those made.
 type flakyRenewals struct {
-	agents.Store
+	storePorts
 	failing  atomic.Bool
 	failures atomic.Int64
 	renewals atomic.Int64
@@ -401,7 +401,7 @@ func (s *flakyRenewals) RenewLock(ctx context.Context, l memory.Lock, ttl time.D
 		s.failures.Add(1)
 		return errors.New("dial tcp: connection refused")
 	}
-	err := s.Store.RenewLock(ctx, l, ttl)
+	err := s.storePorts.RenewLock(ctx, l, ttl)
 	if err == nil {
 		s.renewals.Add(1)
 	}
@@ -465,7 +465,7 @@ func TestLockRenewalSurvivesTransientErrors(t *testing.T) {
 			// expires by itself here; the holder measures its lease on
 			// the real clock.
 			r.opts.LockTTL = tt.ttl
-			flaky := &flakyRenewals{Store: r.store}
+			flaky := &flakyRenewals{storePorts: r.store}
 			model := ctxModel{fakeModel: r.model, before: func(ctx context.Context) {
 				flaky.failing.Store(true)
 				if !tt.recovers {

@@ -419,7 +419,6 @@ func waitAll(t testing.TB, wg *sync.WaitGroup, what string) {
 // turn report hook).
 func (r *rig) engine(p agents.Prompts, change ...func(*agents.Deps)) *agents.Engine {
 	d := agents.Deps{
-		Store:    r.store,
 		Chat:     r.chat,
 		Model:    r.model,
 		Prompts:  func() agents.Prompts { return p },
@@ -427,15 +426,22 @@ func (r *rig) engine(p agents.Prompts, change ...func(*agents.Deps)) *agents.Eng
 		Logger:   r.logger,
 		Now:      r.clock.Now,
 	}
+	withPorts(&d, r.store)
 	for _, f := range change {
 		f(&d)
 	}
 	return agents.New(r.opts, d)
 }
 
-// onStore makes an engine use store.
-func onStore(store agents.Store) func(*agents.Deps) {
-	return func(d *agents.Deps) { d.Store = store }
+// onStore makes an engine use store for each of its ports on the store.
+func onStore(store storePorts) func(*agents.Deps) {
+	return func(d *agents.Deps) { withPorts(d, store) }
+}
+
+// withPorts passes store as each of the engine's ports on the store.
+func withPorts(d *agents.Deps, store storePorts) {
+	d.Inbound, d.Conversations, d.Locks = store, store, store
+	d.Sessions, d.Registry, d.Pairings = store, store, store
 }
 
 // reportTo makes an engine send every turn's report to reports.
@@ -475,7 +481,7 @@ func (r *rig) nextTS() string {
 // testStore is the store the tests arrange their fixtures in: the
 // engine's port, and the writes and reads a fixture or a check needs.
 type testStore interface {
-	agents.Store
+	storePorts
 	agents.TraceLog
 	memory.UsageLog
 	AcquireLock(ctx context.Context, convID string, ttl time.Duration) (memory.Lock, error)
@@ -511,7 +517,7 @@ func (r *rig) settle() {
 	settleEngines(r.t, r.store, r.clock, r.e)
 }
 
-func settleEngines(t testing.TB, store agents.Store, clock *testclock.Clock, engines ...*agents.Engine) {
+func settleEngines(t testing.TB, store storePorts, clock *testclock.Clock, engines ...*agents.Engine) {
 	t.Helper()
 	ctx := context.Background()
 	for range 500 {

@@ -1166,15 +1166,17 @@ func runSeed(t *testing.T, seed uint64, faults mcFaults, prompts agents.Prompts)
 		w.model = &mcModel{w: w, client: client}
 		srv.Handle(w.model.answer)
 		w.prompt = mcPrompts{w: w, inner: prompts}
+		deps := agents.Deps{
+			Chat: w.chat, Model: w.model, Resolver: mcResolver{},
+			Prompts: func() agents.Prompts { return w.prompt },
+			OnTurn:  w.onTurn,
+		}
+		withPorts(&deps, w.store)
 		w.e = agents.New(agents.Options{
 			Timeout: mcTimeout, CallTimeout: mcCallTimeout, MaxTurns: mcMaxTurns, MaxTurnsPerAgent: mcMaxTurnsPerAgent,
 			Channels:  []agents.ChannelConfig{{ID: mcChannel, Agents: []string{mcElen, mcCora, mcPaul, mcTwin, mcTina}}},
 			BotUserID: "UBOT", Traces: false,
-		}, agents.Deps{
-			Store: w.store, Chat: w.chat, Model: w.model, Resolver: mcResolver{},
-			Prompts: func() agents.Prompts { return w.prompt },
-			OnTurn:  w.onTurn,
-		})
+		}, deps)
 		ran := make(chan error, 1)
 		go func() { ran <- w.e.Run(ctx) }()
 		steps := 2 + w.rng.IntN(6)

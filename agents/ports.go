@@ -7,10 +7,11 @@ import (
 	"github.com/conclavehq/conclave/memory"
 )
 
-// The engine's ports on the store: each as small as its user needs.
-// memory.InProcess and memory.Redis satisfy them all (Store); the engine
-// never names the store's own interface. Chat, Model, Prompts, Resolver
-// and Toolbox, the other ports, are declared beside their users.
+// The engine's ports on the store: each as small as its user needs, and
+// each passed to New on its own (Deps). memory.InProcess and memory.Redis
+// satisfy them all; the engine never names the store's own interface.
+// Chat, Model, Prompts, Resolver and Toolbox, the other ports, are
+// declared beside their users.
 
 // Inbound records what the transport hands the engine (Record): one
 // look-up of what an event needs, then one write. A store that is also a
@@ -78,14 +79,4 @@ type Registry interface {
 type Pairings interface {
 	HumanAgent(ctx context.Context, userID string) (string, error)
 	HumanUser(ctx context.Context, ens string) (string, error)
-}
-
-// Store is everything the engine needs of the store.
-type Store interface {
-	Inbound
-	Conversations
-	Locks
-	Sessions
-	Registry
-	Pairings
 }

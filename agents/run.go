@@ -35,7 +35,7 @@ const threadHistoryLimit = 50
 // ignored (their ticket is zero). Should Dispatch never be called, the
 // sweeper finds the conversation due.
 //
-// A message takes one store round trip when the store is a
+// A message takes one store round trip when Deps.Inbound is a
 // memory.Recorder (off Redis Cluster): what the event needs (the
 // channel's agents, the author's pairing, whether a reply's thread is a
 // conversation) is read and the message recorded when that read cannot

@@ -193,7 +193,7 @@ func crashMidStream(ctx context.Context, r *deliveryRig, first context.Context, 
 	r.t.Helper()
 	var crash *streamCrashStore
 	r.replica(first, func(rep *replica) {
-		crash = &streamCrashStore{dyingStore: &dyingStore{Store: rep.store}, afterRecord: afterRecord}
+		crash = &streamCrashStore{dyingStore: &dyingStore{storePorts: rep.store}, afterRecord: afterRecord}
 		rep.store = crash
 	})
 	r.llm.Reply(llmfake.Reply{Content: "A first sentence. Never finished",

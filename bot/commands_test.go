@@ -137,7 +137,8 @@ func newCommandRig(t *testing.T, o commandRigOptions) *commandRig {
 	}, nil)
 	log := slog.New(slog.NewTextHandler(r.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	r.engine = agents.New(agents.Options{Channels: []agents.ChannelConfig{{ID: "C1", Agents: []string{elen}}}},
-		agents.Deps{Store: r.store, Resolver: r.ids, Logger: log})
+		agents.Deps{Inbound: r.store, Conversations: r.store, Locks: r.store, Sessions: r.store, Registry: r.store, Pairings: r.store,
+			Resolver: r.ids, Logger: log})
 
 	wopts := WalletOptions{Logger: log}
 	var h http.Handler = http.NotFoundHandler()

@@ -222,6 +222,7 @@ func wireEngine(ctx context.Context, cfg replicaConfig, store memory.Store, log 
 		_ = directory.Close()
 		return nil, nil, nil, err
 	}
+	counted := countRecording(store)
 	eng := agents.New(agents.Options{
 		Channels:       []agents.ChannelConfig{{ID: cfg.Channel, Agents: []string{cfg.Facilitator.EnsDomain}}},
 		MaxParallel:    cfg.MaxParallel,
@@ -229,7 +230,8 @@ func wireEngine(ctx context.Context, cfg replicaConfig, store memory.Store, log 
 		BotUserID:      id.UserID,
 		Traces:         cfg.Traces,
 	}, agents.Deps{
-		Store:    countRecording(store),
+		Inbound: counted, Conversations: counted, Locks: counted,
+		Sessions: counted, Registry: counted, Pairings: counted,
 		Chat:     slack,
 		Model:    model,
 		Prompts:  func() agents.Prompts { return lib.Current() },

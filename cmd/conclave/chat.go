@@ -192,8 +192,7 @@ func chatEngine(cfg Config, p *instance, term *terminal.Terminal) *agents.Engine
 	opts := engineOptions(cfg, "")
 	opts.Owns = term.Owns // the store may be a running conclave's
 	opts.Stream = false   // the terminal prints whole replies
-	return agents.New(opts, agents.Deps{
-		Store:    p.store,
+	return agents.New(opts, onStore(p.store, agents.Deps{
 		Chat:     term,
 		Model:    term.Working(p.model),
 		Prompts:  func() agents.Prompts { return p.lib.Current() },
@@ -201,7 +200,7 @@ func chatEngine(cfg Config, p *instance, term *terminal.Terminal) *agents.Engine
 		Logger:   p.log,
 		Tools:    p.toolbox,
 		Spending: p.store, // the budgets hold in a terminal conversation too
-	})
+	}))
 }
 
 // chatUntilEOF runs the conversation until the input ends; the engine then

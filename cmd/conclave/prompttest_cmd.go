@@ -146,15 +146,14 @@ func testEngine(cfg Config, p prompttest.Ports, prompts agents.Prompts, director
 	opts := engineOptions(cfg, "")
 	opts.Owns = p.Owns
 	opts.Stream = false // the scripted model answers whole
-	eng := agents.New(opts, agents.Deps{
-		Store:    store,
+	eng := agents.New(opts, onStore(store, agents.Deps{
 		Chat:     p.Chat,
 		Model:    p.Model,
 		Prompts:  func() agents.Prompts { return prompts },
 		Resolver: directory,
 		Logger:   newLogger(LogConfig{Level: "warn", Format: "text"}, p.Log),
 		Now:      templates.FixedClock,
-	})
+	}))
 	return prompttest.Wiring{
 		Engine: eng,
 		Pair: func(ctx context.Context, userID, agent string) error {

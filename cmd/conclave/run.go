@@ -364,6 +364,13 @@ func httpListeners(c HTTPConfig, ops *http.ServeMux, metrics http.Handler, walle
 	}
 }
 
+// onStore is deps with store as each of the engine's ports on the store.
+func onStore(store memory.Store, deps agents.Deps) agents.Deps {
+	deps.Inbound, deps.Conversations, deps.Locks = store, store, store
+	deps.Sessions, deps.Registry, deps.Pairings = store, store, store
+	return deps
+}
+
 // engineOptions maps the configuration onto the engine's options.
 func engineOptions(cfg Config, botUserID string) agents.Options {
 	o := agents.Options{

@@ -142,8 +142,7 @@ func (p *instance) buildSlack(s *slackSide) (*bot.Bot, error) {
 		s.status = bot.NewStatus(web, nil)
 		working = s.status
 	}
-	eng := agents.New(engineOptions(p.cfg, id.UserID), agents.Deps{
-		Store:    p.store,
+	eng := agents.New(engineOptions(p.cfg, id.UserID), onStore(p.store, agents.Deps{
 		Chat:     web,
 		Model:    p.model,
 		Prompts:  func() agents.Prompts { return p.lib.Current() },
@@ -160,7 +159,7 @@ func (p *instance) buildSlack(s *slackSide) (*bot.Bot, error) {
 		OnFeedback:      p.metrics.observeFeedback,
 		Tracer:          p.tracer,
 		CaptureContent:  p.cfg.OTel.CaptureContent,
-	})
+	}))
 	commands, page, err := wireCommands(p.cfg, web, eng, p.store, p.directory, p.log)
 	if err != nil {
 		return nil, err

@@ -69,7 +69,9 @@ func options(t *testing.T, files map[string]string, wrap func(agents.Chat) agent
 			if wrap != nil {
 				chat = wrap(chat)
 			}
-			eng := agents.New(opts, agents.Deps{Store: store, Chat: chat, Model: p.Model, Resolver: directory,
+			eng := agents.New(opts, agents.Deps{
+				Inbound: store, Conversations: store, Locks: store, Sessions: store, Registry: store, Pairings: store,
+				Chat: chat, Model: p.Model, Resolver: directory,
 				Prompts: func() agents.Prompts { return lib.Current() }, Now: templates.FixedClock})
 			return Wiring{Engine: eng, Pair: func(ctx context.Context, user, agent string) error {
 				_, _, err := store.PairHuman(ctx, user, agent)
