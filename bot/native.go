@@ -18,7 +18,7 @@ import (
 // chat.stopStream rather than chat.postMessage and repeated chat.update
 // (Tier 3, shared by every thread that streams at once). The engine does
 // not know: it posts partial replies and updates them as before, and the
-// WebAPI turns the first partial post into a stream, later ones into
+// poster turns the first partial post into a stream, later ones into
 // appends of what was added, and the final update into the stop, which
 // carries the feedback buttons and the post id. A stream Slack ends or
 // refuses, one older than streamMaxAge, or text that no longer extends
@@ -171,31 +171,31 @@ type streamArgs struct {
 // streamFirst shows the first part of a post natively when it can. done
 // reports that it did (ts is then the message); otherwise the caller
 // posts or updates the part as usual.
-func (w *WebAPI) streamFirst(ctx context.Context, a streamArgs) (ts string, done bool, err error) {
-	if w.opts.StreamMethod != StreamAuto {
+func (po *poster) streamFirst(ctx context.Context, a streamArgs) (ts string, done bool, err error) {
+	if po.streamMethod != StreamAuto {
 		return "", false, nil
 	}
 	r := a.reply
-	now := w.now()
+	now := po.now()
 	switch {
 	case r.Partial && r.Update == "":
-		return w.startStream(ctx, a, now)
+		return po.startStream(ctx, a, now)
 	case r.Update == "":
 		return "", false, nil
 	}
-	l := w.streams.get(r.Channel, r.Update)
+	l := po.streams.get(r.Channel, r.Update)
 	if l == nil {
 		// A message this process did not start (a run of the turn
 		// before a restart did): stop it, should it be a stream still
 		// open, and update it from now on.
-		w.stopStream(ctx, r.Channel, r.Update)
+		po.stopStream(ctx, r.Channel, r.Update)
 		if r.Partial {
-			w.streams.put(r.Channel, r.Update, &liveStream{started: now, appended: now, fallback: true})
+			po.streams.put(r.Channel, r.Update, &liveStream{started: now, appended: now, fallback: true})
 		}
 		return "", false, nil
 	}
 	if !r.Partial {
-		defer w.streams.drop(r.Channel, r.Update)
+		defer po.streams.drop(r.Channel, r.Update)
 	}
 	if l.fallback {
 		return "", false, nil
@@ -205,54 +205,54 @@ func (w *WebAPI) streamFirst(ctx context.Context, a streamArgs) (ts string, done
 	case now.Sub(l.started) >= streamMaxAge:
 		reason = "the stream is too old"
 	case r.Partial:
-		return w.appendStream(ctx, a, l, now)
+		return po.appendStream(ctx, a, l, now)
 	case a.mentions:
 		reason = "the reply mentions users"
 	case !strings.HasPrefix(a.text, l.sent):
 		reason = "the final text does not extend the streamed one"
 	default:
-		return w.finishStream(ctx, a, l)
+		return po.finishStream(ctx, a, l)
 	}
-	w.fallBack(ctx, r, l, reason, nil)
+	po.fallBack(ctx, r, l, reason, nil)
 	return "", false, nil
 }
 
 // startStream starts the stream of a partial reply, or says why not: a
 // refusal remembered or just met, no one to stream to in a channel.
-func (w *WebAPI) startStream(ctx context.Context, a streamArgs, now time.Time) (string, bool, error) {
+func (po *poster) startStream(ctx context.Context, a streamArgs, now time.Time) (string, bool, error) {
 	r := a.reply
-	w.streams.prune(now)
-	if w.streams.refusal(r.Channel) != "" {
+	po.streams.prune(now)
+	if po.streams.refusal(r.Channel) != "" {
 		return "", false, nil
 	}
 	opts := append(a.common[:len(a.common):len(a.common)], slack.MsgOptionMarkdownText(settled(a.text)))
 	if streamChannelType(r.Channel) != "im" {
-		team := w.identity().TeamID
+		team := po.identity().TeamID
 		if r.Recipient == "" || team == "" {
 			return "", false, nil // Slack needs both outside a DM
 		}
 		opts = append(opts, slack.MsgOptionRecipientUserID(r.Recipient), slack.MsgOptionRecipientTeamID(team))
 	}
 	var ts string
-	err := w.call(ctx, "chat.startStream", false, func(ctx context.Context) (err error) {
-		_, ts, err = w.api.StartStreamContext(ctx, r.Channel, opts...)
+	err := po.call(ctx, "chat.startStream", false, func(ctx context.Context) (err error) {
+		_, ts, err = po.api.StartStreamContext(ctx, r.Channel, opts...)
 		return err
 	})
 	code := errorCode(err)
 	switch {
 	case err == nil:
-		w.streams.put(r.Channel, ts, &liveStream{sent: settled(a.text), started: now, appended: now})
+		po.streams.put(r.Channel, ts, &liveStream{sent: settled(a.text), started: now, appended: now})
 		return ts, true, nil
 	case code == "":
 		// No answer: Slack may have started it. The engine looks for
 		// the post by its id; see the type's comment.
 		return "", true, err
 	case rememberedRefusals[code]:
-		w.streams.refuse(r.Channel, code)
-		w.log.Warn("Slack refuses native streaming; replies are updated instead",
+		po.streams.refuse(r.Channel, code)
+		po.log.Warn("Slack refuses native streaming; replies are updated instead",
 			slog.String(logChannel, r.Channel), slog.String("code", code))
 	default:
-		w.log.Info("a stream could not start; the reply is posted and updated instead",
+		po.log.Info("a stream could not start; the reply is posted and updated instead",
 			slog.String(logChannel, r.Channel), slog.String("code", code))
 	}
 	return "", false, nil
@@ -260,23 +260,23 @@ func (w *WebAPI) startStream(ctx context.Context, a streamArgs, now time.Time) (
 
 // appendStream appends what was settled since the last append, once
 // enough waits or enough time passed.
-func (w *WebAPI) appendStream(ctx context.Context, a streamArgs, l *liveStream, now time.Time) (string, bool, error) {
+func (po *poster) appendStream(ctx context.Context, a streamArgs, l *liveStream, now time.Time) (string, bool, error) {
 	r := a.reply
 	text := settled(a.text)
 	if !strings.HasPrefix(text, l.sent) {
-		w.fallBack(ctx, r, l, "the text does not extend the streamed one", nil)
+		po.fallBack(ctx, r, l, "the text does not extend the streamed one", nil)
 		return "", false, nil
 	}
 	add := text[len(l.sent):]
 	if add == "" || len([]rune(add)) < streamChunk && now.Sub(l.appended) < streamEvery {
 		return r.Update, true, nil
 	}
-	err := w.call(ctx, "chat.appendStream", false, func(ctx context.Context) error {
-		_, _, err := w.api.AppendStreamContext(ctx, r.Channel, r.Update, slack.MsgOptionMarkdownText(add))
+	err := po.call(ctx, "chat.appendStream", false, func(ctx context.Context) error {
+		_, _, err := po.api.AppendStreamContext(ctx, r.Channel, r.Update, slack.MsgOptionMarkdownText(add))
 		return err
 	})
 	if err != nil {
-		w.fallBack(ctx, r, l, "chat.appendStream failed", err)
+		po.fallBack(ctx, r, l, "chat.appendStream failed", err)
 		return "", false, nil
 	}
 	l.sent, l.appended = text, now
@@ -285,7 +285,7 @@ func (w *WebAPI) appendStream(ctx context.Context, a streamArgs, l *liveStream, 
 
 // finishStream stops the stream with the rest of the text, the blocks
 // under it and the post's metadata.
-func (w *WebAPI) finishStream(ctx context.Context, a streamArgs, l *liveStream) (string, bool, error) {
+func (po *poster) finishStream(ctx context.Context, a streamArgs, l *liveStream) (string, bool, error) {
 	r := a.reply
 	opts := []slack.MsgOption{}
 	if rest := a.text[len(l.sent):]; rest != "" {
@@ -297,12 +297,12 @@ func (w *WebAPI) finishStream(ctx context.Context, a streamArgs, l *liveStream) 
 	if a.metadata != nil {
 		opts = append(opts, slack.MsgOptionMetadata(*a.metadata))
 	}
-	err := w.call(ctx, "chat.stopStream", false, func(ctx context.Context) error {
-		_, _, err := w.api.StopStreamContext(ctx, r.Channel, r.Update, opts...)
+	err := po.call(ctx, "chat.stopStream", false, func(ctx context.Context) error {
+		_, _, err := po.api.StopStreamContext(ctx, r.Channel, r.Update, opts...)
 		return err
 	})
 	if err != nil {
-		w.fallBack(ctx, r, l, "chat.stopStream failed", err)
+		po.fallBack(ctx, r, l, "chat.stopStream failed", err)
 		return "", false, nil
 	}
 	return r.Update, true, nil
@@ -311,31 +311,31 @@ func (w *WebAPI) finishStream(ctx context.Context, a streamArgs, l *liveStream) 
 // fallBack turns a stream into a message updated with chat.update: the
 // stream is stopped (an open stream cannot be edited), and every later
 // post of the reply updates it.
-func (w *WebAPI) fallBack(ctx context.Context, r agents.Reply, l *liveStream, why string, err error) {
+func (po *poster) fallBack(ctx context.Context, r agents.Reply, l *liveStream, why string, err error) {
 	l.fallback = true
-	w.log.Info("native stream given up; the message is updated instead", slog.String(logChannel, r.Channel),
+	po.log.Info("native stream given up; the message is updated instead", slog.String(logChannel, r.Channel),
 		slog.String("ts", r.Update), slog.String("why", why), slog.String("code", errorCode(err)))
-	w.stopStream(ctx, r.Channel, r.Update)
+	po.stopStream(ctx, r.Channel, r.Update)
 }
 
 // stopStream stops a stream that may still be open; one already ended
 // (or never a stream) is not an error.
-func (w *WebAPI) stopStream(ctx context.Context, channel, ts string) {
-	err := w.call(ctx, "chat.stopStream", false, func(ctx context.Context) error {
-		_, _, err := w.api.StopStreamContext(ctx, channel, ts)
+func (po *poster) stopStream(ctx context.Context, channel, ts string) {
+	err := po.call(ctx, "chat.stopStream", false, func(ctx context.Context) error {
+		_, _, err := po.api.StopStreamContext(ctx, channel, ts)
 		return err
 	})
 	if err != nil && errorCode(err) != "message_not_in_streaming_state" {
-		w.log.Info("stopping a stream failed", slog.String(logChannel, channel), slog.String("ts", ts), slog.Any(logError, err))
+		po.log.Info("stopping a stream failed", slog.String(logChannel, channel), slog.String("ts", ts), slog.Any(logError, err))
 	}
 }
 
 // trackFallback remembers a partial reply posted with chat.postMessage
 // (its stream refused or impossible) so that its updates are not taken
 // for a stream started before a restart.
-func (w *WebAPI) trackFallback(r agents.Reply, ts string) {
-	if w.opts.StreamMethod == StreamAuto && r.Partial && r.Update == "" && ts != "" {
-		now := w.now()
-		w.streams.put(r.Channel, ts, &liveStream{started: now, appended: now, fallback: true})
+func (po *poster) trackFallback(r agents.Reply, ts string) {
+	if po.streamMethod == StreamAuto && r.Partial && r.Update == "" && ts != "" {
+		now := po.now()
+		po.streams.put(r.Channel, ts, &liveStream{started: now, appended: now, fallback: true})
 	}
 }

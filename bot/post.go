@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync/atomic"
+	"time"
 
 	"github.com/slack-go/slack"
 
@@ -31,6 +33,37 @@ const (
 // ErrEmptyReply is returned by PostReply for a reply with nothing to post.
 var ErrEmptyReply = errors.New("bot: empty reply")
 
+// poster is the engine's side of Slack (agents.Chat): it posts replies as
+// the agent — made inert, split to fit, streamed natively when it can be —
+// finds posts again by their id, sets reactions, shows ephemeral notices
+// and reads thread history and channel descriptions. The WebAPI owns one
+// and embeds it, so that its methods are the WebAPI's.
+type poster struct {
+	*client
+	names   *directory
+	streams *streams
+	// status, set by NewStatus, shows who works in threads; a reply
+	// waits for its thread's (Status.await).
+	status atomic.Pointer[Status]
+	// identity is who conclave is, once Identify asked (WebAPI.identity).
+	identity func() Identity
+	now      func() time.Time
+
+	streamMethod    string // Options.StreamMethod
+	ipfsGateway     string // Options.IPFSGateway
+	workingReaction string // Options.WorkingReaction
+}
+
+var _ agents.Chat = (*poster)(nil)
+
+// newPoster builds the poster of w, sharing its client and directory.
+func newPoster(w *WebAPI) *poster {
+	return &poster{
+		client: w.client, names: w.names, streams: newStreams(), identity: w.identity, now: w.now,
+		streamMethod: w.opts.StreamMethod, ipfsGateway: w.opts.IPFSGateway, workingReaction: w.opts.WorkingReaction,
+	}
+}
+
 // PostReply posts r in its thread as the agent: the text made inert (see
 // inert), the users in r.Mention named first, split into as many messages
 // (parts) as needed, each with a markdown block, a plain-text fallback,
@@ -42,29 +75,29 @@ var ErrEmptyReply = errors.New("bot: empty reply")
 // status comes before its post. It returns the ts of
 // every part posted, r.Posted's first; when a part fails, those before it
 // and the error, a *agents.PostError saying whether trying again may help.
-func (w *WebAPI) PostReply(ctx context.Context, r agents.Reply) ([]string, error) {
+func (po *poster) PostReply(ctx context.Context, r agents.Reply) ([]string, error) {
 	if r.Channel == "" {
 		return nil, &agents.PostError{Err: errors.New("bot: post reply: no channel"), Permanent: true}
 	}
-	mentions := w.mentions(r.Mention)
-	parts := w.replyParts(ctx, r)
+	mentions := po.mentions(r.Mention)
+	parts := po.replyParts(ctx, r)
 	if len(parts) == 0 && len(mentions) == 0 {
 		return nil, &agents.PostError{Err: ErrEmptyReply, Permanent: true}
 	}
 	if len(parts) == 0 {
 		parts = []string{""}
 	}
-	if st := w.status.Load(); st != nil && r.ThreadTS != "" {
+	if st := po.status.Load(); st != nil && r.ThreadTS != "" {
 		st.await(ctx, r.Channel, r.ThreadTS)
 	}
-	common := w.commonOptions(r)
+	common := po.commonOptions(r)
 	posted := slices.Clone(r.Posted)
 	for i := len(posted); i < len(parts); i++ {
 		p := replyPart{i: i, n: len(parts), text: parts[i]}
 		if i == 0 {
 			p.mentions = mentions
 		}
-		ts, err := w.postPart(ctx, r, p, common)
+		ts, err := po.postPart(ctx, r, p, common)
 		if err != nil {
 			return posted, postError(r, p, err)
 		}
@@ -75,13 +108,13 @@ func (w *WebAPI) PostReply(ctx context.Context, r agents.Reply) ([]string, error
 
 // mentions are the users a reply names first, as Slack mentions; anything
 // not a user id is left out, logged.
-func (w *WebAPI) mentions(users []string) []string {
+func (po *poster) mentions(users []string) []string {
 	var out []string
 	for _, u := range users {
 		if IsUserID(u) {
 			out = append(out, "<@"+u+">")
 		} else {
-			w.log.Warn("not a Slack user id; not mentioned", slog.String("user", u))
+			po.log.Warn("not a Slack user id; not mentioned", slog.String("user", u))
 		}
 	}
 	return out
@@ -89,8 +122,8 @@ func (w *WebAPI) mentions(users []string) []string {
 
 // replyParts is a reply's text made inert and split to fit a markdown
 // block each; a reply being streamed shows its first part only.
-func (w *WebAPI) replyParts(ctx context.Context, r agents.Reply) []string {
-	parts := splitText(w.inertMarkdown(ctx, strings.TrimSpace(r.Text)), blockLimit)
+func (po *poster) replyParts(ctx context.Context, r agents.Reply) []string {
+	parts := splitText(po.inertMarkdown(ctx, strings.TrimSpace(r.Text)), blockLimit)
 	if r.Partial && len(parts) > 1 {
 		parts = parts[:1]
 	}
@@ -99,7 +132,7 @@ func (w *WebAPI) replyParts(ctx context.Context, r agents.Reply) []string {
 
 // commonOptions are what every part of a reply is posted with: unfurling
 // and link names off, the thread, the agent's name and icon.
-func (w *WebAPI) commonOptions(r agents.Reply) []slack.MsgOption {
+func (po *poster) commonOptions(r agents.Reply) []slack.MsgOption {
 	common := []slack.MsgOption{
 		slack.MsgOptionDisableLinkUnfurl(),
 		slack.MsgOptionDisableMediaUnfurl(),
@@ -111,7 +144,7 @@ func (w *WebAPI) commonOptions(r agents.Reply) []slack.MsgOption {
 	if name := clip.Runes(strings.TrimSpace(r.Username), usernameLimit, ""); name != "" {
 		common = append(common, slack.MsgOptionUsername(name))
 	}
-	if icon := w.avatarURL(r.IconURL); icon != "" {
+	if icon := po.avatarURL(r.IconURL); icon != "" {
 		common = append(common, slack.MsgOptionIconURL(icon))
 	}
 	return common
@@ -127,15 +160,15 @@ type replyPart struct {
 
 // postPart makes one part of r: the first natively streamed when it can
 // be, any other posted, or updated (sendPart). It returns the part's ts.
-func (w *WebAPI) postPart(ctx context.Context, r agents.Reply, p replyPart, common []slack.MsgOption) (string, error) {
-	blocks, fallback := w.partBlocks(r, p)
+func (po *poster) postPart(ctx context.Context, r agents.Reply, p replyPart, common []slack.MsgOption) (string, error) {
+	blocks, fallback := po.partBlocks(r, p)
 	content := []slack.MsgOption{slack.MsgOptionText(fallback, false), slack.MsgOptionBlocks(blocks...)}
 	meta := partMetadata(r, p)
 	if meta != nil {
 		content = append(content, slack.MsgOptionMetadata(*meta))
 	}
 	if p.i == 0 {
-		ts, done, err := w.streamFirst(ctx, streamArgs{
+		ts, done, err := po.streamFirst(ctx, streamArgs{
 			reply: r, text: p.text, mentions: len(p.mentions) > 0, metadata: meta, common: common,
 			extra: slices.DeleteFunc(slices.Clone(blocks), func(b slack.Block) bool { return b.BlockType() != slack.MBTContextActions }),
 		})
@@ -143,9 +176,9 @@ func (w *WebAPI) postPart(ctx context.Context, r agents.Reply, p replyPart, comm
 			return ts, err
 		}
 	}
-	ts, err := w.sendPart(ctx, r, p.i, common, content)
+	ts, err := po.sendPart(ctx, r, p.i, common, content)
 	if p.i == 0 && err == nil {
-		w.trackFallback(r, ts)
+		po.trackFallback(r, ts)
 	}
 	return ts, err
 }
@@ -153,7 +186,7 @@ func (w *WebAPI) postPart(ctx context.Context, r agents.Reply, p replyPart, comm
 // partBlocks are a part's blocks — its mentions, its markdown, and under
 // the last part of a complete reply the feedback buttons — and its
 // plain-text fallback.
-func (w *WebAPI) partBlocks(r agents.Reply, p replyPart) ([]slack.Block, string) {
+func (po *poster) partBlocks(r agents.Reply, p replyPart) ([]slack.Block, string) {
 	var blocks []slack.Block
 	fallback := fallbackText(escapeLeftovers(p.text))
 	if len(p.mentions) > 0 {
@@ -165,7 +198,7 @@ func (w *WebAPI) partBlocks(r agents.Reply, p replyPart) ([]slack.Block, string)
 		blocks = append(blocks, slack.NewMarkdownBlock("", p.text))
 	}
 	if p.i == p.n-1 && !r.Partial {
-		blocks = append(blocks, w.feedbackBlock(r.Feedback)...)
+		blocks = append(blocks, po.feedbackBlock(r.Feedback)...)
 	}
 	return blocks, fallback
 }
@@ -203,12 +236,12 @@ const actionFeedback = "conclave_feedback"
 // feedbackBlock is the context_actions block with 👍/👎 buttons that rate
 // the turn ref names; none without a reference, or with one too long
 // for a block id (255 characters).
-func (w *WebAPI) feedbackBlock(ref string) []slack.Block {
+func (po *poster) feedbackBlock(ref string) []slack.Block {
 	if ref == "" {
 		return nil
 	}
 	if len(ref) > 255 {
-		w.log.Warn("feedback reference too long for a block id; no buttons", slog.Int("length", len(ref)))
+		po.log.Warn("feedback reference too long for a block id; no buttons", slog.Int("length", len(ref)))
 		return nil
 	}
 	button := func(emoji, label, value string) *slack.FeedbackButton {
@@ -246,14 +279,14 @@ func fallbackText(part string) string {
 // avatarURL makes an agent's avatar usable as icon_url: ipfs:// through the
 // gateway, http(s) as it is; anything else (an NFT reference such as
 // eip155:1/erc721:…) is dropped.
-func (w *WebAPI) avatarURL(u string) string {
+func (po *poster) avatarURL(u string) string {
 	u = strings.TrimSpace(u)
 	if rest, ok := strings.CutPrefix(u, "ipfs://"); ok {
 		rest = strings.TrimPrefix(rest, "ipfs/")
-		if rest == "" || w.opts.IPFSGateway == "" {
+		if rest == "" || po.ipfsGateway == "" {
 			return ""
 		}
-		return w.opts.IPFSGateway + rest
+		return po.ipfsGateway + rest
 	}
 	if strings.HasPrefix(u, "https://") || strings.HasPrefix(u, "http://") {
 		return u
@@ -265,30 +298,30 @@ func (w *WebAPI) avatarURL(u string) string {
 // (nameUsers, looked up within lookupTimeout), Markdown links
 // spelled out (spellOutLinks), then &, < and > escaped (escapeSlack), in
 // that order, so that nothing a name brings in escapes the later steps.
-func (w *WebAPI) inert(ctx context.Context, text string) string {
+func (po *poster) inert(ctx context.Context, text string) string {
 	ctx, cancel := context.WithTimeout(ctx, lookupTimeout)
 	defer cancel()
-	return escapeSlack(spellOutLinks(nameUsers(text, w.names.lookup(ctx))))
+	return escapeSlack(spellOutLinks(nameUsers(text, po.names.lookup(ctx))))
 }
 
 // inertMarkdown is inert for a markdown block: code keeps its characters
 // (escapeMarkdown).
-func (w *WebAPI) inertMarkdown(ctx context.Context, text string) string {
+func (po *poster) inertMarkdown(ctx context.Context, text string) string {
 	ctx, cancel := context.WithTimeout(ctx, lookupTimeout)
 	defer cancel()
-	return escapeMarkdown(spellOutLinks(nameUsers(text, w.names.lookup(ctx))))
+	return escapeMarkdown(spellOutLinks(nameUsers(text, po.names.lookup(ctx))))
 }
 
 // PostEphemeral shows text to one user in a channel. The text is made
 // inert like a reply.
-func (w *WebAPI) PostEphemeral(ctx context.Context, channel, user, text string) error {
-	return w.postEphemeral(ctx, channel, user, fallbackText(w.inert(ctx, text)))
+func (po *poster) PostEphemeral(ctx context.Context, channel, user, text string) error {
+	return po.postEphemeral(ctx, channel, user, fallbackText(po.inert(ctx, text)))
 }
 
 // postEphemeral posts mrkdwn text as it is.
-func (w *WebAPI) postEphemeral(ctx context.Context, channel, user, text string) error {
-	err := w.call(ctx, "chat.postEphemeral", false, func(ctx context.Context) error {
-		_, err := w.api.PostEphemeralContext(ctx, channel, user,
+func (po *poster) postEphemeral(ctx context.Context, channel, user, text string) error {
+	err := po.call(ctx, "chat.postEphemeral", false, func(ctx context.Context) error {
+		_, err := po.api.PostEphemeralContext(ctx, channel, user,
 			slack.MsgOptionText(text, false), slack.MsgOptionLinkNames(false))
 		return err
 	})
@@ -300,10 +333,10 @@ func (w *WebAPI) postEphemeral(ctx context.Context, channel, user, text string) 
 
 // AddReaction adds an emoji (default: Options.WorkingReaction) to a
 // message; one already there is not an error.
-func (w *WebAPI) AddReaction(ctx context.Context, channel, ts, name string) error {
-	name = w.reactionName(name)
-	err := w.call(ctx, "reactions.add", true, func(ctx context.Context) error {
-		return w.api.AddReactionContext(ctx, name, slack.NewRefToMessage(channel, ts))
+func (po *poster) AddReaction(ctx context.Context, channel, ts, name string) error {
+	name = po.reactionName(name)
+	err := po.call(ctx, "reactions.add", true, func(ctx context.Context) error {
+		return po.api.AddReactionContext(ctx, name, slack.NewRefToMessage(channel, ts))
 	})
 	if err != nil && errorCode(err) != "already_reacted" {
 		return fmt.Errorf("bot: add reaction %s to %s/%s: %w", name, channel, ts, err)
@@ -313,10 +346,10 @@ func (w *WebAPI) AddReaction(ctx context.Context, channel, ts, name string) erro
 
 // RemoveReaction removes conclave's emoji (default:
 // Options.WorkingReaction) from a message; one not there is not an error.
-func (w *WebAPI) RemoveReaction(ctx context.Context, channel, ts, name string) error {
-	name = w.reactionName(name)
-	err := w.call(ctx, "reactions.remove", true, func(ctx context.Context) error {
-		return w.api.RemoveReactionContext(ctx, name, slack.NewRefToMessage(channel, ts))
+func (po *poster) RemoveReaction(ctx context.Context, channel, ts, name string) error {
+	name = po.reactionName(name)
+	err := po.call(ctx, "reactions.remove", true, func(ctx context.Context) error {
+		return po.api.RemoveReactionContext(ctx, name, slack.NewRefToMessage(channel, ts))
 	})
 	if err != nil && errorCode(err) != "no_reaction" {
 		return fmt.Errorf("bot: remove reaction %s from %s/%s: %w", name, channel, ts, err)
@@ -324,10 +357,10 @@ func (w *WebAPI) RemoveReaction(ctx context.Context, channel, ts, name string) e
 	return nil
 }
 
-func (w *WebAPI) reactionName(name string) string {
+func (po *poster) reactionName(name string) string {
 	name = strings.Trim(strings.TrimSpace(name), ":")
 	if name == "" {
-		return w.opts.WorkingReaction
+		return po.workingReaction
 	}
 	return name
 }
@@ -336,10 +369,10 @@ func (w *WebAPI) reactionName(name string) string {
 // with postID in its metadata, and returns their ts in part order, up to
 // the first part missing (the earliest message of a part, should one
 // have been posted twice). A thread that no longer exists holds none.
-func (w *WebAPI) FindPost(ctx context.Context, channel, threadTS, postID string) ([]string, error) {
-	self := w.identity()
+func (po *poster) FindPost(ctx context.Context, channel, threadTS, postID string) ([]string, error) {
+	self := po.identity()
 	found := make(map[int]string)
-	err := w.replies(ctx, channel, threadTS, true, func(m slack.Message) bool {
+	err := po.replies(ctx, channel, threadTS, true, func(m slack.Message) bool {
 		md := m.Metadata
 		if md.EventType != turnEventType || md.EventPayload["turn_id"] != postID {
 			return true
@@ -373,10 +406,10 @@ func (w *WebAPI) FindPost(ctx context.Context, channel, threadTS, postID string)
 // ≤ 0), oldest first, as events with normalised text. Noise (joins, topic
 // changes) is left out; conclave's own posts are kept, with UserID set to
 // its bot user and UserName to the agent they were posted as.
-func (w *WebAPI) ThreadHistory(ctx context.Context, channel, threadTS string, limit int) ([]agents.Event, error) {
-	self := w.identity()
+func (po *poster) ThreadHistory(ctx context.Context, channel, threadTS string, limit int) ([]agents.Event, error) {
+	self := po.identity()
 	var msgs []wireMessage
-	err := w.replies(ctx, channel, threadTS, false, func(m slack.Message) bool {
+	err := po.replies(ctx, channel, threadTS, false, func(m slack.Message) bool {
 		if !contentSubtypes[m.SubType] || m.Timestamp == "" {
 			return true
 		}
@@ -390,7 +423,7 @@ func (w *WebAPI) ThreadHistory(ctx context.Context, channel, threadTS string, li
 		return nil, fmt.Errorf("bot: history of %s/%s: %w", channel, threadTS, err)
 	}
 	out := make([]agents.Event, 0, len(msgs))
-	lookup := w.names.lookup(ctx)
+	lookup := po.names.lookup(ctx)
 	for i := range msgs {
 		m := &msgs[i]
 		ev := agents.Event{
@@ -410,7 +443,7 @@ func (w *WebAPI) ThreadHistory(ctx context.Context, channel, threadTS string, li
 			ev.UserName = botName(m)
 		case m.User != "":
 			ev.UserName = m.User
-			if name, ok := w.names.userName(ctx, m.User); ok {
+			if name, ok := po.names.userName(ctx, m.User); ok {
 				ev.UserName = name
 			}
 		}
@@ -439,7 +472,7 @@ func wireFromMessage(m slack.Message) wireMessage {
 
 // replies pages through conversations.replies, calling fn for each message
 // in order until it returns false.
-func (w *WebAPI) replies(ctx context.Context, channel, threadTS string, metadata bool, fn func(slack.Message) bool) error {
+func (po *poster) replies(ctx context.Context, channel, threadTS string, metadata bool, fn func(slack.Message) bool) error {
 	params := &slack.GetConversationRepliesParameters{
 		ChannelID: channel, Timestamp: threadTS, Limit: 200, IncludeAllMetadata: metadata,
 	}
@@ -447,8 +480,8 @@ func (w *WebAPI) replies(ctx context.Context, channel, threadTS string, metadata
 		var msgs []slack.Message
 		var more bool
 		var next string
-		err := w.call(ctx, "conversations.replies", true, func(ctx context.Context) (err error) {
-			msgs, more, next, err = w.api.GetConversationRepliesContext(ctx, params)
+		err := po.call(ctx, "conversations.replies", true, func(ctx context.Context) (err error) {
+			msgs, more, next, err = po.api.GetConversationRepliesContext(ctx, params)
 			return err
 		})
 		if err != nil {
@@ -468,10 +501,10 @@ func (w *WebAPI) replies(ctx context.Context, channel, threadTS string, metadata
 
 // ChannelDescription returns a channel's purpose, normalised; it is cached
 // for at most five minutes.
-func (w *WebAPI) ChannelDescription(ctx context.Context, channel string) (string, error) {
-	info, err := w.names.channelInfo(ctx, channel)
+func (po *poster) ChannelDescription(ctx context.Context, channel string) (string, error) {
+	info, err := po.names.channelInfo(ctx, channel)
 	if err != nil {
 		return "", fmt.Errorf("bot: channel %s: %w", channel, err)
 	}
-	return normalizeText(info.purpose, w.names.lookup(ctx)), nil
+	return normalizeText(info.purpose, po.names.lookup(ctx)), nil
 }

@@ -18,24 +18,24 @@ var cannotUpdate = map[string]bool{"message_not_found": true, "cant_update_messa
 // metadata only — the thread, name and icon stay as posted); any other
 // part, or a streamed message that is gone (deleted meanwhile), is posted
 // with common and content.
-func (w *WebAPI) sendPart(ctx context.Context, r agents.Reply, i int, common, content []slack.MsgOption) (string, error) {
+func (po *poster) sendPart(ctx context.Context, r agents.Reply, i int, common, content []slack.MsgOption) (string, error) {
 	if i == 0 && r.Update != "" {
 		update := append(content[:len(content):len(content)], slack.MsgOptionLinkNames(false))
 		// Updating with the same content twice changes nothing: it is
 		// safe to retry.
-		err := w.call(ctx, "chat.update", true, func(ctx context.Context) error {
-			_, _, _, err := w.api.UpdateMessageContext(ctx, r.Channel, r.Update, update...)
+		err := po.call(ctx, "chat.update", true, func(ctx context.Context) error {
+			_, _, _, err := po.api.UpdateMessageContext(ctx, r.Channel, r.Update, update...)
 			return err
 		})
 		if !cannotUpdate[errorCode(err)] {
 			return r.Update, err
 		}
-		w.log.Warn("a streamed message cannot be updated; posting the reply anew", "code", errorCode(err))
+		po.log.Warn("a streamed message cannot be updated; posting the reply anew", "code", errorCode(err))
 	}
 	opts := append(common[:len(common):len(common)], content...)
 	var ts string
-	err := w.call(ctx, "chat.postMessage", false, func(ctx context.Context) (err error) {
-		_, ts, err = w.api.PostMessageContext(ctx, r.Channel, opts...)
+	err := po.call(ctx, "chat.postMessage", false, func(ctx context.Context) (err error) {
+		_, ts, err = po.api.PostMessageContext(ctx, r.Channel, opts...)
 		return err
 	})
 	return ts, err

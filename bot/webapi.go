@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/slack-go/slack"
@@ -27,20 +26,17 @@ var RequiredScopes = []string{
 }
 
 // WebAPI is the Web API side of the transport: it implements agents.Chat
-// (replies posted as the agent, made inert for Slack and split to fit,
-// reactions, ephemeral notices, thread history, channel descriptions),
-// answers slash commands, sends notices, offers and the App Home tab, and
-// learns who conclave is (Identify). It is complete when NewWebAPI
-// returns; the Socket Mode side (Bot) and the command handler are built
-// over it.
+// through the poster it embeds (replies posted as the agent, made inert
+// for Slack and split to fit, reactions, ephemeral notices, thread
+// history, channel descriptions), answers slash commands, sends notices,
+// offers and the App Home tab, and learns who conclave is (Identify). It
+// is complete when NewWebAPI returns; the Socket Mode side (Bot) and the
+// command handler are built over it.
 type WebAPI struct {
 	*client
-	opts    Options
-	names   *directory
-	streams *streams
-	// status, set by NewStatus, shows who works in threads; a reply
-	// waits for its thread's (Status.await).
-	status atomic.Pointer[Status]
+	*poster
+	opts  Options
+	names *directory
 
 	mu         sync.Mutex
 	self       Identity
@@ -68,12 +64,14 @@ func NewWebAPI(opts Options, logger *slog.Logger) *WebAPI {
 		timeout: opts.Timeout,
 		http:    opts.HTTPClient,
 	}
-	return &WebAPI{client: c, opts: opts, names: newDirectory(c), streams: newStreams()}
+	w := &WebAPI{client: c, opts: opts, names: newDirectory(c)}
+	w.poster = newPoster(w)
+	return w
 }
 
 // client makes Web API calls: each bounded by slack.timeout, rate limits
-// waited out, idempotent calls retried. The WebAPI and the name directory
-// share it.
+// waited out, idempotent calls retried. The WebAPI, its poster and the
+// name directory share it.
 type client struct {
 	api     *slack.Client
 	log     *slog.Logger
