@@ -21,8 +21,9 @@ type InProcess struct {
 	convs      map[string]*inConv
 	marks      map[string]time.Time // dedup mark → expiry
 	pending    map[string]time.Time // conversation → pending since
-	locks      map[string]inLock
 	nextSweep  time.Time
+	inLocks    // under mu too, so that a load and a commit check the lock atomically
+	inManager  // works on the sessions and traces parts under mu
 	inPeople   // under mu too, so that recording reads what it depends on atomically
 	inSessions // under mu too, so that a commit appends to sessions atomically
 	inTraces   // under mu too, so that a commit adds its traces atomically
@@ -37,11 +38,6 @@ type inConv struct {
 	posts   int // pending posts, as the last commit said
 }
 
-type inLock struct {
-	token   string
-	expires time.Time
-}
-
 var (
 	_ Store    = (*InProcess)(nil)
 	_ Recorder = (*InProcess)(nil)
@@ -54,8 +50,8 @@ func NewInProcess(opts Options) *InProcess {
 		convs:   map[string]*inConv{},
 		marks:   map[string]time.Time{},
 		pending: map[string]time.Time{},
-		locks:   map[string]inLock{},
 	}
+	s.inLocks = newInLocks(&s.mu, s.now)
 	s.inPeople = inPeople{
 		mu: &s.mu, clock: s.now,
 		channels: map[string][]string{}, userAgent: map[string]string{}, agentUser: map[string]string{},
@@ -67,6 +63,7 @@ func NewInProcess(opts Options) *InProcess {
 	}
 	s.inTraces = newInTraces(&s.mu, s.now, s.opts)
 	s.inUsage = newInUsage(&s.mu, s.now)
+	s.inManager = inManager{sess: &s.inSessions, tr: &s.inTraces}
 	return s
 }
 
@@ -87,11 +84,7 @@ func (s *InProcess) now() time.Time {
 			delete(s.marks, k)
 		}
 	}
-	for id, l := range s.locks {
-		if !now.Before(l.expires) {
-			delete(s.locks, id)
-		}
-	}
+	s.sweepLocks(now)
 	for k, n := range s.nonces {
 		if !now.Before(n.expires) {
 			delete(s.nonces, k)
@@ -138,11 +131,6 @@ func (s *InProcess) markPending(id string, now time.Time) {
 	if _, ok := s.pending[id]; !ok {
 		s.pending[id] = now
 	}
-}
-
-func (s *InProcess) held(l Lock, now time.Time) bool {
-	rec, ok := s.locks[l.ConversationID]
-	return ok && rec.token == l.Token && now.Before(rec.expires)
 }
 
 func (s *InProcess) snapshot(id string, now time.Time) Snapshot {
@@ -276,25 +264,6 @@ func (s *InProcess) Due(_ context.Context, now time.Time, limit int) ([]string, 
 	return orderDue(items, limit), nil
 }
 
-// AcquireLock implements Store.
-func (s *InProcess) AcquireLock(_ context.Context, convID string, ttl time.Duration) (Lock, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.acquire(convID, ttl, s.now())
-}
-
-func (s *InProcess) acquire(convID string, ttl time.Duration, now time.Time) (Lock, error) {
-	if err := checkAcquire(convID, ttl); err != nil {
-		return Lock{}, err
-	}
-	if rec, ok := s.locks[convID]; ok && now.Before(rec.expires) {
-		return Lock{}, fmt.Errorf("memory: acquire lock %s: %w", convID, ErrLocked)
-	}
-	l := Lock{ConversationID: convID, Token: newToken()}
-	s.locks[convID] = inLock{token: l.Token, expires: now.Add(ttl)}
-	return l, nil
-}
-
 // AcquireAndLoad implements Store.
 func (s *InProcess) AcquireAndLoad(_ context.Context, convID string, ttl time.Duration, q Lookup) (Lock, Snapshot, Found, error) {
 	s.mu.Lock()
@@ -305,31 +274,6 @@ func (s *InProcess) AcquireAndLoad(_ context.Context, convID string, ttl time.Du
 		return Lock{}, Snapshot{}, Found{}, err
 	}
 	return l, s.load(l, now), s.lookup(q, now), nil
-}
-
-// RenewLock implements Store.
-func (s *InProcess) RenewLock(_ context.Context, l Lock, ttl time.Duration) error {
-	if err := checkTTL(ttl); err != nil {
-		return fmt.Errorf("memory: renew lock %s: %w", l.ConversationID, err)
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	now := s.now()
-	if !s.held(l, now) {
-		return fmt.Errorf("memory: renew lock %s: %w", l.ConversationID, ErrLockLost)
-	}
-	s.locks[l.ConversationID] = inLock{token: l.Token, expires: now.Add(ttl)}
-	return nil
-}
-
-// CheckLock implements Store.
-func (s *InProcess) CheckLock(_ context.Context, l Lock) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.held(l, s.now()) {
-		return fmt.Errorf("memory: check lock %s: %w", l.ConversationID, ErrLockLost)
-	}
-	return nil
 }
 
 // Load implements Store.
@@ -349,7 +293,7 @@ func (s *InProcess) load(l Lock, now time.Time) Snapshot {
 	_, pending := s.pending[l.ConversationID]
 	delete(s.pending, l.ConversationID)
 	if c := s.conv(l.ConversationID, now); c != nil {
-		expiry := s.locks[l.ConversationID].expires
+		expiry := s.lease(l.ConversationID)
 		switch {
 		case pending:
 			c.due = expiry
@@ -400,7 +344,7 @@ func (s *InProcess) Commit(_ context.Context, l Lock, c Commit) (bool, error) {
 	s.addTraces(rec.conv, traces, now)
 	s.addUsage(usage, now)
 	if c.Release {
-		delete(s.locks, l.ConversationID)
+		s.unlock(l)
 	}
 	_, pending := s.pending[l.ConversationID]
 	return pending, nil
@@ -421,9 +365,7 @@ func (s *InProcess) PendingPosts(context.Context) (int, error) {
 func (s *InProcess) ReleaseLock(_ context.Context, l Lock) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if rec, ok := s.locks[l.ConversationID]; ok && rec.token == l.Token {
-		delete(s.locks, l.ConversationID)
-	}
+	s.unlock(l)
 	_, pending := s.pending[l.ConversationID]
 	return pending, nil
 }

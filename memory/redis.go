@@ -49,6 +49,8 @@ type RedisOptions struct {
 // script on one hash slot.
 type Redis struct {
 	*redisConn
+	redisLocks
+	redisManager
 	redisPeople
 	redisSessions
 	redisTraces
@@ -83,6 +85,8 @@ func NewRedis(ctx context.Context, o RedisOptions) (*Redis, error) {
 	}
 	r := &Redis{
 		redisConn:     conn,
+		redisLocks:    redisLocks{conn},
+		redisManager:  redisManager{conn},
 		redisPeople:   redisPeople{conn},
 		redisSessions: redisSessions{conn},
 		redisTraces:   redisTraces{conn},
@@ -349,22 +353,6 @@ func (r *Redis) rerun(ctx context.Context, cmd *redis.Cmd, s *redis.Script, keys
 	return cmd
 }
 
-// AcquireLock implements Store.
-func (r *Redis) AcquireLock(ctx context.Context, convID string, ttl time.Duration) (Lock, error) {
-	if err := checkAcquire(convID, ttl); err != nil {
-		return Lock{}, err
-	}
-	l := Lock{ConversationID: convID, Token: newToken()}
-	err := r.c.SetArgs(ctx, r.keys.conv(convID).lock, l.Token, redis.SetArgs{Mode: "NX", TTL: ttl}).Err()
-	if errors.Is(err, redis.Nil) {
-		err = ErrLocked
-	}
-	if err != nil {
-		return Lock{}, fmt.Errorf("memory: acquire lock %s: %w", convID, err)
-	}
-	return l, nil
-}
-
 // AcquireAndLoad implements Store: the lock is taken by the load script,
 // and the lookups ride in the same pipeline.
 func (r *Redis) AcquireAndLoad(ctx context.Context, convID string, ttl time.Duration, q Lookup) (Lock, Snapshot, Found, error) {
@@ -380,33 +368,6 @@ func (r *Redis) AcquireAndLoad(ctx context.Context, convID string, ttl time.Dura
 		return Lock{}, Snapshot{}, Found{}, fmt.Errorf("memory: acquire and load %s: %w", convID, err)
 	}
 	return l, snap, found, nil
-}
-
-// RenewLock implements Store.
-func (r *Redis) RenewLock(ctx context.Context, l Lock, ttl time.Duration) error {
-	if err := checkTTL(ttl); err != nil {
-		return fmt.Errorf("memory: renew lock %s: %w", l.ConversationID, err)
-	}
-	n, err := renewScript.Run(ctx, r.c, []string{r.keys.conv(l.ConversationID).lock}, l.Token, ms(ttl)).Int()
-	if err == nil && n == 0 {
-		err = ErrLockLost
-	}
-	if err != nil {
-		return fmt.Errorf("memory: renew lock %s: %w", l.ConversationID, err)
-	}
-	return nil
-}
-
-// CheckLock implements Store.
-func (r *Redis) CheckLock(ctx context.Context, l Lock) error {
-	token, err := r.c.Get(ctx, r.keys.conv(l.ConversationID).lock).Result()
-	if errors.Is(err, redis.Nil) || (err == nil && token != l.Token) {
-		err = ErrLockLost
-	}
-	if err != nil {
-		return fmt.Errorf("memory: check lock %s: %w", l.ConversationID, err)
-	}
-	return nil
 }
 
 // Load implements Store.
@@ -813,21 +774,6 @@ func (r *Redis) PendingPosts(ctx context.Context) (int, error) {
 		}
 	}
 	return n, nil
-}
-
-// ReleaseLock implements Store.
-func (r *Redis) ReleaseLock(ctx context.Context, l Lock) (bool, error) {
-	pending, err := r.release(ctx, l)
-	if err != nil {
-		return false, fmt.Errorf("memory: release lock %s: %w", l.ConversationID, err)
-	}
-	return pending, nil
-}
-
-func (r *Redis) release(ctx context.Context, l Lock) (bool, error) {
-	k := r.keys.conv(l.ConversationID)
-	n, err := releaseScript.Run(ctx, r.c, []string{k.lock, k.due}, l.Token, l.ConversationID).Int()
-	return n == 1, err
 }
 
 // Ping implements Store.

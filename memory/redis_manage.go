@@ -11,10 +11,15 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
+// redisManager is the part of a Redis store that answers Manager: it
+// describes a namespace's sessions and forgets one with the traces of
+// the conversations its entries came from.
+type redisManager struct{ *redisConn }
+
 // SessionInfos implements Manager: the namespace's index, then its
 // sessions' entries in one pipeline (one hash slot: a namespace's keys
 // share its hash tag).
-func (r *Redis) SessionInfos(ctx context.Context, namespace, prefix string) ([]SessionInfo, error) {
+func (r *redisManager) SessionInfos(ctx context.Context, namespace, prefix string) ([]SessionInfo, error) {
 	sk := r.keys.sessions(namespace)
 	keys, err := r.c.SMembers(ctx, sk.index()).Result()
 	if err != nil {
@@ -59,7 +64,7 @@ return entries
 // script in its namespace's hash slot; then the traces of conversations
 // that appended to it meanwhile. Each conversation's traces are in its
 // own hash slot.
-func (r *Redis) ForgetSession(ctx context.Context, namespace, key string) (Forgotten, error) {
+func (r *redisManager) ForgetSession(ctx context.Context, namespace, key string) (Forgotten, error) {
 	if key == "" {
 		return Forgotten{}, errNoSessionKey
 	}
@@ -103,7 +108,7 @@ func (r *Redis) ForgetSession(ctx context.Context, namespace, key string) (Forgo
 
 // forgetTraces removes the turn traces of conversations and the feedback
 // on them.
-func (r *Redis) forgetTraces(ctx context.Context, convs []string) error {
+func (r *redisManager) forgetTraces(ctx context.Context, convs []string) error {
 	if len(convs) == 0 {
 		return nil
 	}
