@@ -53,16 +53,7 @@ func (ep *endpoint) stream(ctx context.Context, call openai.ChatCompletionReques
 		return openai.ChatCompletionResponse{}, silent(err)
 	}
 	defer s.Close()
-	var (
-		reply     = openai.ChatCompletionResponse{Model: call.Model}
-		content   strings.Builder
-		reasoning strings.Builder
-		shown     string
-		calls     []openai.ToolCall
-		finish    openai.FinishReason
-		chosen    bool
-		quietNow  bool // tool calls began: the content is no longer shown
-	)
+	r := streamedReply{reply: openai.ChatCompletionResponse{Model: call.Model}, onText: onText}
 	for {
 		chunk, err := s.Recv()
 		if errors.Is(err, io.EOF) {
@@ -70,52 +61,77 @@ func (ep *endpoint) stream(ctx context.Context, call openai.ChatCompletionReques
 		}
 		if err != nil {
 			if ctx.Err() != nil {
-				return reply, silent(err)
+				return r.reply, silent(err)
 			}
-			return reply, fmt.Errorf("%w: %w", errStreamCut, err)
+			return r.reply, fmt.Errorf("%w: %w", errStreamCut, err)
 		}
 		timer.Reset(idle)
-		if chunk.Model != "" {
-			reply.Model = chunk.Model
+		r.add(chunk)
+	}
+	return r.done()
+}
+
+// streamedReply gathers a streamed reply from its chunks, showing its
+// visible text so far (onText) each time it grows.
+type streamedReply struct {
+	reply     openai.ChatCompletionResponse
+	onText    func(string)
+	content   strings.Builder
+	reasoning strings.Builder
+	shown     string
+	calls     []openai.ToolCall
+	finish    openai.FinishReason
+	chosen    bool
+	quiet     bool // tool calls began: the content is no longer shown
+}
+
+// add takes one chunk: its model and usage, and the first choice's delta.
+func (r *streamedReply) add(chunk openai.ChatCompletionStreamResponse) {
+	if chunk.Model != "" {
+		r.reply.Model = chunk.Model
+	}
+	if chunk.Usage != nil {
+		r.reply.Usage = *chunk.Usage
+	}
+	for _, ch := range chunk.Choices {
+		if ch.Index != 0 {
+			continue
 		}
-		if chunk.Usage != nil {
-			reply.Usage = *chunk.Usage
+		r.chosen = true
+		if ch.FinishReason != "" {
+			r.finish = ch.FinishReason
 		}
-		for _, ch := range chunk.Choices {
-			if ch.Index != 0 {
-				continue
-			}
-			chosen = true
-			if ch.FinishReason != "" {
-				finish = ch.FinishReason
-			}
-			for _, d := range ch.Delta.ToolCalls {
-				quietNow = true
-				calls = mergeToolCall(calls, d)
-			}
-			reasoning.WriteString(ch.Delta.ReasoningContent)
-			if ch.Delta.Content != "" {
-				content.WriteString(ch.Delta.Content)
-				// Reasoning and text tool calls are never shown.
-				if v := visibleSoFar(content.String()); !quietNow && v != shown {
-					shown = v
-					onText(v)
-				}
+		for _, d := range ch.Delta.ToolCalls {
+			r.quiet = true
+			r.calls = mergeToolCall(r.calls, d)
+		}
+		r.reasoning.WriteString(ch.Delta.ReasoningContent)
+		if ch.Delta.Content != "" {
+			r.content.WriteString(ch.Delta.Content)
+			// Reasoning and text tool calls are never shown.
+			if v := visibleSoFar(r.content.String()); !r.quiet && v != r.shown {
+				r.shown = v
+				r.onText(v)
 			}
 		}
 	}
-	if !chosen {
-		return reply, nil // no choice: classified as an empty reply
+}
+
+// done is the reply once the stream ended: a stream with no finish
+// reason was cut; one with no choice is an empty reply.
+func (r *streamedReply) done() (openai.ChatCompletionResponse, error) {
+	if !r.chosen {
+		return r.reply, nil // no choice: classified as an empty reply
 	}
-	if finish == "" {
-		return reply, fmt.Errorf("%w: no finish reason", errStreamCut)
+	if r.finish == "" {
+		return r.reply, fmt.Errorf("%w: no finish reason", errStreamCut)
 	}
-	reply.Choices = []openai.ChatCompletionChoice{{
-		Message: openai.ChatCompletionMessage{Role: RoleAssistant, Content: content.String(),
-			ReasoningContent: reasoning.String(), ToolCalls: calls},
-		FinishReason: finish,
+	r.reply.Choices = []openai.ChatCompletionChoice{{
+		Message: openai.ChatCompletionMessage{Role: RoleAssistant, Content: r.content.String(),
+			ReasoningContent: r.reasoning.String(), ToolCalls: r.calls},
+		FinishReason: r.finish,
 	}}
-	return reply, nil
+	return r.reply, nil
 }
 
 // mergeToolCall adds one streamed piece of a tool call: the piece with a
