@@ -15,27 +15,10 @@ import (
 	"github.com/conclavehq/conclave/templates"
 )
 
-// noticeOverload posts the one ⚠️ of an overload (until the queue has
-// room again), as the facilitator when there is one.
-func (s turnStep) noticeOverload(ctx context.Context) {
-	c := s.c
-	name := c.overloaded
-	c.overloaded = ""
-	if !c.m.OverloadNotice() {
-		return
-	}
-	if c.Facilitator != "" {
-		name = c.Facilitator
-	}
-	a, _ := c.agent(ctx, name)
-	t := s.run.NewTurn(c.m.TurnID(), a, "")
-	s.notify(ctx, t, fmt.Sprintf("this conversation is overloaded (%d turns waiting); write again once they are answered", c.m.Read().Queued()))
-}
-
 // turnStep carries one turn out for the step: it asks the machine
-// whether and how the turn runs, runs the turn's function (runner), and
-// feeds what the turn produced into the machine and the conversation,
-// its posts last (convo.deliver).
+// whether and how the turn runs, gathers the turn's input, runs the
+// turn's function (turn.Runner), and feeds what the turn produced into
+// the machine and the conversation, its posts last (convo.deliver).
 type turnStep struct {
 	c   *convo
 	run turn.Runner
@@ -77,7 +60,25 @@ func (s turnStep) sessionTurn(ctx context.Context, t *turn.Turn, ns, key, prompt
 	return res, err
 }
 
+// turns is the turn step of the loaded conversation.
 func (c *convo) turns() turnStep { return turnStep{c: c, run: c.runner()} }
+
+// noticeOverload posts the one ⚠️ of an overload (until the queue has
+// room again), as the facilitator when there is one.
+func (s turnStep) noticeOverload(ctx context.Context) {
+	c := s.c
+	name := c.overloaded
+	c.overloaded = ""
+	if !c.m.OverloadNotice() {
+		return
+	}
+	if c.Facilitator != "" {
+		name = c.Facilitator
+	}
+	a, _ := c.agent(ctx, name)
+	t := s.run.NewTurn(c.m.TurnID(), a, "")
+	s.notify(ctx, t, fmt.Sprintf("this conversation is overloaded (%d turns waiting); write again once they are answered", c.m.Read().Queued()))
+}
 
 // finish logs and reports a turn, and hands its trace to the next commit.
 func (s turnStep) finish(t *turn.Turn) {
