@@ -134,7 +134,7 @@ func (o *outbox) flush(ctx context.Context) (flushed, error) {
 			return f, err // the next holder carries on
 		}
 		p.Attempts++
-		p.LastError = firstLine(err.Error())
+		p.LastError = turn.FirstLine(err.Error())
 		o.book.Attempted(p)
 		var pe *PostError
 		permanent := errors.As(err, &pe) && pe.Permanent

@@ -195,12 +195,12 @@ func TestCapText(t *testing.T) {
 		{"abc", 0, "abc"},
 	}
 	for _, tt := range tests {
-		if got := capText(tt.in, tt.max); got != tt.want {
-			t.Errorf("capText(%q, %d) = %q, want %q", tt.in, tt.max, got, tt.want)
+		if got := turn.CapText(tt.in, tt.max); got != tt.want {
+			t.Errorf("CapText(%q, %d) = %q, want %q", tt.in, tt.max, got, tt.want)
 		}
 	}
 	huge := strings.Repeat("x", 40000)
-	if got := capText(huge, 12000); utf8.RuneCountInString(got) != 12000+utf8.RuneCountInString(truncatedMark) {
+	if got := turn.CapText(huge, 12000); utf8.RuneCountInString(got) != 12000+utf8.RuneCountInString(truncatedMark) {
 		t.Errorf("40,000 runes capped to %d", utf8.RuneCountInString(got))
 	}
 }

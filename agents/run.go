@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/conclavehq/conclave/agents/conversation"
+	"github.com/conclavehq/conclave/agents/turn"
 	"github.com/conclavehq/conclave/memory"
 )
 
@@ -160,7 +161,7 @@ func (e *Engine) recordChange(ctx context.Context, id string, ev Event) error {
 		return nil
 	}
 	max := e.opts.MaxMessageChars
-	err := e.inbound.UpdateMessage(ctx, id, ev.TS, capText(ev.Raw, max), capText(ev.Text, max))
+	err := e.inbound.UpdateMessage(ctx, id, ev.TS, turn.CapText(ev.Raw, max), turn.CapText(ev.Text, max))
 	if err != nil && !errors.Is(err, memory.ErrNotFound) {
 		return fmt.Errorf("agents: record edit of %s: %w", ev.TS, err)
 	}
@@ -214,8 +215,8 @@ func (e *Engine) messageOf(ev Event, paired string) memory.Message {
 		BotID:   ev.BotID,
 		Kind:    kindPerson,
 		Subtype: ev.Subtype,
-		Raw:     capText(ev.Raw, max),
-		Text:    capText(ev.Text, max),
+		Raw:     turn.CapText(ev.Raw, max),
+		Text:    turn.CapText(ev.Text, max),
 		Name:    ev.UserName,
 		At:      ev.At,
 		Trace:   ev.Trace,

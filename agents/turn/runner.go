@@ -249,14 +249,16 @@ func (r Runner) spend(t *Turn, model string, resp llm.Response, err error) {
 	t.Report.spend(r.Config.Prices, model, int64(resp.PromptTokens), int64(resp.CompletionTokens))
 }
 
-// capText keeps the first max runes of s and marks the cut.
-func capText(s string, max int) string { return clip.Runes(s, max, TruncatedMark) }
+// CapText keeps the first max runes of s and marks the cut
+// (TruncatedMark), so one huge Slack message cannot blow a prompt's
+// budget. max <= 0 means no cap.
+func CapText(s string, max int) string { return clip.Runes(s, max, TruncatedMark) }
 
-// firstLine is the first line of s, capped at 300 runes: what a log or
+// FirstLine is the first line of s, capped at 300 runes: what a log or
 // a model reads of an error.
-func firstLine(s string) string {
+func FirstLine(s string) string {
 	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
-	return capText(s, 300)
+	return CapText(s, 300)
 }
 
 // Log attribute keys, as the engine's.

@@ -93,14 +93,14 @@ func (r Runner) runTools(ctx context.Context, t *Turn, offered []llm.Tool, calls
 			outcome := ToolOK
 			if err != nil {
 				outcome = ToolError
-				text = "error: " + firstLine(err.Error()) // the toolbox keeps servers' secrets out of it
+				text = "error: " + FirstLine(err.Error()) // the toolbox keeps servers' secrets out of it
 				r.Log.Info("tool call failed", slog.String(logAgent, t.Agent.EnsDomain), slog.String(logTurn, t.ID),
 					slog.String("tool", call.Name), slog.Any(logError, err))
 			}
 			if strings.TrimSpace(text) == "" {
 				text = "(no output)"
 			}
-			results[i] = capText(text, r.Config.MaxMessageChars)
+			results[i] = CapText(text, r.Config.MaxMessageChars)
 			traced[i] = traceTool(call, results[i], outcome, called, r.Now().Sub(called))
 		})
 	}

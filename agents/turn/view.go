@@ -162,7 +162,7 @@ func (c view) data(a ens.Agent, visible []Message, sessionID string, count int) 
 	max := c.cfg.MaxMessageChars
 	d := templates.Data{
 		ConversationId:           c.conv,
-		ChannelDescription:       capText(c.in.Description, max),
+		ChannelDescription:       CapText(c.in.Description, max),
 		ChannelMembers:           c.members(a),
 		ConversationMessageCount: count,
 		MemorySessionId:          sessionID,
@@ -175,7 +175,7 @@ func (c view) data(a ens.Agent, visible []Message, sessionID string, count int) 
 		}
 	}
 	request := func(m Message) templates.Request {
-		return templates.Request{Content: capText(m.Text, max), Author: c.member(m)}
+		return templates.Request{Content: CapText(m.Text, max), Author: c.member(m)}
 	}
 	initial := -1
 	for i, m := range visible {
@@ -272,7 +272,7 @@ func (c view) discussion(visible []Message) ([]templates.Message, int) {
 		if in {
 			count++
 		}
-		out[i] = templates.Message{Author: c.member(m), Content: capText(m.Text, c.cfg.MaxMessageChars), Time: m.At, InExchange: in}
+		out[i] = templates.Message{Author: c.member(m), Content: CapText(m.Text, c.cfg.MaxMessageChars), Time: m.At, InExchange: in}
 	}
 	return out, count
 }
