@@ -47,11 +47,19 @@ func (r *recorder) dispatched(ev agents.Event) {
 // are at least n.
 func (r *recorder) waitDispatched(t *testing.T, n int) []agents.Event {
 	t.Helper()
+	return r.waitCount(t, n, "%d tickets dispatched, want %d", func() ([]agents.Event, chan struct{}) { return r.acked, r.dispatches })
+}
+
+// waitCount returns a copy of the events read gives (under r.mu) once
+// there are at least n, waiting on the channel it gives, closed at each
+// change; fail says how many there were and how many were wanted.
+func (r *recorder) waitCount(t *testing.T, n int, fail string, read func() ([]agents.Event, chan struct{})) []agents.Event {
+	t.Helper()
 	ctx := testContext(t)
 	for {
 		r.mu.Lock()
-		evs := append([]agents.Event(nil), r.acked...)
-		ch := r.dispatches
+		got, ch := read()
+		evs := append([]agents.Event(nil), got...)
 		r.mu.Unlock()
 		if len(evs) >= n {
 			return evs
@@ -59,7 +67,7 @@ func (r *recorder) waitDispatched(t *testing.T, n int) []agents.Event {
 		select {
 		case <-ch:
 		case <-ctx.Done():
-			t.Fatalf("%d tickets dispatched, want %d", len(evs), n)
+			t.Fatalf(fail, len(evs), n)
 		}
 	}
 }
@@ -96,21 +104,7 @@ func (r *recorder) Record(ctx context.Context, ev agents.Event) (agents.Ticket, 
 // wait returns the recorded events once there are at least n.
 func (r *recorder) wait(t *testing.T, n int) []agents.Event {
 	t.Helper()
-	ctx := testContext(t)
-	for {
-		r.mu.Lock()
-		evs := append([]agents.Event(nil), r.events...)
-		ch := r.changed
-		r.mu.Unlock()
-		if len(evs) >= n {
-			return evs
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			t.Fatalf("handler got %d events, want %d", len(evs), n)
-		}
-	}
+	return r.waitCount(t, n, "handler got %d events, want %d", func() ([]agents.Event, chan struct{}) { return r.events, r.changed })
 }
 
 // waitFor returns the recorded events once one has the given ts and kind.
