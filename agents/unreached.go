@@ -106,7 +106,8 @@ func unreachedCalls(text string, agents []ens.Agent, forms []nameForm, self stri
 
 // displayNameCalls finds name used as a call in text (low is text with
 // ASCII lowercased): "@name" anywhere, or "name," or "name:" opening a
-// line (after blanks and markdown emphasis).
+// line (after blanks, markdown emphasis or a signature such as the
+// facilitator's 🧭: nothing before it on the line is a letter or digit).
 func displayNameCalls(text, low, name string) []string {
 	n := turn.LowerASCII(strings.TrimSpace(name))
 	if n == "" {
@@ -131,12 +132,15 @@ func displayNameCalls(text, low, name string) []string {
 		}
 		lineStart := strings.LastIndexByte(low[:at], '\n') + 1
 		rest := strings.TrimLeft(low[end:], "*_")
-		if strings.Trim(low[lineStart:at], " \t*_>") == "" && (strings.HasPrefix(rest, ",") || strings.HasPrefix(rest, ":")) {
+		if !strings.ContainsFunc(low[lineStart:at], isWordRune) && (strings.HasPrefix(rest, ",") || strings.HasPrefix(rest, ":")) {
 			out = append(out, text[at:end])
 		}
 	}
 	return out
 }
+
+// isWordRune reports whether r is a letter or a digit.
+func isWordRune(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) }
 
 // isDottedName reports whether s starts with "." and a label: the name
 // goes on as an ENS name ("cora.acme…"), which the token scan judges.
