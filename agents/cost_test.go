@@ -262,6 +262,11 @@ func TestBudgetsAcrossReplicas(t *testing.T) {
 	const limit, perTurn, threads = 45, 15, 12
 	r.opts.Budgets = agents.Budgets{Workspace: limit}
 	r.opts.SweepInterval = 5 * time.Millisecond
+	// One worker a replica: at most three turns are under way when the
+	// budget runs out, so it bites before the twelfth thread. With more,
+	// all twelve could load before the first commit counted a token, and
+	// the budget would be right to let them all run.
+	r.opts.MaxParallel = 1
 	r.model.fallback = spending
 	ledger := &budgetLedger{limit: limit, read: map[string]bool{}}
 	posted := make(chan struct{}, 1)
